@@ -1,0 +1,131 @@
+"""Query in, response bytes out.
+
+The fast path accepts the common shape of a query (one question, no
+compression, at most one version-0 OPT) with slicing only, then looks up a
+pre-rendered Answer and concatenates. Everything else goes to the slow path,
+which parses strictly and answers FORMERR, NOTIMP, BADVERS or REFUSED, or
+drops the packet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from .wire import (
+    BADVERS,
+    EDNS_SIZE,
+    FORMERR,
+    MAX_TCP,
+    NOTIMP,
+    OPT_DO0,
+    OPT_DO1,
+    RCODE_NAMES,
+    Answer,
+    Drop,
+    FormErr,
+    decode_name,
+    error_response,
+    is_wire_name,
+    opt_record,
+    parse_query,
+)
+from .zone import Zone
+
+log = logging.getLogger("mcsdns.query")
+
+_QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
+_AR0, _AR1 = b"\x00\x00", b"\x00\x01"
+_OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
+
+
+class Handler:
+    def __init__(self, zone: Zone, log_queries: bool = False) -> None:
+        self.zone = zone
+        self.log_queries = log_queries
+        self.slow_count: Counter[str] = Counter()  # slow-path outcomes
+
+    def respond(self, data: bytes, tcp: bool) -> bytes | None:
+        """The response to one DNS message, or None to send nothing."""
+        try:
+            if data[2] & 0xF8 or data[4:10] != _QD1:
+                return self._slow(data, tcp)
+            qend = data.find(b"\x00", 12) + 1
+            ar = data[10:12]
+            n = len(data)
+            if ar == _AR0 and n == qend + 4 and qend:
+                idx = (data[2] & 1) | ((data[3] >> 3) & 2)
+                limit = MAX_TCP if tcp else 512
+                opt = b""
+            elif (ar == _AR1 and qend and data[qend + 4:qend + 7] == _OPT_HEAD
+                  and data[qend + 10] == 0 and n >= qend + 15
+                  and n == qend + 15 + ((data[qend + 13] << 8) | data[qend + 14])):
+                idx = 4 | (data[2] & 1) | ((data[3] >> 3) & 2)
+                if tcp:
+                    limit = MAX_TCP
+                else:
+                    limit = (data[qend + 7] << 8) | data[qend + 8]
+                    limit = EDNS_SIZE if limit > EDNS_SIZE else 512 if limit < 512 else limit
+                opt = OPT_DO1 if data[qend + 11] & 0x80 else OPT_DO0
+            else:
+                return self._slow(data, tcp)
+        except IndexError:
+            return self._slow(data, tcp)
+        lname = data[12:qend].lower()
+        tail = data[qend:qend + 4]
+        node = self.zone.names.get(lname)
+        if node is not None:
+            ans = node.get(tail) or self.zone.node_answer(lname, node, tail)
+        elif is_wire_name(lname):
+            ans = self.zone.missing(lname, tail)
+        else:
+            return self._slow(data, tcp)
+        if self.log_queries:
+            log.info("query %s %s -> %s", decode_name(lname), tail.hex(), RCODE_NAMES[ans.rcode])
+        q = data[12:qend + 4]
+        if ans.size + len(q) + len(opt) + 12 <= limit:
+            return data[:2] + ans.hdrs[idx] + q + ans.body() + opt
+        return self._fit(data[:2], ans, idx, q, opt, limit)
+
+    @staticmethod
+    def _fit(qid: bytes, ans: Answer, idx: int, q: bytes, opt: bytes, limit: int) -> bytes:
+        fb = ans.fallback
+        if fb is not None and fb.size + len(q) + len(opt) + 12 <= limit:
+            return qid + fb.hdrs[idx] + q + fb.body() + opt
+        return qid + ans.tc_hdrs[idx] + q + opt
+
+    def _slow(self, data: bytes, tcp: bool) -> bytes | None:
+        try:
+            q = parse_query(data)
+        except Drop as e:
+            self.slow_count["dropped"] += 1
+            log.debug("dropped message: %s", e)
+            return None
+        except FormErr as e:
+            self.slow_count["formerr"] += 1
+            log.debug("FORMERR: %s", e)
+            return error_response(data, FORMERR)
+        idx = (1 if q.flags & 0x0100 else 0) | (2 if q.flags & 0x0010 else 0)
+        opt = b""
+        if q.edns:
+            idx |= 4
+            opt = OPT_DO1 if q.do else OPT_DO0
+        if q.opcode != 0:
+            self.slow_count["notimp"] += 1
+            return self._header_only(q.id, q.flags, NOTIMP, q.question, opt)
+        if q.edns and q.edns_version != 0:
+            self.slow_count["badvers"] += 1
+            return self._header_only(q.id, q.flags, BADVERS, q.question, opt_record(q.do, 1))
+        self.slow_count["parsed"] += 1
+        ans = self.zone.answer(q.qname.lower(), q.question[-4:])
+        limit = MAX_TCP if tcp else (min(max(q.edns_size, 512), EDNS_SIZE) if q.edns else 512)
+        if ans.size + len(q.question) + len(opt) + 12 <= limit:
+            return q.id + ans.hdrs[idx] + q.question + ans.body() + opt
+        return self._fit(q.id, ans, idx, q.question, opt, limit)
+
+    @staticmethod
+    def _header_only(qid: bytes, flags: int, rcode: int, question: bytes, opt: bytes) -> bytes:
+        out_flags = 0x8400 | (flags & 0x7910) | (rcode & 0xF)  # QR AA, opcode RD CD
+        ar = 1 if opt else 0
+        return (qid + out_flags.to_bytes(2, "big") + b"\x00\x01\x00\x00\x00\x00"
+                + ar.to_bytes(2, "big") + question + opt)

@@ -1,0 +1,232 @@
+"""Kubernetes objects parsed into validated, immutable records.
+
+Only what DNS needs is kept. Anything malformed raises `Malformed` (whole
+object) or is dropped with a reason (single endpoint or address), so the
+caller can log it and count it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
+SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
+MCS_GROUP = "multicluster.x-k8s.io"
+CLUSTER_PROPERTY_ID = ("cluster.clusterset.k8s.io", "id.k8s.io")
+
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+# Endpoint hostnames and system-assigned labels may start or end with '-'
+# (dashed IPv6 addresses such as "2001-db8--1"), but never contain a dot.
+_HOST_LABEL = re.compile(r"[a-z0-9-]{1,63}\Z")
+
+
+class Malformed(ValueError):
+    """The object cannot be used at all."""
+
+
+def is_dns_label(s: str) -> bool:
+    """RFC 1123 label: lowercase alphanumerics and '-', 1-63 octets."""
+    return bool(_LABEL.match(s))
+
+
+def valid_cluster_id(s: str) -> bool:
+    """A cluster ID is one DNS label, or two joined by a dot (KEP-2149)."""
+    parts = s.split(".")
+    return 1 <= len(parts) <= 2 and all(is_dns_label(p) for p in parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    name: str  # "" when unnamed
+    protocol: str  # TCP, UDP, SCTP
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceImport:
+    namespace: str
+    name: str
+    headless: bool
+    ips: tuple[bytes, ...]  # packed, 4 or 16 octets, in spec order
+    ports: tuple[Port, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    addresses: tuple[bytes, ...]  # packed
+    hostname: str  # validated label, or system-assigned dashed IP
+    ready: bool
+    serving: bool
+    terminating: bool
+    zone: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSlice:
+    namespace: str
+    name: str
+    service: str
+    cluster: str
+    ipv6: bool
+    endpoints: tuple[Endpoint, ...]
+    ports: tuple[Port, ...]
+    dropped: tuple[str, ...] = field(default=())  # reasons for skipped parts
+
+
+def _meta(obj: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise Malformed("missing metadata")
+    ns, name = meta.get("namespace", "default"), meta.get("name")
+    if not isinstance(name, str) or not isinstance(ns, str):
+        raise Malformed("metadata.name/namespace must be strings")
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise Malformed("metadata.labels must be a map")
+    return ns, name, labels
+
+
+def _ports(raw: Any, where: str) -> tuple[Port, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise Malformed(f"{where} must be a list")
+    out: list[Port] = []
+    for p in raw:
+        if not isinstance(p, dict):
+            raise Malformed(f"{where} entries must be maps")
+        num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
+        if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
+            raise Malformed(f"{where}: bad port {num!r}")
+        if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
+            raise Malformed(f"{where}: bad port name {name!r}")
+        if proto not in ("TCP", "UDP", "SCTP"):
+            raise Malformed(f"{where}: bad protocol {proto!r}")
+        out.append(Port(name.lower(), proto, num))
+    return tuple(out)
+
+
+def _packed(addr: Any, v6: bool | None = None) -> bytes:
+    if not isinstance(addr, str):
+        raise ValueError(f"address {addr!r} is not a string")
+    ip = ipaddress.ip_address(addr)
+    if v6 is not None and (ip.version == 6) != v6:
+        raise ValueError(f"address {addr} is not of the slice's family")
+    return ip.packed
+
+
+def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
+    ns, name, _ = _meta(obj)
+    if not is_dns_label(ns) or not is_dns_label(name):
+        raise Malformed(f"{ns}/{name}: name and namespace must be DNS labels")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise Malformed(f"{ns}/{name}: missing spec")
+    typ = spec.get("type")
+    if typ not in ("ClusterSetIP", "Headless"):
+        raise Malformed(f"{ns}/{name}: spec.type {typ!r} is not ClusterSetIP or Headless")
+    raw_ips = spec.get("ips") or []
+    if not isinstance(raw_ips, list):
+        raise Malformed(f"{ns}/{name}: spec.ips must be a list")
+    ips: list[bytes] = []
+    if typ == "ClusterSetIP":
+        for a in raw_ips:
+            try:
+                p = _packed(a)
+            except ValueError as e:
+                raise Malformed(f"{ns}/{name}: spec.ips: {e}") from None
+            if p not in ips:
+                ips.append(p)
+    return ServiceImport(ns, name, typ == "Headless", tuple(ips), _ports(spec.get("ports"), "spec.ports"))
+
+
+def _hostname_for(raw: Any, addresses: list[bytes]) -> str:
+    if raw:
+        if not isinstance(raw, str) or not is_dns_label(raw.lower()):
+            raise ValueError(f"hostname {raw!r} is not a DNS label")
+        return raw.lower()
+    ip = ipaddress.ip_address(addresses[0])
+    dashed = str(ip).replace(".", "-").replace(":", "-")
+    if not _HOST_LABEL.match(dashed):  # pragma: no cover - always true for IPs
+        raise ValueError(f"cannot derive a hostname from {ip}")
+    return dashed
+
+
+def _cond(conds: dict[str, Any], key: str, default: bool) -> bool:
+    v = conds.get(key)
+    return default if v is None else v is True
+
+
+def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
+    ns, name, labels = _meta(obj)
+    svc = labels.get(SERVICE_NAME_LABEL)
+    cluster = labels.get(SOURCE_CLUSTER_LABEL)
+    if not isinstance(svc, str) or not is_dns_label(svc):
+        raise Malformed(f"{ns}/{name}: label {SERVICE_NAME_LABEL}={svc!r} is not a DNS label")
+    if not isinstance(cluster, str) or not valid_cluster_id(cluster.lower()):
+        raise Malformed(f"{ns}/{name}: label {SOURCE_CLUSTER_LABEL}={cluster!r} is not a cluster ID")
+    if not is_dns_label(ns):
+        raise Malformed(f"{ns}/{name}: namespace is not a DNS label")
+    family = obj.get("addressType", "IPv4")
+    if family not in ("IPv4", "IPv6"):
+        raise Malformed(f"{ns}/{name}: addressType {family!r} is not served")
+    v6 = family == "IPv6"
+    raw_eps = obj.get("endpoints") or []
+    if not isinstance(raw_eps, list):
+        raise Malformed(f"{ns}/{name}: endpoints must be a list")
+    eps: list[Endpoint] = []
+    dropped: list[str] = []
+    for i, ep in enumerate(raw_eps):
+        try:
+            if not isinstance(ep, dict):
+                raise ValueError("not a map")
+            raw_addrs = ep.get("addresses")
+            if not isinstance(raw_addrs, list) or not raw_addrs:
+                raise ValueError("no addresses")
+            addrs: list[bytes] = []
+            for a in raw_addrs:
+                try:
+                    p = _packed(a, v6)
+                except ValueError as e:
+                    dropped.append(f"endpoint {i}: {e}")
+                    continue
+                if p not in addrs:
+                    addrs.append(p)
+            if not addrs:
+                raise ValueError("no valid addresses")
+            host = _hostname_for(ep.get("hostname"), addrs)
+            conds = ep.get("conditions") or {}
+            if not isinstance(conds, dict):
+                raise ValueError("conditions must be a map")
+            ready = _cond(conds, "ready", True)
+            zone = ep.get("zone") or ""
+            eps.append(
+                Endpoint(
+                    tuple(addrs),
+                    host,
+                    ready,
+                    _cond(conds, "serving", ready),
+                    _cond(conds, "terminating", False),
+                    zone if isinstance(zone, str) else "",
+                )
+            )
+        except ValueError as e:
+            dropped.append(f"endpoint {i}: {e}")
+    return EndpointSlice(
+        ns, name, svc, cluster.lower(), v6, tuple(eps), _ports(obj.get("ports"), "ports"),
+        tuple(dropped),
+    )
+
+
+def parse_cluster_id(obj: dict[str, Any]) -> str | None:
+    """The cluster ID from an about.k8s.io ClusterProperty, or None if it is another property."""
+    _, name, _ = _meta(obj)
+    if name not in CLUSTER_PROPERTY_ID:
+        return None
+    value = (obj.get("spec") or {}).get("value")
+    if not isinstance(value, str) or not valid_cluster_id(value.lower()):
+        raise Malformed(f"ClusterProperty {name}: value {value!r} is not a cluster ID")
+    return value.lower()

@@ -1,0 +1,130 @@
+"""The records one service contributes to the zone (KEP-1645 DNS spec 2.3, 2.4).
+
+`service_records` is a pure function of a ServiceImport and its slices: it
+returns every name under `<svc>.<ns>.svc.<zone>` with its RRsets (an empty
+map marks an empty non-terminal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .objects import Endpoint, EndpointSlice, Port, ServiceImport
+from .wire import AAAA, SRV, A, srv_rdata
+
+
+@dataclass(frozen=True, slots=True)
+class RRset:
+    """Records of one type at one name; `extra` are (owner, type, rdata) for Additional."""
+
+    rtype: int
+    rdatas: tuple[bytes, ...]
+    extra: tuple[tuple[bytes, int, bytes], ...] = ()
+    rotate: bool = False  # answer order may be rotated between queries
+
+
+Names = dict[bytes, dict[int, RRset]]
+
+
+def _family(addr: bytes) -> int:
+    return A if len(addr) == 4 else AAAA
+
+
+def _prefix(labels: Iterable[str], base: bytes) -> bytes:
+    out = b""
+    for lab in labels:
+        b = lab.encode("ascii")
+        out += bytes((len(b),)) + b
+    return out + base
+
+
+def _by_family(addrs: Iterable[bytes]) -> dict[int, tuple[bytes, ...]]:
+    out: dict[int, list[bytes]] = {}
+    for a in addrs:
+        lst = out.setdefault(_family(a), [])
+        if a not in lst:
+            lst.append(a)
+    return {t: tuple(v) for t, v in out.items()}
+
+
+def _answerable(slices: list[EndpointSlice]) -> list[tuple[EndpointSlice, Endpoint]]:
+    """Ready endpoints; if none, serving+terminating ones (as kube-proxy falls back)."""
+    ready = [(s, e) for s in slices for e in s.endpoints if e.ready]
+    if ready:
+        return ready
+    return [(s, e) for s in slices for e in s.endpoints if e.serving and e.terminating]
+
+
+def _srv_names(svc_name: bytes, ports: Iterable[Port]) -> dict[tuple[str, str], bytes]:
+    out = {}
+    for p in ports:
+        if p.name:
+            out[(p.name, p.protocol)] = _prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
+    return out
+
+
+def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
+                    ttl: int) -> Names:
+    """All names and RRsets for one service; empty if the service has no name."""
+    del ttl  # TTL is applied at render time; kept in the signature for clarity
+    svc_name = _prefix((si.name, si.namespace, "svc"), zone)
+    names: Names = {}
+    if not si.headless:
+        fam = _by_family(si.ips)
+        node = {t: RRset(t, v) for t, v in fam.items()}
+        extra = tuple((svc_name, t, a) for t, v in fam.items() for a in v)
+        srvs: list[bytes] = []
+        for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
+            port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
+            rd = srv_rdata(0, 100, port, svc_name)
+            names[owner] = {SRV: RRset(SRV, (rd,), extra)}
+            names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
+            srvs.append(rd)
+        if srvs:
+            node[SRV] = RRset(SRV, tuple(srvs), extra)
+        names[svc_name] = node
+        return names
+
+    eps = _answerable(slices)
+    if not eps:
+        return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
+    # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
+    hosts: dict[bytes, list[bytes]] = {}
+    all_addrs: list[bytes] = []
+    port_targets: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
+    for sl, ep in eps:
+        cluster_name = _prefix(sl.cluster.split("."), svc_name)
+        names.setdefault(cluster_name, {})  # <clusterid>.<svc>: never has records
+        host = _prefix((ep.hostname,), cluster_name)
+        lst = hosts.setdefault(host, [])
+        for a in ep.addresses:
+            if a not in lst:
+                lst.append(a)
+            all_addrs.append(a)
+        for p in sl.ports:
+            if p.name:
+                tgt = port_targets.setdefault((p.name, p.protocol), [])
+                if (p.port, host) not in tgt:
+                    tgt.append((p.port, host))
+    for host, addrs in hosts.items():
+        names[host] = {t: RRset(t, v) for t, v in _by_family(addrs).items()}
+    fam = _by_family(all_addrs)
+    node = {t: RRset(t, v, rotate=len(v) > 1) for t, v in fam.items()}
+    all_srv: list[bytes] = []
+    all_extra: dict[tuple[bytes, int, bytes], None] = {}
+    srv_owners = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
+    for key, owner in srv_owners.items():
+        targets = port_targets[key]
+        weight = max(1, 100 // len(targets))
+        rds = tuple(srv_rdata(0, weight, port, host) for port, host in targets)
+        seen = dict.fromkeys(host for _, host in targets)
+        extra = tuple((h, t, a) for h in seen for t, v in _by_family(hosts[h]).items() for a in v)
+        names[owner] = {SRV: RRset(SRV, rds, extra)}
+        names.setdefault(owner[owner[0] + 1:], {})
+        all_srv.extend(rds)
+        all_extra.update(dict.fromkeys(extra))
+    if all_srv:
+        node[SRV] = RRset(SRV, tuple(all_srv), tuple(all_extra))
+    names[svc_name] = node
+    return names

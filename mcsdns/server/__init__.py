@@ -1,0 +1,1 @@
+"""Network front ends: UDP and TCP DNS listeners, and the HTTP endpoints."""

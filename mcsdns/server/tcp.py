@@ -1,0 +1,131 @@
+"""TCP listener: length-prefixed messages, several per connection (RFC 7766).
+
+Limits: at most `max_conns` open connections (new ones beyond are closed),
+an idle connection is closed after `idle_timeout`, and a message must arrive
+whole within `read_timeout` of its first byte (slow-client defence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import cast
+
+log = logging.getLogger("mcsdns.tcp")
+
+Respond = Callable[[bytes, bool], "bytes | None"]
+
+
+class TCPLimits:
+    def __init__(self, max_conns: int = 1000, idle_timeout: float = 10.0,
+                 read_timeout: float = 5.0) -> None:
+        self.max_conns = max_conns
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
+
+
+class TCPServerState:
+    def __init__(self, respond: Respond, limits: TCPLimits) -> None:
+        self.respond = respond
+        self.limits = limits
+        self.conns: set[TCPConnection] = set()
+        self.rejected = 0
+        self.timed_out = 0
+        self.sweeper: asyncio.Task[None] | None = None
+
+    def sweep(self) -> None:
+        now = time.monotonic()
+        lim = self.limits
+        for c in list(self.conns):
+            if c.pending_since is not None and now - c.pending_since > lim.read_timeout:
+                self.timed_out += 1
+                c.close()
+            elif c.pending_since is None and now - c.last_active > lim.idle_timeout:
+                self.timed_out += 1
+                c.close()
+
+
+class TCPConnection(asyncio.Protocol):
+    def __init__(self, state: TCPServerState) -> None:
+        self.state = state
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.last_active = time.monotonic()
+        self.pending_since: float | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        if len(self.state.conns) >= self.state.limits.max_conns:
+            self.state.rejected += 1
+            transport.abort()
+            return
+        self.state.conns.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.state.conns.discard(self)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.state.conns.discard(self)
+
+    def pause_writing(self) -> None:  # client not reading: stop reading its queries
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        now = time.monotonic()
+        self.last_active = now
+        out = []
+        while len(buf) >= 2:
+            n = (buf[0] << 8) | buf[1]
+            if len(buf) < 2 + n:
+                break
+            msg, buf = buf[2:2 + n], buf[2 + n:]
+            try:
+                resp = self.state.respond(msg, True)
+            except Exception:
+                log.exception("error answering %d-byte TCP query", len(msg))
+                resp = None
+            if resp is None:
+                self.close()
+                return
+            out.append(len(resp).to_bytes(2, "big") + resp)
+        self.buf = buf
+        self.pending_since = (self.pending_since or now) if buf else None
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out))
+
+
+def bind_tcp(host: str, port: int, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve_tcp(loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                    state: TCPServerState) -> asyncio.AbstractServer:
+    server = await loop.create_server(lambda: TCPConnection(state), sock=sock)
+
+    async def sweeper() -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            state.sweep()
+
+    if state.sweeper is None:
+        state.sweeper = loop.create_task(sweeper())
+    return server

@@ -1,0 +1,159 @@
+"""Manifest-directory source: YAML/JSON files of Kubernetes objects.
+
+The directory is polled (default every 0.25 s) by (mtime, size, inode); only
+changed files are re-read, in a worker thread, and only objects whose content
+changed reach the Store. A file that fails to parse is reported and its last
+good content kept, so a half-saved edit never blanks answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..store import KINDS, Store
+
+log = logging.getLogger("mcsdns.files")
+
+SUFFIXES = (".yaml", ".yml", ".json")
+FullKey = tuple[str, str, str]  # kind, namespace, name
+Sig = tuple[int, int, int]
+
+try:
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - libyaml missing
+    _Loader = yaml.SafeLoader
+
+
+def _full_key(obj: dict[str, Any]) -> FullKey | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    return (str(obj.get("kind")), str(meta.get("namespace", "default")), meta["name"])
+
+
+def load_file(path: Path) -> list[dict[str, Any]]:
+    """Objects in one file (multi-document YAML, JSON, and `kind: List` supported)."""
+    text = path.read_text(encoding="utf-8")
+    docs = [json.loads(text)] if path.suffix == ".json" else list(yaml.load_all(text, Loader=_Loader))
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        if d is None:
+            continue
+        if not isinstance(d, dict):
+            raise ValueError(f"document is a {type(d).__name__}, not an object")
+        if d.get("kind") == "List" or (str(d.get("kind", "")).endswith("List") and "items" in d):
+            items = d.get("items") or []
+            if not isinstance(items, list):
+                raise ValueError("List.items is not a list")
+            out.extend(i for i in items if isinstance(i, dict))
+        else:
+            out.append(d)
+    return out
+
+
+class FileSource:
+    name = "files"
+
+    def __init__(self, store: Store, directory: str, interval: float = 0.25) -> None:
+        self.store = store
+        self.dir = Path(directory)
+        self.interval = interval
+        self.sigs: dict[Path, Sig] = {}
+        self.contents: dict[Path, dict[FullKey, dict[str, Any]]] = {}
+        self.errors: Counter[str] = Counter()
+        self._synced = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        await self.poll(loop)
+        self._synced = True
+        self._task = loop.create_task(self._run(loop))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.poll(loop)
+            except Exception:
+                log.exception("manifest poll failed")
+
+    def _scan(self) -> dict[Path, Sig]:
+        sigs: dict[Path, Sig] = {}
+        if not self.dir.is_dir():
+            return sigs
+        for root, dirs, files in os.walk(self.dir):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for f in files:
+                if f.endswith(SUFFIXES) and not f.startswith("."):
+                    p = Path(root, f)
+                    try:
+                        st = p.stat()
+                    except OSError:
+                        continue
+                    sigs[p] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        return sigs
+
+    def _read(self, changed: list[Path]) -> dict[Path, dict[FullKey, dict[str, Any]] | None]:
+        out: dict[Path, dict[FullKey, dict[str, Any]] | None] = {}
+        for p in changed:
+            try:
+                objs: dict[FullKey, dict[str, Any]] = {}
+                for o in load_file(p):
+                    k = _full_key(o)
+                    if k is None or k[0] not in KINDS:
+                        if k is None:
+                            self.errors["object"] += 1
+                            log.warning("%s: skipped an object without metadata.name", p)
+                        continue
+                    objs[k] = o
+                out[p] = objs
+            except FileNotFoundError:
+                out[p] = {}
+            except (OSError, ValueError, yaml.YAMLError, UnicodeDecodeError) as e:
+                self.errors["file"] += 1
+                log.warning("%s: skipped unreadable manifest file: %s", p, e)
+                out[p] = None
+        return out
+
+    async def poll(self, loop: asyncio.AbstractEventLoop) -> None:
+        sigs = await loop.run_in_executor(None, self._scan)
+        changed = [p for p, s in sigs.items() if self.sigs.get(p) != s]
+        removed = [p for p in self.sigs if p not in sigs]
+        if not changed and not removed:
+            return
+        read = await loop.run_in_executor(None, self._read, changed)
+        touched: set[FullKey] = set()
+        for p in removed:
+            touched |= self.contents.pop(p, {}).keys()
+            del self.sigs[p]
+        for p, objs in read.items():
+            self.sigs[p] = sigs[p]
+            if objs is None:
+                continue  # keep the last good content of a broken file
+            old = self.contents.get(p, {})
+            touched |= {k for k in old.keys() | objs.keys() if old.get(k) != objs.get(k)}
+            self.contents[p] = objs
+        upserts, deletes = [], []
+        for k in touched:
+            obj = next((c[k] for c in self.contents.values() if k in c), None)
+            if obj is None:
+                deletes.append((k[0], (k[1], k[2])))
+            else:
+                upserts.append(obj)
+        self.store.apply(upserts, deletes)

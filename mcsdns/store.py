@@ -1,0 +1,149 @@
+"""The object store: what the sources last said, grouped by service.
+
+Sources call `upsert`, `delete` and `replace` (a full list of one kind) on the
+event-loop thread. Every call ends by telling subscribers which services
+changed, so only those are rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .objects import (
+    EndpointSlice,
+    Malformed,
+    ServiceImport,
+    parse_cluster_id,
+    parse_endpoint_slice,
+    parse_service_import,
+)
+
+log = logging.getLogger("mcsdns.store")
+
+SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
+KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
+
+ServiceKey = tuple[str, str]  # (namespace, name)
+ObjKey = tuple[str, str]  # (namespace, name) within one kind
+Listener = Callable[[set[ServiceKey]], None]
+
+
+def obj_key(obj: dict[str, Any]) -> ObjKey:
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        return ("", "")
+    return (str(meta.get("namespace", "default")), str(meta.get("name", "")))
+
+
+class Store:
+    def __init__(self) -> None:
+        self.imports: dict[ObjKey, ServiceImport] = {}
+        self.slices: dict[ObjKey, EndpointSlice] = {}
+        self.by_service: dict[ServiceKey, set[ObjKey]] = {}  # slice keys per service
+        self.cluster_id: str | None = None
+        self.skipped: Counter[str] = Counter()  # malformed objects/parts by kind
+        self.events: Counter[str] = Counter()  # applied events by kind
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, fn: Listener) -> None:
+        self._listeners.append(fn)
+
+    def service(self, key: ServiceKey) -> tuple[ServiceImport | None, list[EndpointSlice]]:
+        return self.imports.get(key), [self.slices[k] for k in sorted(self.by_service.get(key, ()))]
+
+    def services(self) -> list[ServiceKey]:
+        return sorted(self.imports)
+
+    # ---- mutations ----
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        self._notify(self._upsert(obj))
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self._notify(self._delete(str(obj.get("kind", "")), obj_key(obj)))
+
+    def apply(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, ObjKey]]) -> None:
+        """Apply several changes, then notify once."""
+        changed: set[ServiceKey] = set()
+        for kind, key in deletes:
+            changed |= self._delete(kind, key)
+        for obj in upserts:
+            changed |= self._upsert(obj)
+        self._notify(changed)
+
+    def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
+        """Make the objects of `kind` exactly `objs` (after a list or relist)."""
+        changed: set[ServiceKey] = set()
+        seen: set[ObjKey] = set()
+        for obj in objs:
+            obj.setdefault("kind", kind)
+            seen.add(obj_key(obj))
+            changed |= self._upsert(obj)
+        existing = {SERVICE_IMPORT: self.imports, ENDPOINT_SLICE: self.slices}.get(kind, {})
+        for k in [k for k in existing if k not in seen]:
+            changed |= self._delete(kind, k)
+        self._notify(changed)
+
+    def _upsert(self, obj: dict[str, Any]) -> set[ServiceKey]:
+        kind = obj.get("kind")
+        key = obj_key(obj)
+        self.events[str(kind)] += 1
+        try:
+            if kind == SERVICE_IMPORT:
+                si = parse_service_import(obj)
+                if self.imports.get(key) == si:
+                    return set()
+                self.imports[key] = si
+                return {key}
+            if kind == ENDPOINT_SLICE:
+                sl = parse_endpoint_slice(obj)
+                for reason in sl.dropped:
+                    self._skip(kind, f"{key[0]}/{key[1]}: {reason}")
+                old = self.slices.get(key)
+                if old == sl:
+                    return set()
+                changed = self._delete(kind, key)
+                self.slices[key] = sl
+                svc = (sl.namespace, sl.service)
+                self.by_service.setdefault(svc, set()).add(key)
+                return changed | {svc}
+            if kind == CLUSTER_PROPERTY:
+                cid = parse_cluster_id(obj)
+                if cid is not None and cid != self.cluster_id:
+                    self.cluster_id = cid
+                    log.info("cluster ID is %s", cid)
+                return set()
+        except Malformed as e:
+            self._skip(str(kind), str(e))
+            # The object's current state is unusable: stop serving its old state.
+            return self._delete(str(kind), key)
+        self._skip(str(kind), f"{key[0]}/{key[1]}: unknown kind {kind!r}")
+        return set()
+
+    def _delete(self, kind: str, key: ObjKey) -> set[ServiceKey]:
+        if kind == SERVICE_IMPORT:
+            return {key} if self.imports.pop(key, None) is not None else set()
+        if kind == ENDPOINT_SLICE:
+            old = self.slices.pop(key, None)
+            if old is None:
+                return set()
+            svc = (old.namespace, old.service)
+            keys = self.by_service.get(svc)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.by_service[svc]
+            return {svc}
+        return set()
+
+    def _skip(self, kind: str, reason: str) -> None:
+        self.skipped[kind] += 1
+        log.warning("skipped malformed %s: %s", kind, reason)
+
+    def _notify(self, changed: set[ServiceKey]) -> None:
+        if changed:
+            for fn in self._listeners:
+                fn(changed)

@@ -1,0 +1,172 @@
+"""The served zone: name -> Node, updated one service at a time.
+
+Each Node holds its RRsets and caches the Answers rendered from them, keyed by
+the question's type+class bytes. A service change replaces only its nodes
+(unchanged nodes keep their cache); names that are not in the zone get
+negative Answers from a bounded cache that any change empties. Updates run on
+the event-loop thread in one synchronous step, so a query sees the zone
+either before or after a service change, never half of one.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from .records import Names, RRset
+from .store import ServiceKey
+from .wire import (
+    AAAA,
+    ANY,
+    AXFR,
+    CLASS_ANY,
+    CLASS_IN,
+    IXFR,
+    NOERROR,
+    NS,
+    NXDOMAIN,
+    REFUSED,
+    RR,
+    SOA,
+    SRV,
+    TXT,
+    A,
+    Answer,
+    encode_name,
+    render,
+    soa_rdata,
+    txt_rdata,
+)
+
+DNS_SCHEMA_VERSION = "1.0.0"
+NEGATIVE_CACHE_MAX = 50_000
+ROTATIONS_MAX = 8
+_ANY_ORDER = (A, AAAA, SRV, TXT, SOA, NS)
+
+
+class Node(dict[bytes, Answer]):
+    """RRsets at one name; the dict itself caches rendered Answers by type+class."""
+
+    __slots__ = ("rrsets",)
+
+    def __init__(self, rrsets: dict[int, RRset]) -> None:
+        super().__init__()
+        self.rrsets = rrsets
+
+
+def _label(s: str) -> bytes:
+    b = s.encode("ascii")
+    return bytes((len(b),)) + b
+
+
+class Zone:
+    def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
+                 serial: int | None = None) -> None:
+        self.origin = encode_name(zone)
+        self.ttl = ttl
+        self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
+        self.svc = _label("svc") + self.origin
+        self.names: dict[bytes, Node] = {}
+        self.negative: dict[bytes, Answer] = {}
+        self.svc_names: dict[ServiceKey, set[bytes]] = {}
+        self.ns_refs: dict[str, int] = {}
+        self.soa = RR(self.origin, SOA, ttl, soa_rdata(self.origin, ttl, self.serial))
+        ns_target = _label("ns") + _label("dns") + self.origin
+        self.names[self.origin] = Node({
+            SOA: RRset(SOA, (self.soa.rdata,)),
+            NS: RRset(NS, (ns_target,)),
+        })
+        self.names[_label("dns-version") + self.origin] = Node(
+            {TXT: RRset(TXT, (txt_rdata(DNS_SCHEMA_VERSION),))})
+        self.names[self.svc] = Node({})
+        self.names[_label("dns") + self.origin] = Node({})
+        self.names[ns_target] = Node({})
+        self.version = 0  # bumped on every applied change
+
+    # ---- updates ----
+
+    def set_service(self, key: ServiceKey, new: Names) -> None:
+        """Replace the names of one service (empty `new` removes it)."""
+        old = self.svc_names.pop(key, set())
+        names = self.names
+        for n in old.difference(new):
+            del names[n]
+        for n, rrsets in new.items():
+            cur = names.get(n)
+            if cur is None or cur.rrsets != rrsets:
+                names[n] = Node(rrsets)
+        ns_name = _label(key[0]) + self.svc
+        if old and not new:
+            self.ns_refs[key[0]] -= 1
+            if not self.ns_refs[key[0]]:
+                del self.ns_refs[key[0]]
+                del names[ns_name]
+        elif new and not old:
+            self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
+            if ns_name not in names:
+                names[ns_name] = Node({})
+        if new:
+            self.svc_names[key] = set(new)
+        self.negative.clear()
+        self.version += 1
+
+    # ---- answers (slow path: rendering on a cache miss) ----
+
+    def in_zone(self, qname: bytes) -> bool:
+        """qname (lowercase wire) is the origin or below it, on a label boundary."""
+        if not qname.endswith(self.origin):
+            return False
+        cut, i = len(qname) - len(self.origin), 0
+        while i < cut:
+            i += qname[i] + 1
+        return i == cut
+
+    def answer(self, qname: bytes, tail: bytes) -> Answer:
+        """The Answer for a valid lowercase wire qname and the question's type+class
+        bytes; rendered and cached on first use."""
+        node = self.names.get(qname)
+        if node is not None:
+            return node.get(tail) or self.node_answer(qname, node, tail)
+        return self.missing(qname, tail)
+
+    def node_answer(self, qname: bytes, node: Node, tail: bytes) -> Answer:
+        ans = node[tail] = self._render_node(qname, node, tail)
+        return ans
+
+    def missing(self, qname: bytes, tail: bytes) -> Answer:
+        """The Answer for a name that has no node: NXDOMAIN or REFUSED."""
+        key = qname + tail
+        ans = self.negative.get(key)
+        if ans is None:
+            if len(self.negative) >= NEGATIVE_CACHE_MAX:
+                self.negative.clear()
+            ans = self.negative[key] = self._render_missing(qname, tail)
+        return ans
+
+    def _render_missing(self, qname: bytes, tail: bytes) -> Answer:
+        qtype, qclass = struct.unpack("!HH", tail)
+        if not self.in_zone(qname) or qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
+            return render(qname, REFUSED, [], [], [])
+        return render(qname, NXDOMAIN, [], [self.soa], [])
+
+    def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
+        qtype, qclass = struct.unpack("!HH", tail)
+        if qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
+            return render(qname, REFUSED, [], [], [])
+        if qtype == ANY:  # RFC 8482: one RRset is enough
+            qtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
+        rrset = node.rrsets.get(qtype)
+        if rrset is None:
+            return render(qname, NOERROR, [], [self.soa], [])
+        ttl = self.ttl
+        rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
+        rotations = [rrs]
+        if rrset.rotate and len(rrs) > 1:
+            n = len(rrs)
+            step = max(1, n // ROTATIONS_MAX)
+            rotations = [rrs[i:] + rrs[:i] for i in range(0, n, step)][:ROTATIONS_MAX]
+        extra = [RR(o, t, ttl, rd) for o, t, rd in rrset.extra]
+        full = render(qname, NOERROR, rotations, [], extra)
+        if extra:
+            full.fallback = render(qname, NOERROR, rotations, [], [])
+        return full
