@@ -1,0 +1,114 @@
+"""Shared test helpers: run `mcsdns serve` as a real process and query it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rdatatype
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "clusterset"
+
+
+def free_port() -> int:
+    """A port free for both UDP and TCP on 127.0.0.1."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            t.bind(("127.0.0.1", 0))
+            port = t.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                try:
+                    u.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+
+
+class Server:
+    """A running `mcsdns serve` process."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, http_port: int, log: Path) -> None:
+        self.proc, self.port, self.http_port, self.log = proc, port, http_port, log
+        self.addr = ("127.0.0.1", port)
+
+    def http(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def query(self, name: str, rdtype: str = "A", tcp: bool = False, edns: int | None = None,
+              payload: int = 1232, timeout: float = 2.0) -> dns.message.Message:
+        q = dns.message.make_query(name, rdtype, use_edns=edns if edns is not None else False,
+                                   payload=payload)
+        q.flags &= ~dns.flags.RD
+        if tcp:
+            return dns.query.tcp(q, "127.0.0.1", port=self.port, timeout=timeout)
+        return dns.query.udp(q, "127.0.0.1", port=self.port, timeout=timeout, ignore_trailing=False)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
+               timeout: float = 15.0) -> Iterator[Server]:
+    """Start `python -m mcsdns serve ARGS` on free ports; stop it afterwards."""
+    port, http_port = free_port(), free_port()
+    log = tmp / f"mcsdns-{port}.log"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "mcsdns", "serve", "--listen", f"127.0.0.1:{port}",
+           "--health", f"127.0.0.1:{http_port}", *args]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    srv = Server(proc, port, http_port, log)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited {proc.returncode}:\n{srv.logs()}")
+            try:
+                status, _ = srv.http("/ready")
+                if status == 200 or (not wait_ready and status == 503):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready in {timeout}s:\n{srv.logs()}")
+            time.sleep(0.05)
+        yield srv
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def copy_example(dst: Path) -> Path:
+    """A writable copy of the example clusterset."""
+    shutil.copytree(EXAMPLE, dst)
+    return dst
+
+
+def wait_for(pred: object, timeout: float = 3.0, interval: float = 0.05) -> bool:
+    """Poll a zero-argument callable until it returns truthy."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return True
+        time.sleep(interval)
+    return bool(pred())  # type: ignore[operator]
