@@ -42,5 +42,5 @@ class AppCollector:
 
 def render_metrics(app: App) -> bytes:
     reg = CollectorRegistry()
-    reg.register(AppCollector(app))  # type: ignore[arg-type]
+    reg.register(AppCollector(app))
     return bytes(generate_latest(reg))

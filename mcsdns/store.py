@@ -82,7 +82,8 @@ class Store:
             obj.setdefault("kind", kind)
             seen.add(obj_key(obj))
             changed |= self._upsert(obj)
-        existing = {SERVICE_IMPORT: self.imports, ENDPOINT_SLICE: self.slices}.get(kind, {})
+        existing: list[ObjKey] = list(self.imports) if kind == SERVICE_IMPORT else (
+            list(self.slices) if kind == ENDPOINT_SLICE else [])
         for k in [k for k in existing if k not in seen]:
             changed |= self._delete(kind, k)
         self._notify(changed)

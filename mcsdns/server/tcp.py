@@ -60,7 +60,7 @@ class TCPConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         if len(self.state.conns) >= self.state.limits.max_conns:
             self.state.rejected += 1
-            transport.abort()
+            self.transport.abort()
             return
         self.state.conns.add(self)
 

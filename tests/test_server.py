@@ -1,0 +1,218 @@
+"""Server behaviour over real sockets: live manifest reloads, bad input, TCP, truncation."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from pathlib import Path
+
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdatatype
+import pytest
+from helpers import Server, copy_example, run_server, wait_for
+
+SVC = "web.shop.svc.clusterset.local."
+
+
+def headless(name: str, n: int, cluster: str = "cluster-a", ns: str = "big") -> str:
+    eps = "\n".join(
+        f"- addresses: [\"10.9.{i // 250}.{i % 250 + 1}\"]\n  hostname: pod-{i}" for i in range(n))
+    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  type: Headless
+  ports: [{{name: http, protocol: TCP, port: 80}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-{cluster}
+  namespace: {ns}
+  labels:
+    multicluster.kubernetes.io/service-name: {name}
+    multicluster.kubernetes.io/source-cluster: {cluster}
+addressType: IPv4
+ports: [{{name: http, protocol: TCP, port: 8080}}]
+endpoints:
+{eps}
+"""
+
+
+def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
+    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: {ns}}}
+spec: {{type: ClusterSetIP, ips: ["{ip}"], ports: [{{name: http, protocol: TCP, port: 80}}]}}
+"""
+
+
+def a_records(srv: Server, name: str) -> set[str]:
+    r = srv.query(name, "A")
+    return {rd.to_text() for rr in r.answer for rd in rr}
+
+
+def raw_udp(srv: Server, payload: bytes, timeout: float = 0.5) -> bytes | None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        s.sendto(payload, srv.addr)
+        try:
+            return s.recv(65535)
+        except TimeoutError:
+            return None
+
+
+@pytest.fixture
+def mdir(tmp_path: Path) -> Path:
+    return copy_example(tmp_path / "manifests")
+
+
+@pytest.fixture
+def srv(mdir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    (mdir / "big.yaml").write_text(headless("h100", 100))
+    with run_server(["--manifests", str(mdir)], tmp_path) as s:
+        yield s
+
+
+def test_manifest_changes_are_picked_up_within_one_second(srv: Server, mdir: Path) -> None:
+    name = "api.live.svc.clusterset.local."
+    assert srv.query(name).rcode() == dns.rcode.NXDOMAIN
+    f = mdir / "live.yaml"
+    t0 = time.monotonic()
+    f.write_text(clusterset_ip("api", "10.77.0.1"))
+    assert wait_for(lambda: a_records(srv, name) == {"10.77.0.1"}, timeout=1.0)
+    f.write_text(clusterset_ip("api", "10.77.0.2"))
+    assert wait_for(lambda: a_records(srv, name) == {"10.77.0.2"}, timeout=1.0)
+    f.unlink()
+    assert wait_for(lambda: srv.query(name).rcode() == dns.rcode.NXDOMAIN, timeout=1.0)
+    assert time.monotonic() - t0 < 5
+    # the namespace's empty non-terminal went away with its only service
+    assert srv.query("live.svc.clusterset.local.").rcode() == dns.rcode.NXDOMAIN
+
+
+def test_malformed_file_is_reported_and_skipped(srv: Server, mdir: Path) -> None:
+    before = a_records(srv, SVC)
+    assert before
+    (mdir / "broken.yaml").write_text("kind: ServiceImport\nmetadata: {name: [unclosed\n")
+    (mdir / "badip.yaml").write_text(clusterset_ip("bad", "10.0.0.999") + "---\n"
+                                     + clusterset_ip("good", "10.0.0.9"))
+    assert wait_for(lambda: a_records(srv, "good.live.svc.clusterset.local.") == {"10.0.0.9"})
+    assert srv.query("bad.live.svc.clusterset.local.").rcode() == dns.rcode.NXDOMAIN
+    assert a_records(srv, SVC) == before
+    assert wait_for(lambda: "broken.yaml" in srv.logs() and "10.0.0.999" in srv.logs())
+    status, metrics = srv.http("/metrics")
+    assert status == 200
+    assert 'mcsdns_skipped_objects_total{kind="ServiceImport"} 1.0' in metrics
+
+
+def test_half_written_file_keeps_last_good_content(srv: Server, mdir: Path) -> None:
+    f = mdir / "live.yaml"
+    f.write_text(clusterset_ip("keep", "10.66.0.1"))
+    name = "keep.live.svc.clusterset.local."
+    assert wait_for(lambda: a_records(srv, name) == {"10.66.0.1"})
+    f.write_text(clusterset_ip("keep", "10.66.0.1")[:60] + "\n  : : [")
+    time.sleep(0.8)
+    assert a_records(srv, name) == {"10.66.0.1"}
+
+
+def test_garbage_gets_formerr_or_is_dropped(srv: Server) -> None:
+    assert raw_udp(srv, b"\x12") is None  # shorter than a header: dropped
+    resp = raw_udp(srv, b"\xab\xcd\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xff\xff")
+    assert resp is not None and resp[:2] == b"\xab\xcd"
+    assert resp[3] & 0xF == dns.rcode.FORMERR and resp[2] & 0x80
+    # a response (QR=1) is never answered: no reflection loops
+    q = dns.message.make_query(SVC, "A").to_wire()
+    assert raw_udp(srv, q[:2] + bytes((q[2] | 0x80,)) + q[3:]) is None
+    # QDCOUNT=2
+    q2 = q[:4] + b"\x00\x02" + q[6:] + q[12:]
+    resp = raw_udp(srv, q2)
+    assert resp is not None and resp[3] & 0xF == dns.rcode.FORMERR
+    # compression pointer in the question
+    ptr = q[:12] + b"\xc0\x0c\x00\x01\x00\x01"
+    resp = raw_udp(srv, ptr)
+    assert resp is not None and resp[3] & 0xF == dns.rcode.FORMERR
+    # the server still answers afterwards
+    assert a_records(srv, SVC)
+
+
+def test_notimp_for_other_opcodes(srv: Server) -> None:
+    q = dns.message.make_query(SVC, "A")
+    q.set_opcode(dns.opcode.NOTIFY)
+    resp = dns.message.from_wire(raw_udp(srv, q.to_wire()) or b"")
+    assert resp.rcode() == dns.rcode.NOTIMP and resp.id == q.id
+
+
+def test_case_of_question_is_echoed(srv: Server) -> None:
+    q = dns.message.make_query("WeB.ShOp.SvC.ClusterSet.LOCAL.", "A")
+    wire = raw_udp(srv, q.to_wire())
+    assert wire is not None and b"\x03WeB\x04ShOp\x03SvC\x0aClusterSet\x05LOCAL" in wire
+    r = dns.message.from_wire(wire)
+    assert r.flags & dns.flags.AA and not r.flags & dns.flags.RA
+    assert {rd.to_text() for rr in r.answer for rd in rr} == a_records(srv, SVC)
+
+
+def test_truncation_and_tcp_fallback(srv: Server) -> None:
+    name = "h100.big.svc.clusterset.local."
+    r = srv.query(name, "A")  # 100 A records do not fit 512 octets
+    assert r.flags & dns.flags.TC and not r.answer
+    r = srv.query(name, "A", edns=0, payload=4096)  # nor our 1232 EDNS limit
+    assert r.flags & dns.flags.TC and r.opt is not None
+    r = srv.query(name, "A", tcp=True)
+    assert not r.flags & dns.flags.TC
+    assert len(r.answer[0]) == 100
+    # SRV: answers fit with EDNS but Additional does not -> Additional dropped, no TC
+    r = srv.query("_http._tcp." + name, "SRV", edns=0, payload=1232)
+    if r.flags & dns.flags.TC:
+        assert not r.answer
+    r = srv.query("_http._tcp." + name, "SRV", tcp=True)
+    assert len(r.answer[0]) == 100 and sum(len(x) for x in r.additional) == 100
+
+
+def test_additional_dropped_before_truncating(srv: Server, mdir: Path) -> None:
+    (mdir / "mid.yaml").write_text(headless("h16", 16, ns="mid"))
+    name = "_http._tcp.h16.mid.svc.clusterset.local."
+    assert wait_for(lambda: srv.query(name, "SRV", tcp=True).answer)
+    r = srv.query(name, "SRV", edns=0, payload=1232)
+    # 16 SRV records (~65 octets each) fit in 1232 octets; with their 16 A records they do not
+    assert not r.flags & dns.flags.TC
+    assert len(r.answer[0]) == 16 and not r.additional
+    full = srv.query(name, "SRV", tcp=True)
+    assert sum(len(x) for x in full.additional) == 16
+
+
+def test_several_queries_per_tcp_connection(srv: Server) -> None:
+    names = [SVC, "db.shop.svc.clusterset.local.", "nope.shop.svc.clusterset.local."]
+    msgs = [dns.message.make_query(n, "A") for n in names]
+    payload = b"".join(struct.pack("!H", len(w)) + w for w in (m.to_wire() for m in msgs))
+    with socket.create_connection(srv.addr, timeout=2) as s:
+        s.sendall(payload[:7])  # split frames across segments
+        time.sleep(0.05)
+        s.sendall(payload[7:])
+        got = []
+        buf = b""
+        while len(got) < 3:
+            buf += s.recv(65535)
+            while len(buf) >= 2 and len(buf) >= 2 + struct.unpack("!H", buf[:2])[0]:
+                n = struct.unpack("!H", buf[:2])[0]
+                got.append(dns.message.from_wire(buf[2:2 + n]))
+                buf = buf[2 + n:]
+    assert [g.id for g in got] == [m.id for m in msgs]
+    assert [g.rcode() for g in got] == [0, 0, dns.rcode.NXDOMAIN]
+
+
+def test_edns_echo_and_badvers(srv: Server) -> None:
+    r = srv.query(SVC, "A", edns=0, payload=4096)
+    assert r.opt is not None and r.payload == 1232 and r.edns == 0
+    q = dns.message.make_query(SVC, "A", use_edns=1)
+    resp = dns.message.from_wire(raw_udp(srv, q.to_wire()) or b"")
+    assert resp.rcode() == dns.rcode.BADVERS and not resp.answer
+
+
+def test_headless_answers_rotate(srv: Server) -> None:
+    name = "db.shop.svc.clusterset.local."
+    orders = {tuple(rd.to_text() for rr in srv.query(name).answer for rd in rr) for _ in range(6)}
+    assert len(orders) > 1
+    assert len({frozenset(o) for o in orders}) == 1
