@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .handler import Handler
+from .metrics import Snapshot, render, snapshot
 from .records import service_records
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
@@ -30,6 +33,7 @@ class Config:
     namespaces: list[str] = field(default_factory=list)
     health: tuple[str, int] | None = None
     metrics: tuple[str, int] | None = None
+    workers: int = 1
     reuse_port: bool = False
     log_queries: bool = False
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
@@ -43,7 +47,9 @@ class App:
         self.handler = Handler(self.zone, cfg.log_queries)
         self.sources: list[Source] = []
         self.store.subscribe(self.rebuild)
-        self._closers: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
+        self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
+        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
+        self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
 
     def rebuild(self, keys: set[ServiceKey]) -> None:
@@ -67,35 +73,75 @@ class App:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         respond = self.handler.respond
-        tcp_state = TCPServerState(respond, self.cfg.tcp_limits)
-        self.tcp_state = tcp_state
         for host, port in self.cfg.listen:
-            self._closers.append(await serve_udp(loop, bind_udp(host, port, self.cfg.reuse_port), respond))
-            self._closers.append(await serve_tcp(loop, bind_tcp(host, port, self.cfg.reuse_port), tcp_state))
+            udp = bind_udp(host, port, self.cfg.reuse_port)
+            tcp = bind_tcp(host, port, self.cfg.reuse_port)
+            self._listeners.append(await serve_udp(loop, udp, respond))
+            self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP, TCP) for zone %s", host, port, self.cfg.zone)
-        from .metrics import render_metrics
-
-        for addr in {a for a in (self.cfg.health, self.cfg.metrics) if a}:
-            ep = HTTPEndpoints(self.ready, lambda: render_metrics(self))
-            self._closers.append(await serve_http(addr[0], addr[1], ep))
-            log.info("HTTP /health /ready /metrics on %s:%d", *addr)
+        await serve_endpoints(self.cfg, self.ready, lambda: [snapshot(self)], self._http)
         self.sources = self.make_sources()
         for s in self.sources:
             await s.start(loop)
 
-    async def stop(self) -> None:
+    async def stop(self, drain: float = 1.0) -> None:
+        """Stop listening, give open TCP connections `drain` seconds, stop sources."""
+        for c in self._listeners:
+            c.close()
+        deadline = asyncio.get_running_loop().time() + drain
+        while self.tcp_state.conns and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        for conn in list(self.tcp_state.conns):
+            conn.close()
+        if self.tcp_state.sweeper is not None:
+            self.tcp_state.sweeper.cancel()
         for s in self.sources:
             await s.stop()
-        for c in self._closers:
-            c.close()
+        for h in self._http:
+            h.close()
 
 
-async def run(cfg: Config) -> None:
+async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
+                          snaps: Callable[[], list[Snapshot]],
+                          out: list[asyncio.AbstractServer]) -> None:
+    """Serve /health, /ready and /metrics on --health and --metrics."""
+    for addr in dict.fromkeys(a for a in (cfg.health, cfg.metrics) if a):
+        ep = HTTPEndpoints(ready, lambda: render(snaps()))
+        out.append(await serve_http(addr[0], addr[1], ep))
+        log.info("HTTP /health /ready /metrics on %s:%d", *addr)
+
+
+async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> None:
+    """Run one server process until SIGTERM/SIGINT; `report` receives a metrics
+    snapshot every 0.2 s (worker processes report to their supervisor)."""
     app = App(cfg)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, app.stopping.set)
     await app.start()
+    if report is not None:
+        parent = os.getppid()
+
+        async def reporter() -> None:
+            while True:
+                report(snapshot(app))
+                if os.getppid() != parent:  # supervisor gone: stop
+                    app.stopping.set()
+                await asyncio.sleep(0.2)
+
+        task = loop.create_task(reporter())
     await app.stopping.wait()
     log.info("shutting down")
+    if report is not None:
+        task.cancel()
     await app.stop()
+
+
+def run_loop(coro_fn: Callable[[], object]) -> None:
+    """Run a coroutine on uvloop when available."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        asyncio.run(coro_fn())  # type: ignore[arg-type]
+    else:
+        uvloop.run(coro_fn())  # type: ignore[arg-type]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 
-from .app import Config, run
+from .app import Config, run, run_loop
 
 
 def host_port(s: str) -> tuple[str, int]:
@@ -32,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only watch these namespaces (repeatable; default all)")
     s.add_argument("--health", type=host_port, metavar="HOST:PORT", help="/health and /ready")
     s.add_argument("--metrics", type=host_port, metavar="HOST:PORT", help="Prometheus /metrics")
+    s.add_argument("--workers", type=int, default=1,
+                   help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
     return p
@@ -45,12 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         listen=args.listen or [("0.0.0.0", 53)], zone=args.zone.rstrip("."), ttl=args.ttl,
         manifests=args.manifests, kubeconfig=args.kubeconfig, context=args.context,
         namespaces=args.namespaces, health=args.health, metrics=args.metrics,
-        log_queries=args.log_queries,
+        log_queries=args.log_queries, workers=max(1, args.workers),
     )
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        asyncio.run(run(cfg))
+    if cfg.workers > 1:
+        from .workers import supervise
+
+        supervise(cfg)
     else:
-        uvloop.run(run(cfg))
+        run_loop(lambda: run(cfg))
     return 0

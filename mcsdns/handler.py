@@ -37,6 +37,7 @@ log = logging.getLogger("mcsdns.query")
 _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
 _AR0, _AR1 = b"\x00\x00", b"\x00\x01"
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
+HOT_MAX = 100_000
 
 
 class Handler:
@@ -44,48 +45,70 @@ class Handler:
         self.zone = zone
         self.log_queries = log_queries
         self.slow_count: Counter[str] = Counter()  # slow-path outcomes
+        # (qtype, rcode) -> responses per transport; read by the metrics collector
+        self.udp_counts: dict[tuple[int, int], int] = {}
+        self.tcp_counts: dict[tuple[int, int], int] = {}
+        # question exactly as received -> Answer; a memo emptied on every zone change
+        self.hot: dict[bytes, Answer] = {}
+        zone.on_change.append(self.hot.clear)
 
     def respond(self, data: bytes, tcp: bool) -> bytes | None:
         """The response to one DNS message, or None to send nothing."""
         try:
             if data[2] & 0xF8 or data[4:10] != _QD1:
                 return self._slow(data, tcp)
-            qend = data.find(b"\x00", 12) + 1
-            ar = data[10:12]
-            n = len(data)
-            if ar == _AR0 and n == qend + 4 and qend:
+            qend = data.find(0, 12) + 5  # end of the question, if its name is uncompressed
+            rest = len(data) - qend
+            if rest == 0 and data[10:12] == _AR0 and qend > 4:
                 idx = (data[2] & 1) | ((data[3] >> 3) & 2)
                 limit = MAX_TCP if tcp else 512
                 opt = b""
-            elif (ar == _AR1 and qend and data[qend + 4:qend + 7] == _OPT_HEAD
-                  and data[qend + 10] == 0 and n >= qend + 15
-                  and n == qend + 15 + ((data[qend + 13] << 8) | data[qend + 14])):
+            elif (rest >= 11 and data[10:12] == _AR1 and qend > 4
+                  and data[qend:qend + 3] == _OPT_HEAD and data[qend + 6] == 0
+                  and rest == 11 + ((data[qend + 9] << 8) | data[qend + 10])):
                 idx = 4 | (data[2] & 1) | ((data[3] >> 3) & 2)
                 if tcp:
                     limit = MAX_TCP
                 else:
-                    limit = (data[qend + 7] << 8) | data[qend + 8]
+                    limit = (data[qend + 3] << 8) | data[qend + 4]
                     limit = EDNS_SIZE if limit > EDNS_SIZE else 512 if limit < 512 else limit
-                opt = OPT_DO1 if data[qend + 11] & 0x80 else OPT_DO0
+                opt = OPT_DO1 if data[qend + 7] & 0x80 else OPT_DO0
             else:
                 return self._slow(data, tcp)
         except IndexError:
             return self._slow(data, tcp)
-        lname = data[12:qend].lower()
-        tail = data[qend:qend + 4]
+        q = data[12:qend]
+        ans = self.hot.get(q)
+        if ans is None:
+            ans = self._lookup(q)
+            if ans is None:
+                return self._slow(data, tcp)
+        counts = self.tcp_counts if tcp else self.udp_counts
+        k = ans.key
+        counts[k] = counts.get(k, 0) + 1
+        if ans.size + len(q) + len(opt) + 12 <= limit:
+            return data[:2] + ans.hdrs[idx] + q + (ans.bodies[0] if ans.n == 1 else ans.body()) + opt
+        return self._fit(data[:2], ans, idx, q, opt, limit)
+
+    def _lookup(self, q: bytes) -> Answer | None:
+        """Answer for a question (name + type + class as received); None if the
+        name is not a valid uncompressed wire name."""
+        lname = q[:-4].lower()
+        tail = q[-4:]
         node = self.zone.names.get(lname)
         if node is not None:
             ans = node.get(tail) or self.zone.node_answer(lname, node, tail)
         elif is_wire_name(lname):
             ans = self.zone.missing(lname, tail)
         else:
-            return self._slow(data, tcp)
+            return None
         if self.log_queries:
             log.info("query %s %s -> %s", decode_name(lname), tail.hex(), RCODE_NAMES[ans.rcode])
-        q = data[12:qend + 4]
-        if ans.size + len(q) + len(opt) + 12 <= limit:
-            return data[:2] + ans.hdrs[idx] + q + ans.body() + opt
-        return self._fit(data[:2], ans, idx, q, opt, limit)
+        else:  # logged queries always take this path
+            if len(self.hot) >= HOT_MAX:
+                self.hot.clear()
+            self.hot[q] = ans
+        return ans
 
     @staticmethod
     def _fit(qid: bytes, ans: Answer, idx: int, q: bytes, opt: bytes, limit: int) -> bytes:
@@ -118,6 +141,8 @@ class Handler:
             return self._header_only(q.id, q.flags, BADVERS, q.question, opt_record(q.do, 1))
         self.slow_count["parsed"] += 1
         ans = self.zone.answer(q.qname.lower(), q.question[-4:])
+        counts = self.tcp_counts if tcp else self.udp_counts
+        counts[ans.key] = counts.get(ans.key, 0) + 1
         limit = MAX_TCP if tcp else (min(max(q.edns_size, 512), EDNS_SIZE) if q.edns else 512)
         if ans.size + len(q.question) + len(opt) + 12 <= limit:
             return q.id + ans.hdrs[idx] + q.question + ans.body() + opt

@@ -1,46 +1,118 @@
-"""Prometheus metrics, collected from the server's own counters at scrape time
-(the query path only bumps plain integers)."""
+"""Prometheus metrics.
+
+The query path only bumps plain integers; `snapshot(app)` turns them into
+samples at scrape time, and `render(snapshots)` merges the snapshots of one
+or more worker processes (counters are summed, gauges take the maximum).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from . import __version__
+from .wire import RCODE_NAMES, TYPE_NAMES
+
 if TYPE_CHECKING:
     from .app import App
 
+Labels = tuple[tuple[str, str], ...]
+Snapshot = dict[tuple[str, Labels], float]
 
-class AppCollector:
-    def __init__(self, app: App) -> None:
-        self.app = app
-
-    def collect(self) -> Iterator[Metric]:
-        app = self.app
-        c = CounterMetricFamily("mcsdns_slow_path_total", "Queries answered off the fast path, by outcome.",
-                                labels=["outcome"])
-        for k, v in app.handler.slow_count.items():
-            c.add_metric([k], v)
-        yield c
-        s = CounterMetricFamily("mcsdns_skipped_objects_total",
-                                "Malformed Kubernetes objects or parts skipped, by kind.", labels=["kind"])
-        for k, v in app.store.skipped.items():
-            s.add_metric([k], v)
-        yield s
-        e = CounterMetricFamily("mcsdns_watch_events_total", "Object events applied, by kind.",
-                                labels=["kind"])
-        for k, v in app.store.events.items():
-            e.add_metric([k], v)
-        yield e
-        yield GaugeMetricFamily("mcsdns_services", "ServiceImports served.", value=len(app.store.imports))
-        yield GaugeMetricFamily("mcsdns_zone_names", "Names in the zone.", value=len(app.zone.names))
-        yield GaugeMetricFamily("mcsdns_ready", "1 once every source has synced.",
-                                value=1 if app.ready() else 0)
+# name -> (counter?, help, label names)
+METRICS: dict[str, tuple[bool, str, tuple[str, ...]]] = {
+    "mcsdns_dns_responses_total": (True, "DNS responses by transport, query type and rcode.",
+                                   ("proto", "type", "rcode")),
+    "mcsdns_dns_slow_path_total": (True, "Queries off the fast path, by outcome "
+                                   "(parsed, formerr, notimp, badvers, dropped).", ("outcome",)),
+    "mcsdns_tcp_connections_rejected_total": (True, "TCP connections closed at the limit.", ()),
+    "mcsdns_tcp_connections_timed_out_total": (True, "TCP connections closed idle or slow.", ()),
+    "mcsdns_tcp_connections": (False, "Open TCP connections.", ()),
+    "mcsdns_skipped_objects_total": (True, "Malformed Kubernetes objects or parts skipped.", ("kind",)),
+    "mcsdns_watch_events_total": (True, "Object events applied to the store.", ("kind",)),
+    "mcsdns_services": (False, "ServiceImports served.", ()),
+    "mcsdns_zone_names": (False, "Names in the zone.", ()),
+    "mcsdns_zone_changes_total": (True, "Service changes applied to the zone.", ()),
+    "mcsdns_ready": (False, "1 once every source has completed its first full sync.", ()),
+    "mcsdns_source_connected": (False, "1 while the source is connected.", ("source",)),
+    "mcsdns_source_last_sync_timestamp_seconds": (False, "Unix time of the last successful sync.",
+                                                  ("source",)),
+    "mcsdns_source_errors_total": (True, "Source errors by kind.", ("source", "error")),
+    "mcsdns_build_info": (False, "Build information.", ("version",)),
+}
 
 
-def render_metrics(app: App) -> bytes:
-    reg = CollectorRegistry()
-    reg.register(AppCollector(app))
+def _type(t: int) -> str:
+    return TYPE_NAMES.get(t, f"TYPE{t}")
+
+
+def snapshot(app: App) -> Snapshot:
+    s: Snapshot = {}
+
+    def put(name: str, value: float, **labels: str) -> None:
+        s[(name, tuple(labels.items()))] = value
+
+    for proto, counts in (("udp", app.handler.udp_counts), ("tcp", app.handler.tcp_counts)):
+        for (qtype, rcode), n in list(counts.items()):
+            put("mcsdns_dns_responses_total", n, proto=proto, type=_type(qtype),
+                rcode=RCODE_NAMES.get(rcode, str(rcode)))
+    for k, v in list(app.handler.slow_count.items()):
+        put("mcsdns_dns_slow_path_total", v, outcome=k)
+    tcp = getattr(app, "tcp_state", None)
+    if tcp is not None:
+        put("mcsdns_tcp_connections_rejected_total", tcp.rejected)
+        put("mcsdns_tcp_connections_timed_out_total", tcp.timed_out)
+        put("mcsdns_tcp_connections", len(tcp.conns))
+    for k, v in list(app.store.skipped.items()):
+        put("mcsdns_skipped_objects_total", v, kind=k)
+    for k, v in list(app.store.events.items()):
+        put("mcsdns_watch_events_total", v, kind=k)
+    put("mcsdns_services", len(app.store.imports))
+    put("mcsdns_zone_names", len(app.zone.names))
+    put("mcsdns_zone_changes_total", app.zone.version)
+    put("mcsdns_ready", 1 if app.ready() else 0)
+    for src in app.sources:
+        connected = getattr(src, "connected", True)
+        put("mcsdns_source_connected", 1 if connected else 0, source=src.name)
+        last = getattr(src, "last_sync", None)
+        if last:
+            put("mcsdns_source_last_sync_timestamp_seconds", float(last), source=src.name)
+        for k, v in list(getattr(src, "errors", {}).items()):
+            put("mcsdns_source_errors_total", v, source=src.name, error=str(k))
+    put("mcsdns_build_info", 1, version=__version__)
+    return s
+
+
+def merge(snaps: Iterable[Snapshot]) -> Snapshot:
+    out: Snapshot = {}
+    for snap in snaps:
+        for key, v in snap.items():
+            if METRICS[key[0]][0]:
+                out[key] = out.get(key, 0) + v
+            else:
+                out[key] = max(out.get(key, v), v)
+    return out
+
+
+class _Collector:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+
+    def collect(self) -> Iterable[Metric]:
+        fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
+        for name, (counter, help_, label_names) in METRICS.items():
+            base = name.removesuffix("_total") if counter else name
+            cls = CounterMetricFamily if counter else GaugeMetricFamily
+            fams[name] = cls(base, help_, labels=list(label_names))
+        for (name, labels), v in sorted(self.snap.items()):
+            fams[name].add_metric([val for _, val in labels], v)
+        return list(fams.values())
+
+
+def render(snaps: Iterable[Snapshot]) -> bytes:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_Collector(merge(snaps)))
     return bytes(generate_latest(reg))

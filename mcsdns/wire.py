@@ -86,11 +86,12 @@ class Answer:
     bodies holds one or more rotations of the same records (same size).
     """
 
-    __slots__ = ("hdrs", "tc_hdrs", "bodies", "size", "rot", "rcode", "n", "fallback")
+    __slots__ = ("hdrs", "tc_hdrs", "bodies", "size", "rot", "rcode", "n", "fallback", "key")
 
     def __init__(self, rcode: int, counts: tuple[int, int, int], bodies: list[bytes],
-                 aa: bool = True) -> None:
+                 qtype: int = 0, aa: bool = True) -> None:
         self.rcode = rcode
+        self.key = (qtype, rcode)  # metrics label
         self.bodies = tuple(bodies)
         self.n = len(bodies)
         self.size = len(bodies[0])
@@ -165,7 +166,7 @@ class BodyWriter:
         self.buf += rr.rdata
 
 
-def render(qname: bytes, rcode: int, answer: list[list[RR]], authority: list[RR],
+def render(qname: bytes, qtype: int, rcode: int, answer: list[list[RR]], authority: list[RR],
            additional: list[RR]) -> Answer:
     """Render one Answer; `answer` is a list of rotations (each the same records in
     another order); authority and additional follow every rotation."""
@@ -180,7 +181,7 @@ def render(qname: bytes, rcode: int, answer: list[list[RR]], authority: list[RR]
             w.add(rr)
         bodies.append(bytes(w.buf))
     n_an = len(answer[0]) if answer else 0
-    return Answer(rcode, (n_an, len(authority), len(additional)), bodies)
+    return Answer(rcode, (n_an, len(authority), len(additional)), bodies, qtype)
 
 
 def soa_rdata(zone: bytes, ttl: int, serial: int) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 
 from .records import Names, RRset
 from .store import ServiceKey
@@ -82,6 +83,7 @@ class Zone:
         self.names[_label("dns") + self.origin] = Node({})
         self.names[ns_target] = Node({})
         self.version = 0  # bumped on every applied change
+        self.on_change: list[Callable[[], None]] = []
 
     # ---- updates ----
 
@@ -109,6 +111,8 @@ class Zone:
             self.svc_names[key] = set(new)
         self.negative.clear()
         self.version += 1
+        for fn in self.on_change:
+            fn()
 
     # ---- answers (slow path: rendering on a cache miss) ----
 
@@ -146,18 +150,19 @@ class Zone:
     def _render_missing(self, qname: bytes, tail: bytes) -> Answer:
         qtype, qclass = struct.unpack("!HH", tail)
         if not self.in_zone(qname) or qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
-            return render(qname, REFUSED, [], [], [])
-        return render(qname, NXDOMAIN, [], [self.soa], [])
+            return render(qname, qtype, REFUSED, [], [], [])
+        return render(qname, qtype, NXDOMAIN, [], [self.soa], [])
 
     def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
         qtype, qclass = struct.unpack("!HH", tail)
         if qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
-            return render(qname, REFUSED, [], [], [])
+            return render(qname, qtype, REFUSED, [], [], [])
+        rtype = qtype
         if qtype == ANY:  # RFC 8482: one RRset is enough
-            qtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
-        rrset = node.rrsets.get(qtype)
+            rtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
+        rrset = node.rrsets.get(rtype)
         if rrset is None:
-            return render(qname, NOERROR, [], [self.soa], [])
+            return render(qname, qtype, NOERROR, [], [self.soa], [])
         ttl = self.ttl
         rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
         rotations = [rrs]
@@ -166,7 +171,7 @@ class Zone:
             step = max(1, n // ROTATIONS_MAX)
             rotations = [rrs[i:] + rrs[:i] for i in range(0, n, step)][:ROTATIONS_MAX]
         extra = [RR(o, t, ttl, rd) for o, t, rd in rrset.extra]
-        full = render(qname, NOERROR, rotations, [], extra)
+        full = render(qname, qtype, NOERROR, rotations, [], extra)
         if extra:
-            full.fallback = render(qname, NOERROR, rotations, [], [])
+            full.fallback = render(qname, qtype, NOERROR, rotations, [], [])
         return full

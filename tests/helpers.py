@@ -58,6 +58,14 @@ class Server:
             return dns.query.tcp(q, "127.0.0.1", port=self.port, timeout=timeout)
         return dns.query.udp(q, "127.0.0.1", port=self.port, timeout=timeout, ignore_trailing=False)
 
+    def metric(self, line_prefix: str) -> float:
+        """Value of the first /metrics sample starting with `line_prefix` (0 if absent)."""
+        _, text = self.http("/metrics")
+        for line in text.splitlines():
+            if line.startswith(line_prefix):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 

@@ -1,0 +1,106 @@
+"""`--workers N`: N server processes sharing each port with SO_REUSEPORT.
+
+Each worker runs the whole pipeline (its own source, store and zone) and
+sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
+/health, /ready (200 when every worker is ready) and /metrics (summed), and
+restarts a worker that dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import multiprocessing
+import multiprocessing.connection
+import signal
+from multiprocessing.process import BaseProcess
+
+from .app import Config, run, run_loop, serve_endpoints
+from .metrics import Snapshot
+
+log = logging.getLogger("mcsdns.workers")
+
+
+def _worker(cfg: Config, conn: multiprocessing.connection.Connection) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles ^C
+
+    def report(snap: Snapshot) -> None:
+        try:
+            conn.send(snap)
+        except (BrokenPipeError, OSError):
+            pass
+
+    run_loop(lambda: run(cfg, report))
+
+
+class Supervisor:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.wcfg = dataclasses.replace(cfg, reuse_port=True, health=None, metrics=None, workers=1)
+        self.ctx = multiprocessing.get_context("fork")
+        self.procs: list[BaseProcess | None] = [None] * cfg.workers
+        self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
+        self.snaps: list[Snapshot] = [{} for _ in range(cfg.workers)]
+        self.restarts = 0
+
+    def ready(self) -> bool:
+        return all(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
+
+    def start_worker(self, i: int, loop: asyncio.AbstractEventLoop) -> None:
+        old = self.conns[i]
+        if old is not None:
+            loop.remove_reader(old.fileno())
+            old.close()
+        parent, child = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=_worker, args=(self.wcfg, child), name=f"mcsdns-worker-{i}",
+                             daemon=True)
+        p.start()
+        child.close()
+        self.procs[i], self.conns[i], self.snaps[i] = p, parent, {}
+        loop.add_reader(parent.fileno(), self._receive, i)
+        log.info("worker %d started (pid %s)", i, p.pid)
+
+    def _receive(self, i: int) -> None:
+        conn = self.conns[i]
+        if conn is None:
+            return
+        try:
+            while conn.poll():
+                self.snaps[i] = conn.recv()
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(conn.fileno())
+            self.conns[i] = None
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+        for i in range(self.cfg.workers):
+            self.start_worker(i, loop)
+        http: list[asyncio.AbstractServer] = []
+        await serve_endpoints(self.cfg, self.ready, lambda: self.snaps, http)
+        while not stopping.is_set():
+            try:
+                await asyncio.wait_for(stopping.wait(), 0.5)
+            except TimeoutError:
+                pass
+            for i, p in enumerate(self.procs):
+                if p is not None and not p.is_alive() and not stopping.is_set():
+                    log.error("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
+                    self.restarts += 1
+                    self.start_worker(i, loop)
+        log.info("stopping %d workers", len(self.procs))
+        for p in self.procs:
+            if p is not None and p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            if p is not None:
+                await loop.run_in_executor(None, p.join, 5)
+        for h in http:
+            h.close()
+
+
+def supervise(cfg: Config) -> None:
+    run_loop(lambda: Supervisor(cfg).run())
