@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .handler import Handler
+from .locality import OFF, Locality
 from .metrics import Snapshot, render, snapshot
 from .records import service_records
 from .server.http import HTTPEndpoints, serve_http
@@ -37,6 +39,7 @@ class Config:
     reuse_port: bool = False
     log_queries: bool = False
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
+    locality: Locality = OFF
 
 
 class App:
@@ -46,16 +49,29 @@ class App:
         self.zone = Zone(cfg.zone, cfg.ttl)
         self.handler = Handler(self.zone, cfg.log_queries)
         self.sources: list[Source] = []
+        self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
 
+    @property
+    def locality(self) -> Locality:
+        """This instance's locality: --cluster-id, else the watched ClusterProperty."""
+        loc = self.cfg.locality
+        if not loc.cluster_id and self.store.cluster_id:
+            loc = dataclasses.replace(loc, cluster_id=self.store.cluster_id)
+        return loc
+
     def rebuild(self, keys: set[ServiceKey]) -> None:
+        loc = self.locality
+        if loc != self._built_with:  # the cluster ID arrived or changed: rebuild everything
+            self._built_with = loc
+            keys = set(keys) | set(self.store.imports) | set(self.zone.svc_names)
         for key in keys:
             si, slices = self.store.service(key)
-            names = service_records(si, slices, self.zone.origin, self.cfg.ttl) if si else {}
+            names = service_records(si, slices, self.zone.origin, loc) if si else {}
             self.zone.set_service(key, names)
 
     def ready(self) -> bool:

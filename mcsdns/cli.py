@@ -7,6 +7,8 @@ import logging
 import sys
 
 from .app import Config, run, run_loop
+from .locality import ORDER, POLICIES, Locality
+from .objects import valid_cluster_id
 
 
 def host_port(s: str) -> tuple[str, int]:
@@ -14,6 +16,13 @@ def host_port(s: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {s!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def key_value(s: str) -> tuple[str, str]:
+    k, sep, v = s.partition("=")
+    if not sep or not k or not v:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {s!r}")
+    return k.lower(), v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only watch these namespaces (repeatable; default all)")
     s.add_argument("--health", type=host_port, metavar="HOST:PORT", help="/health and /ready")
     s.add_argument("--metrics", type=host_port, metavar="HOST:PORT", help="Prometheus /metrics")
+    loc = s.add_argument_group("locality (headless answers ordered local cluster, region, rest)")
+    loc.add_argument("--cluster-id", default="",
+                     help="this server's cluster ID (default: the watched ClusterProperty "
+                          "cluster.clusterset.k8s.io; without one, locality is off)")
+    loc.add_argument("--region", default="", help="this server's region")
+    loc.add_argument("--topology-zone", default="",
+                     help="this server's zone: local endpoints in it are listed first")
+    loc.add_argument("--cluster-region", action="append", default=[], type=key_value,
+                     metavar="CLUSTER=REGION", help="region of a member cluster (repeatable)")
+    loc.add_argument("--prefer-local", choices=POLICIES, default=ORDER,
+                     help="order: every endpoint, local first (default); only-when-available: "
+                          "only local endpoints while at least one is ready")
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--log-level", default="INFO")
@@ -47,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         manifests=args.manifests, kubeconfig=args.kubeconfig, context=args.context,
         namespaces=args.namespaces, health=args.health, metrics=args.metrics,
         log_queries=args.log_queries, workers=max(1, args.workers),
+        locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
+                          dict(args.cluster_region), args.prefer_local),
     )
+    if cfg.locality.cluster_id and not valid_cluster_id(cfg.locality.cluster_id):
+        print(f"mcsdns: --cluster-id {args.cluster_id!r} is not a DNS label", file=sys.stderr)
+        return 2
     if cfg.workers > 1:
         from .workers import supervise
 

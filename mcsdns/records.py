@@ -7,9 +7,11 @@ map marks an empty non-terminal).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 from .objects import Endpoint, EndpointSlice, Port, ServiceImport
 from .wire import AAAA, SRV, A, srv_rdata
 
@@ -22,6 +24,7 @@ class RRset:
     rdatas: tuple[bytes, ...]
     extra: tuple[tuple[bytes, int, bytes], ...] = ()
     rotate: bool = False  # answer order may be rotated between queries
+    groups: tuple[int, ...] = ()  # sizes of consecutive runs rotated separately (tiers)
 
 
 Names = dict[bytes, dict[int, RRset]]
@@ -64,60 +67,100 @@ def _srv_names(svc_name: bytes, ports: Iterable[Port]) -> dict[tuple[str, str], 
     return out
 
 
-def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
-                    ttl: int) -> Names:
-    """All names and RRsets for one service; empty if the service has no name."""
-    del ttl  # TTL is applied at render time; kept in the signature for clarity
-    svc_name = _prefix((si.name, si.namespace, "svc"), zone)
-    names: Names = {}
-    if not si.headless:
-        fam = _by_family(si.ips)
-        node = {t: RRset(t, v) for t, v in fam.items()}
-        extra = tuple((svc_name, t, a) for t, v in fam.items() for a in v)
-        srvs: list[bytes] = []
-        for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
-            port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
-            rd = srv_rdata(0, 100, port, svc_name)
-            names[owner] = {SRV: RRset(SRV, (rd,), extra)}
-            names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
-            srvs.append(rd)
-        if srvs:
-            node[SRV] = RRset(SRV, tuple(srvs), extra)
-        names[svc_name] = node
-        return names
+def _run_lengths(values: list[int]) -> list[int]:
+    out: list[int] = []
+    prev = None
+    for v in values:
+        if v == prev:
+            out[-1] += 1
+        else:
+            out.append(1)
+            prev = v
+    return out
 
+
+def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
+                    loc: Locality = OFF) -> Names:
+    """All names and RRsets for one service; empty if the service has no name."""
+    svc_name = _prefix((si.name, si.namespace, "svc"), zone)
+    if si.headless:
+        return _headless(svc_name, slices, loc)
+    return _clusterset_ip(svc_name, si)
+
+
+def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
+    """Spec 2.3: the VIPs, and SRV per named port targeting the service name."""
+    names: Names = {}
+    fam = _by_family(si.ips)
+    node = {t: RRset(t, v) for t, v in fam.items()}
+    extra = tuple((svc_name, t, a) for t, v in fam.items() for a in v)
+    srvs: list[bytes] = []
+    for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
+        port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
+        rd = srv_rdata(0, 100, port, svc_name)
+        names[owner] = {SRV: RRset(SRV, (rd,), extra)}
+        names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
+        srvs.append(rd)
+    if srvs:
+        node[SRV] = RRset(SRV, tuple(srvs), extra)
+    names[svc_name] = node
+    return names
+
+
+def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Names:
+    """Spec 2.4: answerable endpoints across clusters, in locality order."""
+    names: Names = {}
     eps = _answerable(slices)
     if not eps:
         return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
+    if loc.enabled:
+        eps.sort(key=lambda se: loc.rank(se[0].cluster, se[1].zone))  # stable: keeps slice order
+        if loc.policy == ONLY_WHEN_AVAILABLE:
+            local = [(s, e) for s, e in eps if s.cluster == loc.cluster_id]
+            service_eps = local or eps
+        else:
+            service_eps = eps
+    else:
+        service_eps = eps
     # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
     hosts: dict[bytes, list[bytes]] = {}
-    all_addrs: list[bytes] = []
-    port_targets: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
+    host_tier: dict[bytes, int] = {}
     for sl, ep in eps:
         cluster_name = _prefix(sl.cluster.split("."), svc_name)
         names.setdefault(cluster_name, {})  # <clusterid>.<svc>: never has records
         host = _prefix((ep.hostname,), cluster_name)
         lst = hosts.setdefault(host, [])
-        for a in ep.addresses:
-            if a not in lst:
-                lst.append(a)
-            all_addrs.append(a)
-        for p in sl.ports:
-            if p.name:
-                tgt = port_targets.setdefault((p.name, p.protocol), [])
-                if (p.port, host) not in tgt:
-                    tgt.append((p.port, host))
+        lst.extend(a for a in ep.addresses if a not in lst)
+        host_tier.setdefault(host, loc.tier(sl.cluster))
     for host, addrs in hosts.items():
         names[host] = {t: RRset(t, v) for t, v in _by_family(addrs).items()}
-    fam = _by_family(all_addrs)
-    node = {t: RRset(t, v, rotate=len(v) > 1) for t, v in fam.items()}
+    # The service name: addresses by family in tier order, grouped by tier for rotation.
+    node: dict[int, RRset] = {}
+    for family in (A, AAAA):
+        tiered: dict[bytes, int] = {}
+        for sl, ep in service_eps:
+            for a in ep.addresses:
+                if _family(a) == family and a not in tiered:
+                    tiered[a] = loc.tier(sl.cluster)
+        if tiered:
+            groups = tuple(_run_lengths(list(tiered.values())))
+            node[family] = RRset(family, tuple(tiered), rotate=len(tiered) > 1, groups=groups)
+    # SRV: one per endpoint x named port; priority = tier, weight spread within it.
+    port_targets: dict[tuple[str, str], dict[tuple[int, bytes], int]] = {}
+    for sl, ep in service_eps:
+        host = _prefix((ep.hostname,), _prefix(sl.cluster.split("."), svc_name))
+        for p in sl.ports:
+            if p.name:
+                port_targets.setdefault((p.name, p.protocol), {}).setdefault(
+                    (p.port, host), host_tier[host])
     all_srv: list[bytes] = []
     all_extra: dict[tuple[bytes, int, bytes], None] = {}
     srv_owners = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
     for key, owner in srv_owners.items():
         targets = port_targets[key]
-        weight = max(1, 100 // len(targets))
-        rds = tuple(srv_rdata(0, weight, port, host) for port, host in targets)
+        per_tier = Counter(targets.values())
+        rds = tuple(srv_rdata(tier, max(1, 100 // per_tier[tier]), port, host)
+                    for (port, host), tier in targets.items())
         seen = dict.fromkeys(host for _, host in targets)
         extra = tuple((h, t, a) for h in seen for t, v in _by_family(hosts[h]).items() for a in v)
         names[owner] = {SRV: RRset(SRV, rds, extra)}

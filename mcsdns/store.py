@@ -116,6 +116,7 @@ class Store:
                 if cid is not None and cid != self.cluster_id:
                     self.cluster_id = cid
                     log.info("cluster ID is %s", cid)
+                    return set(self.imports)  # locality may change every answer
                 return set()
         except Malformed as e:
             self._skip(str(kind), str(e))

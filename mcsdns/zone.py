@@ -60,6 +60,22 @@ def _label(s: str) -> bytes:
     return bytes((len(b),)) + b
 
 
+def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
+    """Up to ROTATIONS_MAX orders of `rrs`, each group (tier) rotated within itself."""
+    count = min(ROTATIONS_MAX, max(groups))
+    out = []
+    for r in range(count):
+        order: list[RR] = []
+        start = 0
+        for size in groups:
+            g = rrs[start:start + size]
+            k = (r * max(1, size // count)) % size
+            order += g[k:] + g[:k]
+            start += size
+        out.append(order)
+    return out
+
+
 class Zone:
     def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
                  serial: int | None = None) -> None:
@@ -167,9 +183,7 @@ class Zone:
         rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
         rotations = [rrs]
         if rrset.rotate and len(rrs) > 1:
-            n = len(rrs)
-            step = max(1, n // ROTATIONS_MAX)
-            rotations = [rrs[i:] + rrs[:i] for i in range(0, n, step)][:ROTATIONS_MAX]
+            rotations = _rotations(rrs, rrset.groups or (len(rrs),))
         extra = [RR(o, t, ttl, rd) for o, t, rd in rrset.extra]
         full = render(qname, qtype, NOERROR, rotations, [], extra)
         if extra:
