@@ -100,6 +100,14 @@ class App:
         for s in self.sources:
             await s.start(loop)
 
+    def reload(self) -> None:
+        """SIGHUP: sources re-read everything (files re-parsed, watches relisted)."""
+        log.info("SIGHUP: reloading sources")
+        for s in self.sources:
+            fn = getattr(s, "reload", None)
+            if fn is not None:
+                fn()
+
     async def stop(self, drain: float = 1.0) -> None:
         """Stop listening, give open TCP connections `drain` seconds, stop sources."""
         for c in self._listeners:
@@ -134,6 +142,7 @@ async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, app.stopping.set)
+    loop.add_signal_handler(signal.SIGHUP, app.reload)
     await app.start()
     if report is not None:
         parent = os.getppid()

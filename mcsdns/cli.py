@@ -9,6 +9,7 @@ import sys
 from .app import Config, run, run_loop
 from .locality import ORDER, POLICIES, Locality
 from .objects import valid_cluster_id
+from .server.tcp import TCPLimits
 
 
 def host_port(s: str) -> tuple[str, int]:
@@ -52,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--prefer-local", choices=POLICIES, default=ORDER,
                      help="order: every endpoint, local first (default); only-when-available: "
                           "only local endpoints while at least one is ready")
+    s.add_argument("--tcp-max-conns", type=int, default=1000, help="open TCP connections (default 1000)")
+    s.add_argument("--tcp-idle-timeout", type=float, default=10.0,
+                   help="close a TCP connection idle this many seconds (default 10)")
+    s.add_argument("--tcp-read-timeout", type=float, default=5.0,
+                   help="a TCP query must arrive whole within this many seconds (default 5)")
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--log-level", default="INFO")
@@ -68,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         manifests=args.manifests, kubeconfig=args.kubeconfig, context=args.context,
         namespaces=args.namespaces, health=args.health, metrics=args.metrics,
         log_queries=args.log_queries, workers=max(1, args.workers),
+        tcp_limits=TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout),
         locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
                           dict(args.cluster_region), args.prefer_local),
     )

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 from multiprocessing.process import BaseProcess
 
@@ -61,6 +62,11 @@ class Supervisor:
         loop.add_reader(parent.fileno(), self._receive, i)
         log.info("worker %d started (pid %s)", i, p.pid)
 
+    def reload(self) -> None:
+        for p in self.procs:
+            if p is not None and p.pid is not None and p.is_alive():
+                os.kill(p.pid, signal.SIGHUP)
+
     def _receive(self, i: int) -> None:
         conn = self.conns[i]
         if conn is None:
@@ -77,6 +83,7 @@ class Supervisor:
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
         for i in range(self.cfg.workers):
             self.start_worker(i, loop)
         http: list[asyncio.AbstractServer] = []

@@ -81,6 +81,10 @@ class FileSource:
         self._synced = True
         self._task = loop.create_task(self._run(loop))
 
+    def reload(self) -> None:
+        """Re-read every file at the next poll."""
+        self.sigs.clear()
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
