@@ -38,6 +38,16 @@ _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
 _AR0, _AR1 = b"\x00\x00", b"\x00\x01"
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
 HOT_MAX = 100_000
+CANNED_MAX = 50_000
+
+
+class Canned:
+    """A whole response minus its ID, with its hit count and metrics label."""
+
+    __slots__ = ("out", "hits", "key")
+
+    def __init__(self, out: bytes, key: tuple[int, int]) -> None:
+        self.out, self.hits, self.key = out, 1, key
 
 
 class Handler:
@@ -50,10 +60,32 @@ class Handler:
         self.tcp_counts: dict[tuple[int, int], int] = {}
         # question exactly as received -> Answer; a memo emptied on every zone change
         self.hot: dict[bytes, Answer] = {}
-        zone.on_change.append(self.hot.clear)
+        # whole query after the ID -> its response after the ID, per transport, for
+        # answers that do not rotate; emptied on every zone change
+        self.canned: tuple[dict[bytes, Canned], dict[bytes, Canned]] = ({}, {})
+        zone.on_change.append(self.invalidate)
+
+    def invalidate(self) -> None:
+        """Forget memoised answers (the zone changed); keep their counts."""
+        self.hot.clear()
+        for canned, counts in zip(self.canned, (self.udp_counts, self.tcp_counts), strict=True):
+            for c in canned.values():
+                counts[c.key] = counts.get(c.key, 0) + c.hits
+            canned.clear()
+
+    def counts(self, tcp: bool) -> dict[tuple[int, int], int]:
+        """Responses by (qtype, rcode) for one transport."""
+        out = dict(self.tcp_counts if tcp else self.udp_counts)
+        for c in list(self.canned[tcp].values()):
+            out[c.key] = out.get(c.key, 0) + c.hits
+        return out
 
     def respond(self, data: bytes, tcp: bool) -> bytes | None:
         """The response to one DNS message, or None to send nothing."""
+        canned = self.canned[tcp].get(data[2:])
+        if canned is not None:
+            canned.hits += 1
+            return data[:2] + canned.out
         try:
             if data[2] & 0xF8 or data[4:10] != _QD1:
                 return self._slow(data, tcp)
@@ -83,12 +115,19 @@ class Handler:
             ans = self._lookup(q)
             if ans is None:
                 return self._slow(data, tcp)
-        counts = self.tcp_counts if tcp else self.udp_counts
-        k = ans.key
-        counts[k] = counts.get(k, 0) + 1
         if ans.size + len(q) + len(opt) + 12 <= limit:
-            return data[:2] + ans.hdrs[idx] + q + (ans.bodies[0] if ans.n == 1 else ans.body()) + opt
-        return self._fit(data[:2], ans, idx, q, opt, limit)
+            out = data[:2] + ans.hdrs[idx] + q + (ans.bodies[0] if ans.n == 1 else ans.body()) + opt
+        else:
+            out = self._fit(data[:2], ans, idx, q, opt, limit)
+        if ans.n == 1 and not self.log_queries:
+            table = self.canned[tcp]
+            if len(table) >= CANNED_MAX:
+                self.invalidate()
+            table[data[2:]] = Canned(out[2:], ans.key)
+        else:
+            counts = self.tcp_counts if tcp else self.udp_counts
+            counts[ans.key] = counts.get(ans.key, 0) + 1
+        return out
 
     def _lookup(self, q: bytes) -> Answer | None:
         """Answer for a question (name + type + class as received); None if the

@@ -55,8 +55,8 @@ def snapshot(app: App) -> Snapshot:
     def put(name: str, value: float, **labels: str) -> None:
         s[(name, tuple(labels.items()))] = value
 
-    for proto, counts in (("udp", app.handler.udp_counts), ("tcp", app.handler.tcp_counts)):
-        for (qtype, rcode), n in list(counts.items()):
+    for proto, is_tcp in (("udp", False), ("tcp", True)):
+        for (qtype, rcode), n in app.handler.counts(is_tcp).items():
             put("mcsdns_dns_responses_total", n, proto=proto, type=_type(qtype),
                 rcode=RCODE_NAMES.get(rcode, str(rcode)))
     for k, v in list(app.handler.slow_count.items()):
