@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -138,6 +139,9 @@ async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
 async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> None:
     """Run one server process until SIGTERM/SIGINT; `report` receives a metrics
     snapshot every 0.2 s (worker processes report to their supervisor)."""
+    # Source threads (file parsing, watch streams) must not hold the GIL for the
+    # default 5 ms while queries wait: hand it back every 0.5 ms.
+    sys.setswitchinterval(0.0005)
     app = App(cfg)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
