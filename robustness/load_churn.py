@@ -37,7 +37,8 @@ NS = "churn"
 def service_yaml(i: int, ip: str) -> str:
     return (f"apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\n"
             f"metadata: {{name: s{i}, namespace: {NS}}}\n"
-            f"spec: {{type: ClusterSetIP, ips: [\"{ip}\"], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n")
+            f"spec: {{type: ClusterSetIP, ips: [\"{ip}\"],"
+            f" ports: [{{name: http, protocol: TCP, port: 80}}]}}\n")
 
 
 def ip_for(step: int) -> str:
