@@ -120,3 +120,29 @@ def wait_for(pred: object, timeout: float = 3.0, interval: float = 0.05) -> bool
             return True
         time.sleep(interval)
     return bool(pred())  # type: ignore[operator]
+
+
+def headless(name: str, n: int, cluster: str = "cluster-a", ns: str = "big") -> str:
+    """Manifest text of a headless service with n ready, named endpoints."""
+    eps = "\n".join(
+        f"- addresses: [\"10.9.{i // 250}.{i % 250 + 1}\"]\n  hostname: pod-{i}" for i in range(n))
+    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  type: Headless
+  ports: [{{name: http, protocol: TCP, port: 80}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-{cluster}
+  namespace: {ns}
+  labels:
+    multicluster.kubernetes.io/service-name: {name}
+    multicluster.kubernetes.io/source-cluster: {cluster}
+addressType: IPv4
+ports: [{{name: http, protocol: TCP, port: 8080}}]
+endpoints:
+{eps}
+"""

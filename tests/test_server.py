@@ -12,34 +12,9 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import pytest
-from helpers import Server, copy_example, run_server, wait_for
+from helpers import Server, copy_example, headless, run_server, wait_for
 
 SVC = "web.shop.svc.clusterset.local."
-
-
-def headless(name: str, n: int, cluster: str = "cluster-a", ns: str = "big") -> str:
-    eps = "\n".join(
-        f"- addresses: [\"10.9.{i // 250}.{i % 250 + 1}\"]\n  hostname: pod-{i}" for i in range(n))
-    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceImport
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  type: Headless
-  ports: [{{name: http, protocol: TCP, port: 80}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {name}-{cluster}
-  namespace: {ns}
-  labels:
-    multicluster.kubernetes.io/service-name: {name}
-    multicluster.kubernetes.io/source-cluster: {cluster}
-addressType: IPv4
-ports: [{{name: http, protocol: TCP, port: 8080}}]
-endpoints:
-{eps}
-"""
 
 
 def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
