@@ -1,12 +1,16 @@
-"""Command line: `mcsdns serve ...`."""
+"""Command line: `mcsdns serve`, `mcsdns records`, `mcsdns controller`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
+import json
 import logging
 import sys
+import time
 
-from .app import Config, run, run_loop
+from .app import App, Config, run, run_loop
 from .locality import ORDER, POLICIES, Locality
 from .objects import valid_cluster_id
 from .server.tcp import TCPLimits
@@ -26,12 +30,7 @@ def key_value(s: str) -> tuple[str, str]:
     return k.lower(), v
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcsdns", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="serve the clusterset.local zone")
-    s.add_argument("--listen", action="append", type=host_port, metavar="HOST:PORT",
-                   help="UDP+TCP address (repeatable; default 0.0.0.0:53)")
+def _add_source_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--zone", default="clusterset.local")
     s.add_argument("--ttl", type=int, default=5, help="TTL of every record (default 5)")
     s.add_argument("--manifests", metavar="DIR", help="serve objects from a directory of YAML/JSON files")
@@ -39,8 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--context", metavar="NAME")
     s.add_argument("--namespace", action="append", default=[], dest="namespaces",
                    help="only watch these namespaces (repeatable; default all)")
-    s.add_argument("--health", type=host_port, metavar="HOST:PORT", help="/health and /ready")
-    s.add_argument("--metrics", type=host_port, metavar="HOST:PORT", help="Prometheus /metrics")
     loc = s.add_argument_group("locality (headless answers ordered local cluster, region, rest)")
     loc.add_argument("--cluster-id", default="",
                      help="this server's cluster ID (default: the watched ClusterProperty "
@@ -53,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--prefer-local", choices=POLICIES, default=ORDER,
                      help="order: every endpoint, local first (default); only-when-available: "
                           "only local endpoints while at least one is ready")
+    s.add_argument("--log-level", default="INFO")
+    s.add_argument("--log-format", choices=("text", "json"), default="text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mcsdns", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve the clusterset.local zone")
+    s.add_argument("--listen", action="append", type=host_port, metavar="HOST:PORT",
+                   help="UDP+TCP address (repeatable; default 0.0.0.0:53)")
+    _add_source_args(s)
+    s.add_argument("--health", type=host_port, metavar="HOST:PORT", help="/health and /ready")
+    s.add_argument("--metrics", type=host_port, metavar="HOST:PORT", help="Prometheus /metrics")
     s.add_argument("--tcp-max-conns", type=int, default=1000, help="open TCP connections (default 1000)")
     s.add_argument("--tcp-idle-timeout", type=float, default=10.0,
                    help="close a TCP connection idle this many seconds (default 10)")
@@ -60,27 +70,81 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TCP query must arrive whole within this many seconds (default 5)")
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
-    s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
+    r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
+    _add_source_args(r)
+    r.add_argument("--timeout", type=float, default=30, help="seconds to wait for the first sync")
+    try:
+        controller = importlib.import_module(".controller.cli", __package__)
+    except ImportError:  # pragma: no cover - controller not installed
+        pass
+    else:
+        controller.add_parser(sub)
     return p
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
+               "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    cfg = Config(
+        zone=args.zone.rstrip("."), ttl=args.ttl, manifests=args.manifests,
+        kubeconfig=args.kubeconfig, context=args.context, namespaces=args.namespaces,
+        locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
+                          dict(args.cluster_region), args.prefer_local),
+    )
+    if args.command == "serve":
+        cfg.listen = args.listen or [("0.0.0.0", 53)]
+        cfg.health, cfg.metrics = args.health, args.metrics
+        cfg.log_queries, cfg.workers = args.log_queries, max(1, args.workers)
+        cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
+    return cfg
+
+
+async def print_records(cfg: Config, timeout: float) -> int:
+    from .zonefile import zone_text
+
+    app = App(cfg)
+    app.sources = app.make_sources()
+    loop = asyncio.get_running_loop()
+    for s in app.sources:
+        await s.start(loop)
+    deadline = time.monotonic() + timeout
+    while not app.ready() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    for s in app.sources:
+        await s.stop()
+    if not app.ready():
+        print(f"mcsdns: sources not synced within {timeout:g}s", file=sys.stderr)
+        return 1
+    sys.stdout.write(zone_text(app.zone))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    cfg = Config(
-        listen=args.listen or [("0.0.0.0", 53)], zone=args.zone.rstrip("."), ttl=args.ttl,
-        manifests=args.manifests, kubeconfig=args.kubeconfig, context=args.context,
-        namespaces=args.namespaces, health=args.health, metrics=args.metrics,
-        log_queries=args.log_queries, workers=max(1, args.workers),
-        tcp_limits=TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout),
-        locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
-                          dict(args.cluster_region), args.prefer_local),
-    )
+    setup_logging(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
+    if args.command not in ("serve", "records"):
+        return int(args.func(args))
+    cfg = config_from(args)
     if cfg.locality.cluster_id and not valid_cluster_id(cfg.locality.cluster_id):
         print(f"mcsdns: --cluster-id {args.cluster_id!r} is not a DNS label", file=sys.stderr)
         return 2
+    if args.command == "records":
+        return asyncio.run(print_records(cfg, args.timeout))
     if cfg.workers > 1:
         from .workers import supervise
 
