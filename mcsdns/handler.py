@@ -63,6 +63,8 @@ class Handler:
         # whole query after the ID -> its response after the ID, per transport, for
         # answers that do not rotate; emptied on every zone change
         self.canned: tuple[dict[bytes, Canned], dict[bytes, Canned]] = ({}, {})
+        self.cache_misses = 0  # responses not served whole from `canned`
+        self._folded_hits = 0  # canned hits of entries already forgotten
         zone.on_change.append(self.invalidate)
 
     def invalidate(self) -> None:
@@ -71,7 +73,12 @@ class Handler:
         for canned, counts in zip(self.canned, (self.udp_counts, self.tcp_counts), strict=True):
             for c in canned.values():
                 counts[c.key] = counts.get(c.key, 0) + c.hits
+                self._folded_hits += c.hits - 1
             canned.clear()
+
+    def cache_hits(self) -> int:
+        """Responses served whole from `canned` (each entry's first use is a miss)."""
+        return self._folded_hits + sum(c.hits - 1 for t in self.canned for c in list(t.values()))
 
     def counts(self, tcp: bool) -> dict[tuple[int, int], int]:
         """Responses by (qtype, rcode) for one transport."""
@@ -109,6 +116,7 @@ class Handler:
                 return self._slow(data, tcp)
         except IndexError:
             return self._slow(data, tcp)
+        self.cache_misses += 1
         q = data[12:qend]
         ans = self.hot.get(q)
         if ans is None:

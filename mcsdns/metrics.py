@@ -28,6 +28,8 @@ METRICS: dict[str, tuple[bool, str, tuple[str, ...]]] = {
                                    ("proto", "type", "rcode")),
     "mcsdns_dns_slow_path_total": (True, "Queries off the fast path, by outcome "
                                    "(parsed, formerr, notimp, badvers, dropped).", ("outcome",)),
+    "mcsdns_cache_hits_total": (True, "Responses served whole from the response cache.", ()),
+    "mcsdns_cache_misses_total": (True, "Fast-path responses assembled from pre-rendered answers.", ()),
     "mcsdns_tcp_connections_rejected_total": (True, "TCP connections closed at the limit.", ()),
     "mcsdns_tcp_connections_timed_out_total": (True, "TCP connections closed idle or slow.", ()),
     "mcsdns_tcp_connections": (False, "Open TCP connections.", ()),
@@ -59,6 +61,8 @@ def snapshot(app: App) -> Snapshot:
         for (qtype, rcode), n in app.handler.counts(is_tcp).items():
             put("mcsdns_dns_responses_total", n, proto=proto, type=_type(qtype),
                 rcode=RCODE_NAMES.get(rcode, str(rcode)))
+    put("mcsdns_cache_hits_total", app.handler.cache_hits())
+    put("mcsdns_cache_misses_total", app.handler.cache_misses)
     for k, v in list(app.handler.slow_count.items()):
         put("mcsdns_dns_slow_path_total", v, outcome=k)
     tcp = getattr(app, "tcp_state", None)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ class FileSource:
         self.sigs: dict[Path, Sig] = {}
         self.contents: dict[Path, dict[FullKey, dict[str, Any]]] = {}
         self.errors: Counter[str] = Counter()
+        self.connected = True  # metrics: a directory is always reachable
+        self.last_sync = 0.0  # unix time of the last completed poll
         self._synced = False
         self._task: asyncio.Task[None] | None = None
 
@@ -139,6 +142,7 @@ class FileSource:
         sigs = await loop.run_in_executor(None, self._scan)
         changed = [p for p, s in sigs.items() if self.sigs.get(p) != s]
         removed = [p for p in self.sigs if p not in sigs]
+        self.last_sync = time.time()
         if not changed and not removed:
             return
         read = await loop.run_in_executor(None, self._read, changed)
