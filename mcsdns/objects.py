@@ -7,8 +7,8 @@ caller can log it and count it.
 
 from __future__ import annotations
 
-import ipaddress
 import re
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,12 +110,16 @@ def _ports(raw: Any, where: str) -> tuple[Port, ...]:
 
 
 def _packed(addr: Any, v6: bool | None = None) -> bytes:
+    """Packed address; strict (inet_pton: no leading zeros, no spaces)."""
     if not isinstance(addr, str):
         raise ValueError(f"address {addr!r} is not a string")
-    ip = ipaddress.ip_address(addr)
-    if v6 is not None and (ip.version == 6) != v6:
+    try:
+        packed = socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
+    except (OSError, ValueError):
+        raise ValueError(f"{addr!r} is not an IP address") from None
+    if v6 is not None and (len(packed) == 16) != v6:
         raise ValueError(f"address {addr} is not of the slice's family")
-    return ip.packed
+    return packed
 
 
 def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
@@ -148,8 +152,9 @@ def _hostname_for(raw: Any, addresses: list[bytes]) -> str:
         if not isinstance(raw, str) or not is_dns_label(raw.lower()):
             raise ValueError(f"hostname {raw!r} is not a DNS label")
         return raw.lower()
-    ip = ipaddress.ip_address(addresses[0])
-    dashed = str(ip).replace(".", "-").replace(":", "-")
+    a = addresses[0]
+    ip = socket.inet_ntop(socket.AF_INET if len(a) == 4 else socket.AF_INET6, a)
+    dashed = ip.replace(".", "-").replace(":", "-")
     if not _HOST_LABEL.match(dashed):  # pragma: no cover - always true for IPs
         raise ValueError(f"cannot derive a hostname from {ip}")
     return dashed

@@ -30,10 +30,6 @@ class RRset:
 Names = dict[bytes, dict[int, RRset]]
 
 
-def _family(addr: bytes) -> int:
-    return A if len(addr) == 4 else AAAA
-
-
 def _prefix(labels: Iterable[str], base: bytes) -> bytes:
     out = b""
     for lab in labels:
@@ -42,13 +38,17 @@ def _prefix(labels: Iterable[str], base: bytes) -> bytes:
     return out + base
 
 
-def _by_family(addrs: Iterable[bytes]) -> dict[int, tuple[bytes, ...]]:
-    out: dict[int, list[bytes]] = {}
-    for a in addrs:
-        lst = out.setdefault(_family(a), [])
-        if a not in lst:
-            lst.append(a)
-    return {t: tuple(v) for t, v in out.items()}
+def _address_rrsets(addrs: Iterable[bytes]) -> dict[int, RRset]:
+    """A and/or AAAA RRsets of distinct addresses, in order."""
+    unique = dict.fromkeys(addrs)
+    v4 = tuple(a for a in unique if len(a) == 4)
+    v6 = tuple(a for a in unique if len(a) == 16)
+    out = {}
+    if v4:
+        out[A] = RRset(A, v4)
+    if v6:
+        out[AAAA] = RRset(AAAA, v6)
+    return out
 
 
 def _answerable(slices: list[EndpointSlice]) -> list[tuple[EndpointSlice, Endpoint]]:
@@ -91,9 +91,8 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
 def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     """Spec 2.3: the VIPs, and SRV per named port targeting the service name."""
     names: Names = {}
-    fam = _by_family(si.ips)
-    node = {t: RRset(t, v) for t, v in fam.items()}
-    extra = tuple((svc_name, t, a) for t, v in fam.items() for a in v)
+    node = _address_rrsets(si.ips)
+    extra = tuple((svc_name, rr.rtype, a) for rr in node.values() for a in rr.rdatas)
     srvs: list[bytes] = []
     for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
         port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
@@ -123,32 +122,40 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     else:
         service_eps = eps
     # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
+    cluster_names: dict[str, bytes] = {}
+    host_of: dict[tuple[str, str], bytes] = {}
     hosts: dict[bytes, list[bytes]] = {}
     host_tier: dict[bytes, int] = {}
     for sl, ep in eps:
-        cluster_name = _prefix(sl.cluster.split("."), svc_name)
-        names.setdefault(cluster_name, {})  # <clusterid>.<svc>: never has records
-        host = _prefix((ep.hostname,), cluster_name)
-        lst = hosts.setdefault(host, [])
+        key = (sl.cluster, ep.hostname)
+        host = host_of.get(key)
+        if host is None:
+            cn = cluster_names.get(sl.cluster)
+            if cn is None:
+                cn = cluster_names[sl.cluster] = _prefix(sl.cluster.split("."), svc_name)
+                names[cn] = {}  # <clusterid>.<svc>: never has records
+            host = host_of[key] = _prefix((ep.hostname,), cn)
+            hosts[host] = []
+            host_tier[host] = loc.tier(sl.cluster)
+        lst = hosts[host]
         lst.extend(a for a in ep.addresses if a not in lst)
-        host_tier.setdefault(host, loc.tier(sl.cluster))
     for host, addrs in hosts.items():
-        names[host] = {t: RRset(t, v) for t, v in _by_family(addrs).items()}
+        names[host] = _address_rrsets(addrs)
     # The service name: addresses by family in tier order, grouped by tier for rotation.
     node: dict[int, RRset] = {}
-    for family in (A, AAAA):
-        tiered: dict[bytes, int] = {}
-        for sl, ep in service_eps:
-            for a in ep.addresses:
-                if _family(a) == family and a not in tiered:
-                    tiered[a] = loc.tier(sl.cluster)
-        if tiered:
-            groups = tuple(_run_lengths(list(tiered.values())))
-            node[family] = RRset(family, tuple(tiered), rotate=len(tiered) > 1, groups=groups)
+    tiered: dict[int, dict[bytes, int]] = {A: {}, AAAA: {}}
+    for sl, ep in service_eps:
+        tier = loc.tier(sl.cluster)
+        for a in ep.addresses:
+            tiered[A if len(a) == 4 else AAAA].setdefault(a, tier)
+    for family, by_addr in tiered.items():
+        if by_addr:
+            groups = tuple(_run_lengths(list(by_addr.values())))
+            node[family] = RRset(family, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
     # SRV: one per endpoint x named port; priority = tier, weight spread within it.
     port_targets: dict[tuple[str, str], dict[tuple[int, bytes], int]] = {}
     for sl, ep in service_eps:
-        host = _prefix((ep.hostname,), _prefix(sl.cluster.split("."), svc_name))
+        host = host_of[(sl.cluster, ep.hostname)]
         for p in sl.ports:
             if p.name:
                 port_targets.setdefault((p.name, p.protocol), {}).setdefault(
@@ -162,7 +169,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
         rds = tuple(srv_rdata(tier, max(1, 100 // per_tier[tier]), port, host)
                     for (port, host), tier in targets.items())
         seen = dict.fromkeys(host for _, host in targets)
-        extra = tuple((h, t, a) for h in seen for t, v in _by_family(hosts[h]).items() for a in v)
+        extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)
         names[owner] = {SRV: RRset(SRV, rds, extra)}
         names.setdefault(owner[owner[0] + 1:], {})
         all_srv.extend(rds)
