@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""TCP abuse against a live server, with figures: idle and slow clients, connections
+beyond the limit, while UDP queries are timed throughout.
+
+    python robustness/tcp_abuse.py --conns 1500 --limit 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+import dns.message  # noqa: E402
+import dns.query  # noqa: E402
+from helpers import EXAMPLE, run_server  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--conns", type=int, default=1500, help="TCP connections to open")
+    ap.add_argument("--limit", type=int, default=1000, help="server --tcp-max-conns")
+    ap.add_argument("--slow", type=int, default=50, help="slow clients (one byte a second)")
+    ap.add_argument("--idle-timeout", type=float, default=3)
+    ap.add_argument("--read-timeout", type=float, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, run_server(
+            ["--manifests", str(EXAMPLE), "--tcp-max-conns", str(args.limit),
+             "--tcp-idle-timeout", str(args.idle_timeout),
+             "--tcp-read-timeout", str(args.read_timeout)], Path(tmp)) as srv:
+        q = dns.message.make_query("web.shop.svc.clusterset.local.", "A")
+        lat: list[float] = []
+        failures = [0]
+        stop = threading.Event()
+
+        def prober() -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                try:
+                    r = dns.query.udp(q, "127.0.0.1", port=srv.port, timeout=1)
+                    assert r.answer
+                    lat.append(time.perf_counter() - t)
+                except Exception:
+                    failures[0] += 1
+                time.sleep(0.005)
+
+        th = threading.Thread(target=prober)
+        th.start()
+        t0 = time.monotonic()
+        socks = []
+        for _ in range(args.conns):
+            try:
+                socks.append(socket.create_connection(srv.addr, timeout=2))
+            except OSError:
+                pass
+        msg = q.to_wire()
+        frame = len(msg).to_bytes(2, "big") + msg
+        slow = socks[:args.slow]
+        for i in range(3):
+            for s in slow:
+                try:
+                    s.send(frame[i:i + 1])
+                except OSError:
+                    pass
+            time.sleep(1)
+        time.sleep(max(args.idle_timeout, args.read_timeout) + 1)
+        open_after = 0
+        for s in socks:
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    continue
+            except BlockingIOError:
+                open_after += 1
+            except OSError:
+                continue
+        elapsed = time.monotonic() - t0
+        stop.set()
+        th.join()
+        rejected = srv.metric("mcsdns_tcp_connections_rejected_total")
+        timed_out = srv.metric("mcsdns_tcp_connections_timed_out_total")
+        alive = srv.proc.poll() is None
+        for s in socks:
+            s.close()
+    lat.sort()
+    print(f"opened {len(socks)} TCP connections (limit {args.limit}), {args.slow} slow at 1 byte/s")
+    print(f"rejected at the limit: {rejected:.0f}; closed idle/slow: {timed_out:.0f}; "
+          f"still open after {elapsed:.1f} s: {open_after}")
+    if lat:
+        print(f"UDP during the abuse: {len(lat)} answered, {failures[0]} failed, "
+              f"p50 {statistics.median(lat) * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms, "
+              f"max {lat[-1] * 1000:.2f} ms")
+    ok = alive and failures[0] == 0 and open_after == 0 and rejected >= len(socks) - args.limit
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
