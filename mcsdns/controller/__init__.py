@@ -1,0 +1,1 @@
+"""The companion sync controller (`mcsdns controller`), KEP-1645 ServiceExport → ServiceImport."""

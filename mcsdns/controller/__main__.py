@@ -1,0 +1,5 @@
+import sys
+
+from .cli import _standalone
+
+sys.exit(_standalone())

@@ -1,0 +1,202 @@
+"""Member clusters: one API client each, the MCS API version it serves, its cluster ID."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from ..objects import CLUSTER_PROPERTY_ID, valid_cluster_id
+
+log = logging.getLogger("mcsdns.controller")
+
+MCS_GROUP = "multicluster.x-k8s.io"
+ABOUT_GROUP = "about.k8s.io"
+TIMEOUT = (3.0, 10.0)  # connect, read
+
+
+class ConfigError(Exception):
+    """A member cluster is misconfigured (bad kubeconfig, missing or invalid cluster ID)."""
+
+
+class NotFound(Exception):
+    """HTTP 404."""
+
+
+class Conflict(Exception):
+    """HTTP 409: the object changed (or exists) since we read it."""
+
+
+class Unreachable(Exception):
+    """The API server could not be reached or answered with a server error."""
+
+
+@dataclass
+class Member:
+    """A member cluster, reached through a kubeconfig (and context)."""
+
+    name: str
+    kubeconfig: str
+    context: str | None = None
+    cluster_id: str | None = None
+    api: Any = None
+    mcs_version: str | None = None
+    writes: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def parse(cls, spec: str) -> Member:
+        """NAME=KUBECONFIG[@CONTEXT]."""
+        name, sep, rest = spec.partition("=")
+        if not sep or not name or not rest:
+            raise ConfigError(f"--cluster {spec!r}: expected NAME=KUBECONFIG[@CONTEXT]")
+        path, _, ctx = rest.partition("@")
+        return cls(name=name, kubeconfig=path, context=ctx or None)
+
+    def connect(self) -> None:
+        """Build the API client from the kubeconfig (no request is made)."""
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=self.kubeconfig, context=self.context, client_configuration=cfg)
+        except Exception as e:  # the loader raises many kinds
+            raise ConfigError(f"cluster {self.name}: cannot load kubeconfig {self.kubeconfig}: {e}") from e
+        cfg.retries = 0
+        self.api = client.ApiClient(cfg)
+
+    # --- raw REST, JSON in and out -------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, str] | None = None) -> Any:
+        """One API call; returns the decoded JSON body."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            resp = self.api.call_api(
+                path, method, query_params=list((query or {}).items()), header_params=headers,
+                body=body, auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=TIMEOUT, _return_http_data_only=True)
+        except ApiException as e:
+            if e.status == 404:
+                raise NotFound(path) from e
+            if e.status == 409:
+                raise Conflict(f"{method} {path}: {e.reason}") from e
+            if e.status and e.status < 500 and e.status != 429:
+                raise  # a real error (403, 422): let the caller log it
+            raise Unreachable(f"{self.name}: {method} {path}: {e.status} {e.reason}") from e
+        except Exception as e:  # urllib3 connection errors, timeouts
+            raise Unreachable(f"{self.name}: {method} {path}: {e}") from e
+        finally:
+            if method in ("POST", "PUT", "PATCH", "DELETE"):
+                self.writes += 1
+        data = resp.data
+        return json.loads(data) if data else None
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+        return self.request("GET", path, query=query)
+
+    def items(self, path: str, selector: str | None = None) -> list[dict[str, Any]]:
+        """A list call's items (all pages)."""
+        out: list[dict[str, Any]] = []
+        query: dict[str, str] = {"limit": "500"}
+        if selector:
+            query["labelSelector"] = selector
+        while True:
+            data = self.get(path, query)
+            out.extend(data.get("items") or [])
+            cont = (data.get("metadata") or {}).get("continue")
+            if not cont:
+                return out
+            query["continue"] = cont
+
+    def watch_lines(self, path: str, resource_version: str, timeout: int) -> Iterator[dict[str, Any]]:
+        """Events of one watch request (ends after `timeout` seconds or on error)."""
+        q = [("watch", "true"), ("resourceVersion", resource_version),
+             ("timeoutSeconds", str(timeout)), ("allowWatchBookmarks", "true")]
+        resp = self.api.call_api(path, "GET", query_params=q, header_params={"Accept": "application/json"},
+                                 auth_settings=["BearerToken"], _preload_content=False,
+                                 _request_timeout=(TIMEOUT[0], timeout + 10),
+                                 _return_http_data_only=True)
+        try:
+            buf = b""
+            for chunk in resp.stream(4096, decode_content=False):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+    # --- discovery -----------------------------------------------------------------
+    def group_version(self, group: str, prefer: tuple[str, ...] = ("v1beta1", "v1alpha1")) -> str | None:
+        """The preferred served version of an API group, None when not served."""
+        try:
+            data = self.get(f"/apis/{group}")
+        except NotFound:
+            return None
+        served = [v.get("version") for v in data.get("versions") or []]
+        for v in prefer:
+            if v in served:
+                return v
+        return None
+
+    def discover(self) -> None:
+        """Find the MCS API version (v1beta1 preferred)."""
+        self.mcs_version = self.group_version(MCS_GROUP)
+        if self.mcs_version is None:
+            log.warning("cluster %s does not serve %s (ServiceExport/ServiceImport CRDs missing)",
+                        self.name, MCS_GROUP)
+
+    def read_cluster_id(self) -> str:
+        """The cluster ID from the about.k8s.io ClusterProperty."""
+        version = self.group_version(ABOUT_GROUP)
+        if version is not None:
+            for prop in CLUSTER_PROPERTY_ID:
+                try:
+                    obj = self.get(f"/apis/{ABOUT_GROUP}/{version}/clusterproperties/{prop}")
+                except NotFound:
+                    continue
+                value = str((obj.get("spec") or {}).get("value") or "")
+                if not valid_cluster_id(value):
+                    raise ConfigError(f"cluster {self.name}: ClusterProperty {prop} value {value!r} "
+                                      "is not a valid cluster ID (a DNS label or two joined by a dot)")
+                return value
+        raise ConfigError(f"cluster {self.name}: no ClusterProperty {' or '.join(CLUSTER_PROPERTY_ID)}; "
+                          f"create one or pass --cluster-id {self.name}=ID")
+
+    def mcs_path(self, plural: str, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{MCS_GROUP}/{self.mcs_version}"
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{plural}"
+        return f"{base}/{name}" if name else base
+
+    def mcs_api_version(self) -> str:
+        return f"{MCS_GROUP}/{self.mcs_version}"
+
+
+def watch_forever(member: Member, path: str, on_event: Callable[[], None],
+                  stop: threading.Event, timeout: int = 60) -> None:
+    """List+watch `path` until `stop`; call `on_event` on every change (and after errors)."""
+    while not stop.is_set():
+        try:
+            data = member.get(path, {"limit": "1"})
+            rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
+            for ev in member.watch_lines(path, rv, timeout):
+                if stop.is_set():
+                    return
+                if ev.get("type") == "ERROR":
+                    break
+                if ev.get("type") != "BOOKMARK":
+                    on_event()
+        except Exception as e:  # any failure: re-list after a pause, reconcile in between
+            log.debug("watch %s %s: %s", member.name, path, e)
+            on_event()
+            stop.wait(1.0)

@@ -1,0 +1,111 @@
+"""Leader election with a coordination.k8s.io/v1 Lease (as client-go does it).
+
+A candidate takes the Lease when it does not exist or when its record has not
+changed for leaseDurationSeconds as seen by this process's own clock (so
+clocks need not agree); the holder renews it every duration/3. Every write
+carries the resourceVersion read, so two candidates never both win.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from .clusters import Conflict, Member, NotFound, Unreachable
+
+log = logging.getLogger("mcsdns.controller.lease")
+
+
+def _micro_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(self, member: Member, namespace: str, name: str, identity: str,
+                 duration: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.member, self.namespace, self.name, self.identity = member, namespace, name, identity
+        self.duration = duration
+        self.clock = clock
+        self.leader = False
+        self.renewed_at = 0.0  # our clock, last successful acquire/renew
+        self._seen: tuple[Any, ...] | None = None  # last observed record
+        self._seen_at = 0.0
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+
+    def _spec(self, transitions: int, acquire: str | None) -> dict[str, Any]:
+        now = _micro_now()
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.duration)),
+                "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
+
+    def is_leader(self) -> bool:
+        """Leader now: acquired/renewed less than a lease duration ago."""
+        return self.leader and self.clock() - self.renewed_at < self.duration
+
+    def step(self) -> bool:
+        """Try to acquire or renew once; returns whether we lead."""
+        try:
+            self._step()
+        except (Conflict, Unreachable, ApiException) as e:
+            log.info("lease %s/%s: %s", self.namespace, self.name, e)
+            if self.leader and not self.is_leader():
+                log.warning("lost leadership (could not renew lease)")
+                self.leader = False
+        return self.is_leader()
+
+    def _step(self) -> None:
+        m = self.member
+        try:
+            lease = m.get(f"{self.path}/{self.name}")
+        except NotFound:
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(0, None)}
+            m.request("POST", self.path, body=body)
+            self._won()
+            return
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, spec.get("renewTime"), spec.get("acquireTime"),
+                  (lease.get("metadata") or {}).get("resourceVersion"))
+        now = self.clock()
+        if record != self._seen:
+            self._seen, self._seen_at = record, now
+        if holder and holder != self.identity:
+            duration = float(spec.get("leaseDurationSeconds") or self.duration)
+            if now - self._seen_at < duration:
+                if self.leader:
+                    log.warning("lost leadership to %s", holder)
+                self.leader = False
+                return
+            log.info("lease held by %s expired; taking it", holder)
+        mine = holder == self.identity
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
+        body = dict(lease, spec=self._spec(transitions, spec.get("acquireTime") if mine else None))
+        m.request("PUT", f"{self.path}/{self.name}", body=body)
+        self._won()
+
+    def _won(self) -> None:
+        if not self.leader:
+            log.info("became leader (%s)", self.identity)
+        self.leader, self.renewed_at = True, self.clock()
+
+    def release(self) -> None:
+        """Give the lease up on shutdown so another replica takes over at once."""
+        if not self.leader:
+            return
+        try:
+            lease = self.member.get(f"{self.path}/{self.name}")
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                spec = dict(lease["spec"], holderIdentity="", leaseDurationSeconds=1)
+                self.member.request("PUT", f"{self.path}/{self.name}", body=dict(lease, spec=spec))
+        except Exception as e:  # best effort
+            log.info("releasing lease: %s", e)
+        self.leader = False
