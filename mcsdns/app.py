@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,13 +42,14 @@ class Config:
     log_queries: bool = False
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
     locality: Locality = OFF
+    serial: int = field(default_factory=lambda: int(time.time()) & 0xFFFFFFFF)  # SOA, same in every worker
 
 
 class App:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.store = Store()
-        self.zone = Zone(cfg.zone, cfg.ttl)
+        self.zone = Zone(cfg.zone, cfg.ttl, cfg.serial)
         self.handler = Handler(self.zone, cfg.log_queries)
         self.sources: list[Source] = []
         self._built_with = cfg.locality

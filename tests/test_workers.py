@@ -21,6 +21,8 @@ def test_workers_share_the_port_and_sum_metrics(tmp_path: Path) -> None:
         for _ in range(199):
             assert {rd.to_text() for rr in srv.query(NAME).answer for rd in rr} == expected
         assert wait_for(lambda: srv.metric(SAMPLE) == 200, timeout=3)
+        serials = {srv.query("clusterset.local.", "SOA").answer[0][0].serial for _ in range(20)}
+        assert len(serials) == 1  # every worker answers the same SOA
         pids = [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", srv.logs())]
         assert len(pids) == 2
         os.kill(pids[0], signal.SIGKILL)
