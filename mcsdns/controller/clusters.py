@@ -71,31 +71,38 @@ class Member:
         self.api = client.ApiClient(cfg)
 
     # --- raw REST, JSON in and out -------------------------------------------------
-    def request(self, method: str, path: str, body: Any = None,
-                query: dict[str, str] | None = None) -> Any:
-        """One API call; returns the decoded JSON body."""
+    def _call(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+              timeout: tuple[float, float]) -> Any:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
+        req = self.api.param_serialize(method, path, query_params=query, header_params=headers,
+                                       body=body, auth_settings=["BearerToken"])
+        return self.api.call_api(*req, _request_timeout=timeout)
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, str] | None = None) -> Any:
+        """One API call; returns the decoded JSON body."""
+        write = method in ("POST", "PUT", "PATCH", "DELETE")
         try:
-            resp = self.api.call_api(
-                path, method, query_params=list((query or {}).items()), header_params=headers,
-                body=body, auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=TIMEOUT, _return_http_data_only=True)
+            resp = self._call(method, path, list((query or {}).items()), body, TIMEOUT)
+            data = resp.read()
         except ApiException as e:
-            if e.status == 404:
-                raise NotFound(path) from e
-            if e.status == 409:
-                raise Conflict(f"{method} {path}: {e.reason}") from e
-            if e.status and e.status < 500 and e.status != 429:
-                raise  # a real error (403, 422): let the caller log it
             raise Unreachable(f"{self.name}: {method} {path}: {e.status} {e.reason}") from e
         except Exception as e:  # urllib3 connection errors, timeouts
             raise Unreachable(f"{self.name}: {method} {path}: {e}") from e
         finally:
-            if method in ("POST", "PUT", "PATCH", "DELETE"):
+            if write:
                 self.writes += 1
-        data = resp.data
+        status = resp.status
+        if status == 404:
+            raise NotFound(path)
+        if status == 409:
+            raise Conflict(f"{method} {path}: {resp.reason}")
+        if status >= 500 or status == 429:
+            raise Unreachable(f"{self.name}: {method} {path}: {status} {resp.reason}")
+        if status >= 300:  # a real error (400, 403, 422): the caller logs it
+            raise ApiException(status=status, reason=resp.reason, body=data)
         return json.loads(data) if data else None
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:
@@ -119,20 +126,20 @@ class Member:
         """Events of one watch request (ends after `timeout` seconds or on error)."""
         q = [("watch", "true"), ("resourceVersion", resource_version),
              ("timeoutSeconds", str(timeout)), ("allowWatchBookmarks", "true")]
-        resp = self.api.call_api(path, "GET", query_params=q, header_params={"Accept": "application/json"},
-                                 auth_settings=["BearerToken"], _preload_content=False,
-                                 _request_timeout=(TIMEOUT[0], timeout + 10),
-                                 _return_http_data_only=True)
+        resp = self._call("GET", path, q, None, (TIMEOUT[0], timeout + 10))
+        raw = resp.response
         try:
+            if resp.status != 200:
+                raise Unreachable(f"{self.name}: watch {path}: {resp.status} {resp.reason}")
             buf = b""
-            for chunk in resp.stream(4096, decode_content=False):
+            for chunk in raw.stream(4096, decode_content=True):
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
         finally:
-            resp.release_conn()
+            raw.release_conn()
 
     # --- discovery -----------------------------------------------------------------
     def group_version(self, group: str, prefer: tuple[str, ...] = ("v1beta1", "v1alpha1")) -> str | None:

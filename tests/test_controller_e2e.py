@@ -1,0 +1,222 @@
+"""`mcsdns controller` end to end: test API servers as member clusters, the real kubernetes client,
+the controller as a process, and `mcsdns serve` answering from what it wrote."""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dns.rcode
+import dns.rdatatype
+import pytest
+from controller_env import Cluster, eventually, run_controller
+from helpers import run_server
+
+CIDR = "10.77.0.0/24"
+IDS = (("a", "east"), ("b", "west"), ("c", "north"))
+
+
+@pytest.fixture
+def clusters2(tmp_path: Path) -> Iterator[list[Cluster]]:
+    cl = [Cluster(n, i, tmp_path) for n, i in IDS[:2]]
+    yield cl
+    for c in cl:
+        c.close()
+
+
+@pytest.fixture
+def clusters3(tmp_path: Path) -> Iterator[list[Cluster]]:
+    cl = [Cluster(n, i, tmp_path) for n, i in IDS]
+    yield cl
+    for c in cl:
+        c.close()
+
+
+def args_for(*clusters: Cluster, ttl: float = 60, extra: tuple[str, ...] = ()) -> list[str]:
+    out = []
+    for c in clusters:
+        out += ["--cluster", f"{c.name}={c.kubeconfig}"]
+    return [*out, "--clusterset-cidr", CIDR, "--endpoint-ttl", str(ttl), "--resync", "1", *extra]
+
+
+def a_records(srv: object, name: str) -> set[str]:
+    r = srv.query(name, "A")  # type: ignore[attr-defined]
+    if r.rcode() != dns.rcode.NOERROR:
+        return set()
+    return {rd.address for rrset in r.answer if rrset.rdtype == dns.rdatatype.A for rd in rrset}
+
+
+def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: list[Cluster],
+                                                                   tmp_path: Path) -> None:
+    a, b, _c = clusters3
+    for cl in (a, b):
+        cl.kube.namespace("shop")
+    a.kube.service("shop", "web")
+    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None), ("10.1.0.6", None)])
+    a.kube.export("shop", "web")
+    a.kube.service("shop", "db", headless=True, ports=(("sql", 5432, "TCP"),))
+    a.kube.endpoints("shop", "db", "db-abc", [("10.1.0.7", "db-0"), ("10.1.0.8", "db-1")],
+                     port=("sql", 5432))
+    a.kube.export("shop", "db")
+    with run_controller(args_for(*clusters3), tmp_path):
+        si = eventually(lambda: b.kube.serviceimport("shop", "web"), what="ServiceImport in B")
+        ip = si["spec"]["ips"][0]
+        assert ipaddress.ip_address(ip) in ipaddress.ip_network(CIDR)
+        assert si["spec"]["type"] == "ClusterSetIP" and si["spec"]["ipFamilies"] == ["IPv4"]
+        assert [p["port"] for p in si["spec"]["ports"]] == [80]
+        assert si["status"]["clusters"] == [{"cluster": "east"}]
+        # the namespace does not exist in the third cluster: nothing imported there
+        assert _c.kube.serviceimport("shop", "web") is None
+        # the exporting cluster imports too, with the same ClusterSetIP
+        eventually(lambda: (a.kube.serviceimport("shop", "web") or {}).get("spec", {}).get("ips") == [ip],
+                   what="same ClusterSetIP in A")
+        conds = eventually(lambda: (lambda c: c if c.get("Ready", {}).get("status") == "True" else None)(
+            a.kube.conditions("shop", "web")), what="Ready on the export")
+        assert conds["Valid"]["status"] == "True" and conds["Conflict"]["status"] == "False"
+        sl = eventually(lambda: b.kube.imported_slices("shop", "db"), what="imported slices for db")
+        labels = sl[0]["metadata"]["labels"]
+        assert labels["multicluster.kubernetes.io/source-cluster"] == "east"
+        assert labels["endpointslice.kubernetes.io/managed-by"] == "mcsdns-controller"
+        owner = sl[0]["metadata"]["ownerReferences"][0]
+        assert owner["kind"] == "ServiceImport" and owner["uid"] == b.kube.serviceimport("shop", "db")[
+            "metadata"]["uid"]
+        with run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
+            eventually(lambda: a_records(srv, "web.shop.svc.clusterset.local.") == {ip},
+                       what="ClusterSetIP answer from the server watching B")
+            eventually(lambda: a_records(srv, "db.shop.svc.clusterset.local.") == {"10.1.0.7", "10.1.0.8"},
+                       what="headless answer")
+            assert a_records(srv, "db-0.east.db.shop.svc.clusterset.local.") == {"10.1.0.7"}
+
+
+def test_invalid_exports_get_valid_false(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    a.kube.namespace("ns")
+    a.kube.export("ns", "ghost")
+    a.kube.service("ns", "ext", type_="ExternalName")
+    a.kube.export("ns", "ext")
+    with run_controller(args_for(a, b), tmp_path):
+        c = eventually(lambda: a.kube.conditions("ns", "ghost").get("Valid"), what="Valid on ghost")
+        assert (c["status"], c["reason"]) == ("False", "NoService")
+        c = eventually(lambda: a.kube.conditions("ns", "ext").get("Valid"), what="Valid on ext")
+        assert (c["status"], c["reason"]) == ("False", "InvalidServiceType")
+        assert a.kube.serviceimport("ns", "ghost") is None and a.kube.serviceimport("ns", "ext") is None
+
+
+def test_conflicts_merge_ports_and_name_the_oldest_cluster(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+    a.kube.service("ns", "api", ports=(("http", 80, "TCP"),))
+    a.kube.endpoints("ns", "api", "api-a", [("10.1.0.1", None)])
+    a.kube.export("ns", "api")  # older: wins
+    b.kube.service("ns", "api", ports=(("http", 8080, "TCP"), ("grpc", 9090, "TCP")), headless=True)
+    b.kube.endpoints("ns", "api", "api-b", [("10.2.0.1", None)])
+    time.sleep(1.1)  # creationTimestamp has one-second resolution
+    b.kube.export("ns", "api")
+    with run_controller(args_for(a, b), tmp_path):
+        def conflicted(cl: Cluster) -> dict[str, str] | None:
+            c = cl.kube.conditions("ns", "api").get("Conflict")
+            return c if c and c["status"] == "True" else None
+
+        for cl in (a, b):
+            c = eventually(lambda cl=cl: conflicted(cl), what=f"Conflict on {cl.name}")
+            assert c["reason"] == "TypeConflict"  # the first of several, all in the message
+            assert '"east"' in c["message"] and "Conflicting ports" in c["message"]
+        si = b.kube.serviceimport("ns", "api")
+        assert si["spec"]["type"] == "ClusterSetIP"
+        assert sorted((p["name"], p["port"]) for p in si["spec"]["ports"]) == [("grpc", 9090), ("http", 80)]
+        assert eventually(lambda: b.kube.source_clusters("ns", "api") == {"east", "west"})
+
+
+def test_unexport_removes_slices_then_import(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+        cl.kube.service("ns", "web")
+        cl.kube.endpoints("ns", "web", f"web-{cl.name}", [("10.9.0.1" if cl is a else "10.9.0.2", None)])
+        cl.kube.export("ns", "web")
+    with run_controller(args_for(a, b), tmp_path):
+        eventually(lambda: a.kube.source_clusters("ns", "web") == {"east", "west"}, what="both sources")
+        a.kube.unexport("ns", "web")
+        for cl in (a, b):
+            eventually(lambda cl=cl: cl.kube.source_clusters("ns", "web") == {"west"},
+                       what="east slices gone")
+            si = cl.kube.serviceimport("ns", "web")
+            assert si is not None and si["status"]["clusters"] == [{"cluster": "west"}]
+        b.kube.unexport("ns", "web")
+        for cl in (a, b):
+            eventually(lambda cl=cl: cl.kube.serviceimport("ns", "web") is None, what="import gone")
+            eventually(lambda cl=cl: not cl.kube.imported_slices("ns", "web"), what="slices gone")
+
+
+def test_lost_cluster_endpoints_expire_and_return(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+        cl.kube.service("ns", "web")
+        cl.kube.endpoints("ns", "web", f"web-{cl.name}", [("10.9.0.1" if cl is a else "10.9.0.2", None)])
+        cl.kube.export("ns", "web")
+    with run_controller(args_for(a, b, ttl=1.5), tmp_path) as ctl:
+        eventually(lambda: b.kube.source_clusters("ns", "web") == {"east", "west"}, what="both sources")
+        a.stop()
+        eventually(lambda: b.kube.source_clusters("ns", "web") == {"west"}, timeout=10,
+                   what="east slices removed from west after the TTL")
+        si = b.kube.serviceimport("ns", "web")
+        assert si is not None and si["status"]["clusters"] == [{"cluster": "west"}]
+        a.start()
+        eventually(lambda: b.kube.source_clusters("ns", "web") == {"east", "west"}, timeout=10,
+                   what="east slices back")
+        assert "unreachable" in ctl.logs()
+
+
+def test_restart_makes_no_writes(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+    a.kube.service("ns", "web")
+    a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
+    a.kube.export("ns", "web")
+    b.kube.service("ns", "db", headless=True)
+    b.kube.endpoints("ns", "db", "db-b", [("10.9.0.2", "db-0")])
+    b.kube.export("ns", "db")
+    with run_controller(args_for(a, b), tmp_path, name="first"):
+        eventually(lambda: all(cl.kube.conditions("ns", svc).get("Ready", {}).get("status") == "True"
+                               for cl, svc in ((a, "web"), (b, "db"))), what="both Ready")
+        eventually(lambda: len(a.kube.imported_slices("ns", "db")) == 1, what="slices")
+        ip = b.kube.serviceimport("ns", "web")["spec"]["ips"]
+    before = (a.writes(), b.writes())
+    with run_controller(args_for(a, b), tmp_path, name="second") as ctl:
+        eventually(ctl.ready, what="first pass")
+        time.sleep(3)  # several passes (resync 1 s)
+        assert (a.writes(), b.writes()) == before, ctl.logs()
+        assert b.kube.serviceimport("ns", "web")["spec"]["ips"] == ip
+
+
+def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+        cl.kube.namespace("kube-system")
+    a.kube.service("ns", "web")
+    a.kube.export("ns", "web")
+    le = ("--leader-elect", "--lease-duration", "2")
+    with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
+            run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
+        eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")
+        lease = a.kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller")
+        assert lease is not None
+        leader = lease["spec"]["holderIdentity"]
+        assert leader in ("one", "two")
+        follower = two if leader == "one" else one
+        a.kube.service("ns", "db")
+        a.kube.export("ns", "db")
+        eventually(lambda: b.kube.serviceimport("ns", "db"), what="second import")
+        assert "create ServiceImport" not in follower.logs()
+        # the leader goes away: the other one takes over
+        (one if leader == "one" else two).proc.terminate()
+        a.kube.service("ns", "api")
+        a.kube.export("ns", "api")
+        eventually(lambda: b.kube.serviceimport("ns", "api"), timeout=10, what="import by the new leader")
+        assert "create ServiceImport" in follower.logs()
