@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -162,6 +163,10 @@ class MiniKube:
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def _do(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n)) if n else None
@@ -192,7 +197,7 @@ class MiniKube:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), H)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
     def stop(self) -> None:
         if self.httpd is not None:

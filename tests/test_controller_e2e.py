@@ -11,6 +11,7 @@ from pathlib import Path
 import dns.rcode
 import dns.rdatatype
 import pytest
+import yaml
 from controller_env import Cluster, eventually, run_controller
 from helpers import run_server
 
@@ -82,12 +83,43 @@ def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: 
         owner = sl[0]["metadata"]["ownerReferences"][0]
         assert owner["kind"] == "ServiceImport" and owner["uid"] == b.kube.serviceimport("shop", "db")[
             "metadata"]["uid"]
-        with run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
-            eventually(lambda: a_records(srv, "web.shop.svc.clusterset.local.") == {ip},
-                       what="ClusterSetIP answer from the server watching B")
-            eventually(lambda: a_records(srv, "db.shop.svc.clusterset.local.") == {"10.1.0.7", "10.1.0.8"},
-                       what="headless answer")
+        # what the controller wrote in B, served by `mcsdns serve` from a manifest directory
+        d = tmp_path / "b-objects"
+        d.mkdir()
+        objs = b.kube.items("/apis/multicluster.x-k8s.io/v1beta1/serviceimports") + b.kube.items(
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            "endpointslice.kubernetes.io/managed-by=mcsdns-controller")
+        (d / "objects.yaml").write_text(yaml.safe_dump_all(objs))
+        with run_server(["--manifests", str(d)], tmp_path) as srv:
+            assert a_records(srv, "web.shop.svc.clusterset.local.") == {ip}
+            assert a_records(srv, "db.shop.svc.clusterset.local.") == {"10.1.0.7", "10.1.0.8"}
             assert a_records(srv, "db-0.east.db.shop.svc.clusterset.local.") == {"10.1.0.7"}
+
+
+def test_dns_server_watching_another_cluster(clusters2: list[Cluster], tmp_path: Path) -> None:
+    pytest.importorskip("mcsdns.sources.kube")
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("shop")
+    a.kube.service("shop", "web")
+    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None)])
+    a.kube.export("shop", "web")
+    a.kube.service("shop", "db", headless=True, ports=(("sql", 5432, "TCP"),))
+    a.kube.endpoints("shop", "db", "db-abc", [("10.1.0.7", "db-0"), ("10.1.0.8", "db-1")],
+                     port=("sql", 5432))
+    a.kube.export("shop", "db")
+    with run_controller(args_for(a, b), tmp_path), \
+            run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
+        si = eventually(lambda: b.kube.serviceimport("shop", "web"), what="ServiceImport in B")
+        ip = si["spec"]["ips"][0]
+        eventually(lambda: a_records(srv, "web.shop.svc.clusterset.local.") == {ip},
+                   what="ClusterSetIP answer from the server watching B")
+        eventually(lambda: a_records(srv, "db.shop.svc.clusterset.local.") == {"10.1.0.7", "10.1.0.8"},
+                   what="headless answer")
+        assert a_records(srv, "db-1.east.db.shop.svc.clusterset.local.") == {"10.1.0.8"}
+        a.kube.unexport("shop", "db")
+        eventually(lambda: srv.query("db.shop.svc.clusterset.local.", "A").rcode() == dns.rcode.NXDOMAIN,
+                   what="NXDOMAIN after un-export")
 
 
 def test_invalid_exports_get_valid_false(clusters2: list[Cluster], tmp_path: Path) -> None:

@@ -248,7 +248,8 @@ class Reconciler:
         except ApiException as e:
             log.error("cluster %s: %s %s/%s rejected: %s %s", st.member.name, what, k[0], k[1],
                       e.status, (e.body or b"")[:300] if isinstance(e.body, bytes) else e.body)
-        p.fail(k, f"{what} failed in cluster {st.member.cluster_id}")
+        if not what.startswith("ServiceExport"):  # status writes do not make an import fail
+            p.fail(k, f"{what} failed in cluster {st.member.cluster_id}")
         return None
 
     def _put_import(self, st: MemberState, k: Key, want: dict[str, Any],
