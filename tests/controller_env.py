@@ -17,16 +17,17 @@ from helpers import REPO, free_port
 
 from mcsdns.controller.clusters import Member, NotFound
 
-MCS = "/apis/multicluster.x-k8s.io/v1beta1"
 SLICES = "/apis/discovery.k8s.io/v1"
 
 
 class Kube:
     """Fixture writes and reads against one member's API server, through the real kubernetes client."""
 
-    def __init__(self, kubeconfig: str | Path) -> None:
+    def __init__(self, kubeconfig: str | Path, mcs_version: str = "v1beta1") -> None:
         self.m = Member("fixture", str(kubeconfig))
         self.m.connect()
+        self.mcs = f"/apis/multicluster.x-k8s.io/{mcs_version}"
+        self.mcs_api_version = f"multicluster.x-k8s.io/{mcs_version}"
 
     def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = self.m.request("POST", path, body=obj)
@@ -85,15 +86,15 @@ class Kube:
                      "ports": [{"name": port[0], "port": port[1], "protocol": "TCP"}]})
 
     def export(self, ns: str, name: str) -> None:
-        self.create(f"{MCS}/namespaces/{ns}/serviceexports",
-                    {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+        self.create(f"{self.mcs}/namespaces/{ns}/serviceexports",
+                    {"apiVersion": self.mcs_api_version, "kind": "ServiceExport",
                      "metadata": {"name": name, "namespace": ns}})
 
     def unexport(self, ns: str, name: str) -> None:
-        self.delete(f"{MCS}/namespaces/{ns}/serviceexports/{name}")
+        self.delete(f"{self.mcs}/namespaces/{ns}/serviceexports/{name}")
 
     def serviceimport(self, ns: str, name: str) -> dict[str, Any] | None:
-        return self.get(f"{MCS}/namespaces/{ns}/serviceimports/{name}")
+        return self.get(f"{self.mcs}/namespaces/{ns}/serviceimports/{name}")
 
     def imported_slices(self, ns: str, svc: str) -> list[dict[str, Any]]:
         return self.items(f"{SLICES}/namespaces/{ns}/endpointslices",
@@ -104,7 +105,7 @@ class Kube:
                 for s in self.imported_slices(ns, svc)}
 
     def conditions(self, ns: str, name: str) -> dict[str, dict[str, Any]]:
-        se = self.get(f"{MCS}/namespaces/{ns}/serviceexports/{name}") or {}
+        se = self.get(f"{self.mcs}/namespaces/{ns}/serviceexports/{name}") or {}
         return {c["type"]: c for c in (se.get("status") or {}).get("conditions") or []}
 
 
@@ -159,13 +160,13 @@ def eventually(pred: Any, timeout: float = 8.0, what: str = "condition") -> Any:
 class Cluster:
     """One member cluster: a test API server, its kubeconfig, its cluster ID."""
 
-    def __init__(self, name: str, cluster_id: str, tmp: Path) -> None:
+    def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1") -> None:
         self.name, self.cluster_id = name, cluster_id
-        self.api = MiniKube()
+        self.api = MiniKube(("v1beta1", "v1alpha1") if mcs_version == "v1beta1" else (mcs_version,))
         self.api.start()
         self.port = self.api.port
         self.kubeconfig = self.api.write_kubeconfig(tmp / f"{name}.kubeconfig", name)
-        self.kube = Kube(self.kubeconfig)
+        self.kube = Kube(self.kubeconfig, mcs_version)
         self.kube.cluster_id(cluster_id)
 
     def writes(self) -> int:

@@ -49,7 +49,8 @@ def _match(labels: dict[str, str], selector: str) -> bool:
 
 
 class MiniKube:
-    def __init__(self) -> None:
+    def __init__(self, mcs_versions: tuple[str, ...] = ("v1beta1", "v1alpha1")) -> None:
+        self.mcs_versions = mcs_versions
         self.objs: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns, name)
         self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, plural, type, obj)
         self.rv = 0
@@ -57,6 +58,9 @@ class MiniKube:
         self.writes = 0
         self.httpd: ThreadingHTTPServer | None = None
         self.port = 0
+
+    def _versions(self, group: str, versions: tuple[str, ...]) -> tuple[str, ...]:
+        return self.mcs_versions if group == "multicluster.x-k8s.io" else versions
 
     # --- storage -------------------------------------------------------------------
     def _bump(self, plural: str, typ: str, obj: dict[str, Any]) -> None:
@@ -72,7 +76,8 @@ class MiniKube:
             return 200, {"kind": "APIVersions", "versions": ["v1"]}
         parts = u.path.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "apis":
-            vs = sorted({v for g, vv, _, _ in RESOURCES.values() if g == parts[1] for v in vv}, reverse=True)
+            vs = sorted({v for g, vv, _, _ in RESOURCES.values() if g == parts[1]
+                         for v in self._versions(g, vv)}, reverse=True)
             if not vs:
                 return 404, {"kind": "Status", "code": 404}
             return 200, {"kind": "APIGroup", "name": parts[1],
@@ -81,7 +86,7 @@ class MiniKube:
         if not m or m["plural"] not in RESOURCES:
             return 404, {"kind": "Status", "code": 404, "message": u.path}
         group, versions, kind, _ = RESOURCES[m["plural"]]
-        if (m["g"] or "") != group or (m["cv"] or m["v"]) not in versions:
+        if (m["g"] or "") != group or (m["cv"] or m["v"]) not in self._versions(group, versions):
             return 404, {"kind": "Status", "code": 404}
         plural, ns, name = m["plural"], m["ns"] or "", m["name"]
         api_version = f"{group}/{m['v']}" if group else "v1"

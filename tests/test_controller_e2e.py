@@ -203,27 +203,39 @@ def test_lost_cluster_endpoints_expire_and_return(clusters2: list[Cluster], tmp_
         assert "unreachable" in ctl.logs()
 
 
-def test_restart_makes_no_writes(clusters2: list[Cluster], tmp_path: Path) -> None:
+def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster], tmp_path: Path) -> None:
     a, b = clusters2
     for cl in (a, b):
         cl.kube.namespace("ns")
-    a.kube.service("ns", "web")
-    a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
-    a.kube.export("ns", "web")
+    for svc in ("api", "web"):
+        a.kube.service("ns", svc)
+        a.kube.endpoints("ns", svc, f"{svc}-a", [("10.9.0.1", None)])
+        a.kube.export("ns", svc)
     b.kube.service("ns", "db", headless=True)
     b.kube.endpoints("ns", "db", "db-b", [("10.9.0.2", "db-0")])
     b.kube.export("ns", "db")
     with run_controller(args_for(a, b), tmp_path, name="first"):
         eventually(lambda: all(cl.kube.conditions("ns", svc).get("Ready", {}).get("status") == "True"
-                               for cl, svc in ((a, "web"), (b, "db"))), what="both Ready")
+                               for cl, svc in ((a, "web"), (a, "api"), (b, "db"))), what="all Ready")
         eventually(lambda: len(a.kube.imported_slices("ns", "db")) == 1, what="slices")
-        ip = b.kube.serviceimport("ns", "web")["spec"]["ips"]
+        ips = {svc: b.kube.serviceimport("ns", svc)["spec"]["ips"][0] for svc in ("api", "web")}
+        # free the lowest address: a restarted allocator that did not recover would reuse it
+        low = min(ips, key=lambda s: ipaddress.ip_address(ips[s]))
+        high = "web" if low == "api" else "api"
+        a.kube.unexport("ns", low)
+        eventually(lambda: b.kube.serviceimport("ns", low) is None, what="import of the freed one gone")
+        time.sleep(0.5)
     before = (a.writes(), b.writes())
     with run_controller(args_for(a, b), tmp_path, name="second") as ctl:
         eventually(ctl.ready, what="first pass")
-        time.sleep(3)  # several passes (resync 1 s)
+        time.sleep(2.5)  # several passes (resync 1 s)
         assert (a.writes(), b.writes()) == before, ctl.logs()
-        assert b.kube.serviceimport("ns", "web")["spec"]["ips"] == ip
+        assert b.kube.serviceimport("ns", high)["spec"]["ips"] == [ips[high]]
+        # and a new service does not get an address in use
+        a.kube.service("ns", "new")
+        a.kube.export("ns", "new")
+        si = eventually(lambda: b.kube.serviceimport("ns", "new"), what="new import")
+        assert si["spec"]["ips"] != [ips[high]]
 
 
 def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path: Path) -> None:
@@ -252,3 +264,62 @@ def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path:
         a.kube.export("ns", "api")
         eventually(lambda: b.kube.serviceimport("ns", "api"), timeout=10, what="import by the new leader")
         assert "create ServiceImport" in follower.logs()
+
+
+def test_v1alpha1_member_dual_stack_and_late_namespace(tmp_path: Path) -> None:
+    a = Cluster("a", "east", tmp_path)
+    old = Cluster("old", "legacy", tmp_path, mcs_version="v1alpha1")
+    try:
+        a.kube.namespace("ns")
+        a.kube.service("ns", "web")
+        a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
+        a.kube.export("ns", "web")
+        args = args_for(a, old, extra=("--clusterset-cidr", "fd00:77::/120"))
+        with run_controller(args, tmp_path):
+            si = eventually(lambda: a.kube.serviceimport("ns", "web"), what="import in A")
+            assert si["apiVersion"] == "multicluster.x-k8s.io/v1beta1"
+            assert si["spec"]["ipFamilies"] == ["IPv4", "IPv6"]
+            v4, v6 = map(ipaddress.ip_address, si["spec"]["ips"])
+            assert v4 in ipaddress.ip_network(CIDR) and v6 in ipaddress.ip_network("fd00:77::/120")
+            assert si["status"]["endpointSliceObjects"] == "Present"
+            time.sleep(0.5)
+            assert old.kube.serviceimport("ns", "web") is None  # no namespace there yet
+            old.kube.namespace("ns")
+            si2 = eventually(lambda: old.kube.serviceimport("ns", "web"), what="import once the ns exists")
+            assert si2["apiVersion"] == "multicluster.x-k8s.io/v1alpha1"
+            assert si2["spec"]["ips"] == si["spec"]["ips"]
+            assert "endpointSliceObjects" not in si2.get("status", {})
+            sl = eventually(lambda: old.kube.imported_slices("ns", "web"), what="slices in the old one")
+            assert sl[0]["metadata"]["ownerReferences"][0]["apiVersion"] == "multicluster.x-k8s.io/v1alpha1"
+    finally:
+        a.close()
+        old.close()
+
+
+def test_objects_of_others_are_left_alone(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+    theirs = {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+              "metadata": {"name": "web", "namespace": "ns"},
+              "spec": {"type": "Headless", "ports": [{"port": 1, "protocol": "TCP"}]}}
+    b.kube.create("/apis/multicluster.x-k8s.io/v1beta1/namespaces/ns/serviceimports", theirs)
+    foreign_slice = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                     "metadata": {"name": "other-mcs-web", "namespace": "ns",
+                                  "labels": {"multicluster.kubernetes.io/service-name": "gone",
+                                             "multicluster.kubernetes.io/source-cluster": "east",
+                                             "endpointslice.kubernetes.io/managed-by": "other-controller"}},
+                     "addressType": "IPv4", "endpoints": [], "ports": []}
+    b.kube.create("/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices", foreign_slice)
+    a.kube.service("ns", "web")
+    a.kube.export("ns", "web")
+    with run_controller(args_for(a, b), tmp_path) as ctl:
+        c = eventually(lambda: (lambda r: r if r and r["status"] == "False" else None)(
+            a.kube.conditions("ns", "web").get("Ready")), what="Ready=False")
+        assert "west" in c["message"] and "managed by someone else" in c["message"]
+        eventually(lambda: a.kube.serviceimport("ns", "web"), what="import in A")
+        eventually(ctl.ready)
+        time.sleep(1.5)
+        si = b.kube.serviceimport("ns", "web")
+        assert si["spec"]["type"] == "Headless" and si["spec"]["ports"][0]["port"] == 1
+        assert b.kube.imported_slices("ns", "gone")  # not ours: not deleted

@@ -125,6 +125,7 @@ class Reconciler:
         self.clock = clock
         self.started = clock()
         self.synced = False
+        self._waited = False
         self.passes = 0
 
     # --- reading ----------------------------------------------------------------
@@ -161,7 +162,10 @@ class Reconciler:
         if not self.synced:
             waiting = [s.member.name for s in self.states if s.last_ok is None]
             if waiting and self.clock() - self.started < self.ttl:
-                log.info("waiting for first contact with %s", ", ".join(waiting))
+                if not self._waited:
+                    log.info("waiting up to %gs for first contact with %s before writing", self.ttl,
+                             ", ".join(waiting))
+                    self._waited = True
                 return False
             self.synced = True
         self.passes += 1
