@@ -65,7 +65,7 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
                    help="this replica's name in the Lease (default HOSTNAME-PID)")
     c.add_argument("--health", type=_host_port, metavar="HOST:PORT",
-                   help="/health (always 200) and /ready (200 after the first full pass)")
+                   help="/health (always 200) and /ready (200 after the first full pass, or while following)")
     c.add_argument("--once", action="store_true", help="one reconcile pass, then exit")
     c.add_argument("--log-level", default="INFO")
     c.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -185,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
                 if elector.step() and not was:
                     dirty.set()  # a new leader starts with a full pass
             leading = elector is None or elector.is_leader()
+            if not leading:
+                ready.set()  # a healthy follower
             due = now - last_full >= args.resync or dirty.is_set()
             if leading and due and now - last_pass >= MIN_INTERVAL:
                 dirty.clear()

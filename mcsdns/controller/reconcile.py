@@ -244,6 +244,8 @@ class Reconciler:
                      k[0], k[1], e)
             p.retry = True
         except NotFound as e:
+            if what.startswith("delete"):
+                return None  # already gone (e.g. garbage-collected with its ServiceImport)
             log.info("cluster %s: %s %s/%s: not found (%s), retrying", st.member.name, what, k[0], k[1], e)
             p.retry = True
         except Unreachable as e:
