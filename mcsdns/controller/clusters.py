@@ -48,6 +48,7 @@ class Member:
     api: Any = None
     mcs_version: str | None = None
     writes: int = 0
+    warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -157,7 +158,8 @@ class Member:
     def discover(self) -> None:
         """Find the MCS API version (v1beta1 preferred)."""
         self.mcs_version = self.group_version(MCS_GROUP)
-        if self.mcs_version is None:
+        if self.mcs_version is None and not self.warned:
+            self.warned = True
             log.warning("cluster %s does not serve %s (ServiceExport/ServiceImport CRDs missing)",
                         self.name, MCS_GROUP)
 
