@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import cast
 
+from . import bound_socket
+
 log = logging.getLogger("mcsdns.tcp")
 
 Respond = Callable[[bytes, bool], "bytes | None"]
@@ -106,14 +108,8 @@ class TCPConnection(asyncio.Protocol):
 
 
 def bind_tcp(host: str, port: int, reuse_port: bool) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
+    sock = bound_socket(host, port, socket.SOCK_STREAM, reuse_port)
     sock.listen(1024)
-    sock.setblocking(False)
     return sock
 
 

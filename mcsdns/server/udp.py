@@ -8,6 +8,8 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
+from . import bound_socket
+
 log = logging.getLogger("mcsdns.udp")
 
 Respond = Callable[[bytes, bool], "bytes | None"]
@@ -36,15 +38,7 @@ class UDPProtocol(asyncio.DatagramProtocol):
 
 
 def bind_udp(host: str, port: int, reuse_port: bool) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    sock.bind((host, port))
-    sock.setblocking(False)
-    return sock
+    return bound_socket(host, port, socket.SOCK_DGRAM, reuse_port)
 
 
 async def serve_udp(loop: asyncio.AbstractEventLoop, sock: socket.socket,
