@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from controller_minikube import MiniKube
 from helpers import REPO, free_port
+from kubeapi import KubeAPI
 
 from mcsdns.controller.clusters import Member, NotFound
 
@@ -157,28 +157,31 @@ def eventually(pred: Any, timeout: float = 8.0, what: str = "condition") -> Any:
         time.sleep(0.05)
 
 
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
 class Cluster:
-    """One member cluster: a test API server, its kubeconfig, its cluster ID."""
+    """One member cluster: a test API server (tests/kubeapi.py), its kubeconfig, its cluster ID."""
 
     def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1") -> None:
         self.name, self.cluster_id = name, cluster_id
-        self.api = MiniKube(("v1beta1", "v1alpha1") if mcs_version == "v1beta1" else (mcs_version,))
+        groups = None if mcs_version == "v1beta1" else {"multicluster.x-k8s.io": (mcs_version,)}
+        self.api = KubeAPI(groups=groups)
         self.api.start()
-        self.port = self.api.port
         self.kubeconfig = self.api.write_kubeconfig(tmp / f"{name}.kubeconfig", name)
         self.kube = Kube(self.kubeconfig, mcs_version)
         self.kube.cluster_id(cluster_id)
 
     def writes(self) -> int:
         """Write requests the API server has answered so far."""
-        return self.api.writes
+        return sum(1 for method, _ in list(self.api.requests) if method in WRITES)
 
     def stop(self) -> None:
         self.api.stop()
 
     def start(self) -> None:
         """Serve the same objects again, on the same port."""
-        self.api.start(self.port)
+        self.api.start()
 
     def close(self) -> None:
         self.api.stop()

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from controller_env import Kube
-from controller_minikube import MiniKube
 from helpers import REPO
+from kubeapi import KubeAPI
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[MiniKube, Path]]:
-    k = MiniKube()
+def api(tmp_path: Path) -> Iterator[tuple[KubeAPI, Path]]:
+    k = KubeAPI()
     k.start()
     yield k, k.write_kubeconfig(tmp_path / "a.kubeconfig", "a")
     k.stop()
@@ -26,7 +26,7 @@ def controller(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=30)
 
 
-def test_missing_cluster_property_is_an_error(api: tuple[MiniKube, Path]) -> None:
+def test_missing_cluster_property_is_an_error(api: tuple[KubeAPI, Path]) -> None:
     _, kc = api
     r = controller("--cluster", f"a={kc}")
     assert r.returncode == 2
@@ -34,14 +34,14 @@ def test_missing_cluster_property_is_an_error(api: tuple[MiniKube, Path]) -> Non
     assert "--cluster-id a=ID" in r.stderr
 
 
-def test_invalid_cluster_property_is_an_error(api: tuple[MiniKube, Path]) -> None:
+def test_invalid_cluster_property_is_an_error(api: tuple[KubeAPI, Path]) -> None:
     _, kc = api
     Kube(kc).cluster_id("Not_A_Label")
     r = controller("--cluster", f"a={kc}")
     assert r.returncode == 2 and "'Not_A_Label' is not a valid cluster ID" in r.stderr
 
 
-def test_id_k8s_io_is_accepted_and_explicit_id_is_checked(api: tuple[MiniKube, Path]) -> None:
+def test_id_k8s_io_is_accepted_and_explicit_id_is_checked(api: tuple[KubeAPI, Path]) -> None:
     _, kc = api
     Kube(kc).cluster_id("east.set1", name="id.k8s.io")
     r = controller("--cluster", f"a={kc}", "--log-level", "info")
