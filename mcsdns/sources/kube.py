@@ -1,0 +1,499 @@
+"""Kubernetes API source: list+watch ServiceImports, EndpointSlices and ClusterProperties.
+
+One worker thread per watched collection (kind x namespace) runs the usual
+reflector loop with the official `kubernetes` client, reading raw JSON:
+
+- list (paged) -> the Store gets the complete set (deletions included), then
+  watch from the list's resourceVersion with bookmarks; a watch that ends
+  (timeoutSeconds, idle read timeout) resumes from the last resourceVersion;
+  410 Gone (HTTP status or ERROR event) relists;
+- errors back off with full jitter (0.2 s doubling to 10 s); the last known
+  data keeps being served; the connection state is logged once per change.
+
+Threads only parse; Store methods run on the event loop (events are queued
+and applied in batches, coalesced per object). `synced` turns true once the
+first lists of ServiceImports and EndpointSlices are in the Store, and stays
+true. ServiceImports use multicluster.x-k8s.io v1beta1 when served, else
+v1alpha1; ClusterProperties (about.k8s.io) are watched only when served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import ReadTimeoutError
+
+from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
+from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
+
+log = logging.getLogger("mcsdns.kube")
+
+ABOUT_GROUP = "about.k8s.io"
+PREFERRED = ("v1beta1", "v1alpha1")
+Obj = dict[str, Any]
+
+
+class Expired(Exception):
+    """410 Gone: the resourceVersion or continue token is too old; relist."""
+
+
+class WatchError(Exception):
+    """The watch stream reported an error other than 410."""
+
+
+@dataclass
+class Backoff:
+    """Full-jitter exponential backoff."""
+
+    base: float = 0.2
+    cap: float = 10.0
+    attempt: int = 0
+
+    def next(self) -> float:
+        delay = random.uniform(0, min(self.cap, self.base * 2 ** self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return delay
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+@dataclass
+class Collection:
+    """One watched collection: a kind, in one namespace or all."""
+
+    kind: str
+    namespace: str | None
+    lister: Callable[..., Any]  # the typed client call, taking list/watch keyword args
+    required: bool  # counts for `synced`
+    sole: bool  # the only collection of its kind: a relist may use Store.replace
+    rv: str | None = None
+    known: set[ObjKey] = field(default_factory=set)
+    listed: bool = False  # a first list reached the Store (set on the loop)
+    healthy: bool = False
+    relist: bool = False
+    resp: Any = None  # the open watch response, to interrupt it
+    thread: threading.Thread | None = None
+
+    @property
+    def label(self) -> str:
+        what = {CLUSTER_PROPERTY: "ClusterProperties"}.get(self.kind, self.kind + "s")
+        if self.kind == CLUSTER_PROPERTY:
+            return what
+        return f"{what} in {self.namespace or 'all namespaces'}"
+
+
+def _error_kind(e: BaseException) -> str:
+    if isinstance(e, ApiException):
+        return f"http_{e.status}" if e.status else "unreachable"
+    if isinstance(e, WatchError):
+        return "watch_error"
+    if isinstance(e, ValueError):
+        return "bad_response"
+    return "unreachable"
+
+
+def _lines(resp: Any) -> Iterator[bytes]:
+    """Complete lines of a streamed response, as soon as each chunk arrives."""
+    buf = b""
+    chunks = resp.stream(None, decode_content=True) if resp.chunked else iter(
+        lambda: resp.read1(65536), b"")
+    for chunk in chunks:
+        buf += chunk
+        if b"\n" in buf:
+            *done, buf = buf.split(b"\n")
+            for line in done:
+                if line.strip():
+                    yield line
+    if buf.strip():
+        yield buf
+
+
+class KubeSource:
+    name = "kube"
+
+    def __init__(self, store: Store, kubeconfig: str | None, context: str | None,
+                 namespaces: list[str] | None = None, *, page_size: int = 500,
+                 watch_timeout: int = 300, idle_timeout: float = 75.0,
+                 backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0) -> None:
+        self.store = store
+        self.kubeconfig, self.context = kubeconfig, context
+        self.namespaces = list(dict.fromkeys(namespaces or []))
+        self.page_size, self.watch_timeout, self.idle_timeout = page_size, watch_timeout, idle_timeout
+        self.backoff, self.rediscover = backoff, rediscover
+        self.connected = False  # metrics: every watch is established
+        self.last_sync = 0.0  # metrics: unix time of the last successful list or watch event
+        self.errors: Counter[str] = Counter()  # metrics: errors by kind
+        self.mcs_version: str | None = None
+        self.about_version: str | None = None
+        self.host = ""
+        self.collections: list[Collection] = []
+        self._synced = False
+        self._state: str | None = None  # "ok" or the kind of the last error, for logging
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: list[tuple[Collection, str, Any]] = []  # (collection, "list"|event type, payload)
+        self._flush_pending = False
+        self._api: Any = None
+        self._main: threading.Thread | None = None
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    # ---- lifecycle (loop thread) ----
+
+    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._api = self._client()
+        self._main = threading.Thread(target=self._run, name="kube-discovery", daemon=True)
+        self._main.start()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for c in list(self.collections):
+            self._interrupt(c)
+        threads = [t for t in [self._main, *(c.thread for c in self.collections)] if t is not None]
+
+        def join() -> None:
+            deadline = time.monotonic() + 2.0
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+
+        await asyncio.get_running_loop().run_in_executor(None, join)
+        if self._api is not None:
+            self._api.close()
+
+    def reload(self) -> None:
+        """Relist every collection now (SIGHUP)."""
+        for c in list(self.collections):
+            c.relist = True
+            self._interrupt(c)
+
+    def _client(self) -> Any:
+        cfg = client.Configuration()
+        try:
+            if self.kubeconfig or self.context:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=self.kubeconfig, context=self.context, client_configuration=cfg)
+            else:
+                try:
+                    config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+                except ConfigException:
+                    config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except (ConfigException, OSError, ValueError, TypeError) as e:
+            where = self.kubeconfig or ("in-cluster config or ~/.kube/config")
+            log.error("cannot load Kubernetes client configuration from %s: %s", where, e)
+            raise SystemExit(f"mcsdns: cannot load Kubernetes client configuration from {where}: {e}") from e
+        cfg.retries = 0  # our own backoff decides
+        cfg.connection_pool_maxsize = 2 * max(1, len(self.namespaces)) + 4
+        self.host = cfg.host
+        return client.ApiClient(cfg)
+
+    # ---- connection state (any thread) ----
+
+    def _health(self, c: Collection | None, ok: bool, err: BaseException | None = None) -> None:
+        kind = "ok" if ok else _error_kind(err or Exception())
+        if not ok:
+            self.errors[kind] += 1
+        with self._lock:
+            if c is not None:
+                c.healthy = ok
+            now_ok = ok and all(x.healthy for x in self.collections)
+            self.connected = now_ok
+            state = "ok" if now_ok else (kind if not ok else self._state)
+            changed, self._state = state != self._state, state
+        if ok:
+            self.last_sync = time.time()
+        if not changed:
+            return
+        if state == "ok":
+            log.info("Kubernetes API %s: connected, watching %s", self.host,
+                     ", ".join(x.label for x in self.collections) or "nothing yet")
+        elif not ok:
+            log.warning("Kubernetes API %s: %s (%s); serving the last known data and retrying",
+                        self.host, kind.replace("_", " "), err)
+
+    # ---- discovery (kube-discovery thread) ----
+
+    def _run(self) -> None:
+        backoff = Backoff(*self.backoff)
+        warned = False
+        while not self._stop.is_set():
+            try:
+                served = self._served_groups()
+            except Exception as e:  # noqa: BLE001 - any failure is retried
+                self._health(None, False, e)
+                self._stop.wait(backoff.next())
+                continue
+            backoff.reset()
+            self.mcs_version = next((v for v in PREFERRED if v in served.get(MCS_GROUP, ())), None)
+            if self.mcs_version is not None:
+                self.about_version = next((v for v in PREFERRED if v in served.get(ABOUT_GROUP, ())), None)
+                break
+            if not warned:
+                warned = True
+                log.warning("Kubernetes API %s does not serve %s v1beta1 or v1alpha1 (ServiceImport CRD "
+                            "missing?); not ready, checking again", self.host, MCS_GROUP)
+            self._stop.wait(self.backoff[1])
+        if self._stop.is_set():
+            return
+        log.info("watching ServiceImports %s/%s, EndpointSlices discovery.k8s.io/v1%s", MCS_GROUP,
+                 self.mcs_version, f", ClusterProperties {ABOUT_GROUP}/{self.about_version}"
+                 if self.about_version else " (no ClusterProperty API)")
+        self._add(*self._collections())  # all at once: `synced` needs every required first list
+        while self.about_version is None and not self._stop.wait(self.rediscover):
+            try:
+                self.about_version = next(
+                    (v for v in PREFERRED if v in self._served_groups().get(ABOUT_GROUP, ())), None)
+            except Exception:  # noqa: BLE001 - the watches report outages
+                continue
+            if self.about_version is not None:
+                log.info("ClusterProperty API %s/%s appeared; watching it", ABOUT_GROUP, self.about_version)
+                self._add(self._cluster_properties())
+
+    def _served_groups(self) -> dict[str, list[str]]:
+        resp: Any = client.ApisApi(self._api).get_api_versions(_preload_content=False,
+                                                                _request_timeout=(5, 15))
+        data = json.loads(resp.data)
+        return {g["name"]: [v["version"] for v in g.get("versions") or []] for g in data.get("groups") or []}
+
+    def _collections(self) -> list[Collection]:
+        custom = client.CustomObjectsApi(self._api)
+        slices = client.DiscoveryV1Api(self._api)
+        scopes: list[str | None] = list(self.namespaces) or [None]
+        sole = len(scopes) == 1
+        out: list[Collection] = []
+        for ns in scopes:
+            if ns is None:
+                si = _bind(custom.list_cluster_custom_object, MCS_GROUP, self.mcs_version, "serviceimports")
+                es = _bind(slices.list_endpoint_slice_for_all_namespaces, label_selector=SERVICE_NAME_LABEL)
+            else:
+                si = _bind(custom.list_namespaced_custom_object, MCS_GROUP, self.mcs_version, ns,
+                           "serviceimports")
+                es = _bind(slices.list_namespaced_endpoint_slice, ns, label_selector=SERVICE_NAME_LABEL)
+            out.append(Collection(SERVICE_IMPORT, ns, si, required=True, sole=sole))
+            out.append(Collection(ENDPOINT_SLICE, ns, es, required=True, sole=sole))
+        if self.about_version is not None:
+            out.append(self._cluster_properties())
+        return out
+
+    def _cluster_properties(self) -> Collection:
+        custom = client.CustomObjectsApi(self._api)
+        lister = _bind(custom.list_cluster_custom_object, ABOUT_GROUP, self.about_version,
+                       "clusterproperties")
+        return Collection(CLUSTER_PROPERTY, None, lister, required=False, sole=True)
+
+    def _add(self, *cs: Collection) -> None:
+        with self._lock:
+            self.collections.extend(cs)
+        for c in cs:
+            c.thread = threading.Thread(target=self._reflect, args=(c,), daemon=True,
+                                        name=f"kube-{c.kind}-{c.namespace or 'all'}")
+            c.thread.start()
+
+    # ---- one collection (its worker thread) ----
+
+    def _reflect(self, c: Collection) -> None:
+        backoff = Backoff(*self.backoff)
+        while not self._stop.is_set():
+            try:
+                if c.rv is None or c.relist:
+                    c.relist = False
+                    self._list(c)
+                    backoff.reset()
+                started, events = time.monotonic(), self._watch(c)
+                if events == 0 and time.monotonic() - started < 1.0 and not c.relist:
+                    self._stop.wait(backoff.next())  # an empty, short watch: never spin
+                else:
+                    backoff.reset()
+            except Expired as e:
+                self.errors["expired"] += 1
+                log.info("%s: %s; relisting", c.label, e)
+                c.rv = None
+            except Exception as e:  # noqa: BLE001 - nothing may kill the thread
+                if self._stop.is_set():
+                    return
+                if c.relist:
+                    continue
+                if not isinstance(e, ApiException | OSError | ValueError | WatchError):
+                    log.exception("%s: unexpected error", c.label)
+                self._health(c, False, e)
+                log.debug("%s: %s", c.label, e)
+                self._stop.wait(backoff.next())
+
+    def _list(self, c: Collection) -> None:
+        items: list[Obj] = []
+        cont: str | None = None
+        while True:
+            kw: dict[str, Any] = {"limit": self.page_size}
+            if cont:
+                kw["_continue"] = cont
+            try:
+                resp = c.lister(**kw, _preload_content=False, _request_timeout=(5, 60))
+            except ApiException as e:
+                if e.status == 410:
+                    raise Expired(f"list continue token expired: {e.reason}") from e
+                raise
+            data = json.loads(resp.data)
+            for obj in data.get("items") or []:
+                if isinstance(obj, dict):
+                    obj["kind"] = c.kind
+                    items.append(obj)
+            meta = data.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                break
+        c.rv = str(meta.get("resourceVersion") or "")
+        keys = {obj_key(o) for o in items}
+        deletes, c.known = c.known - keys, keys
+        self._health(c, True)
+        self._post(c, "list", (items, deletes))
+        log.debug("%s: listed %d at resourceVersion %s", c.label, len(items), c.rv)
+
+    def _watch(self, c: Collection) -> int:
+        """Follow one watch request; returns the number of events seen."""
+        timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
+        try:
+            resp = c.lister(watch=True, resource_version=c.rv, allow_watch_bookmarks=True,
+                            timeout_seconds=timeout, _preload_content=False,
+                            _request_timeout=(5, self.idle_timeout))
+        except ApiException as e:
+            if e.status == 410:
+                raise Expired(f"watch from resourceVersion {c.rv}: {e.reason}") from e
+            raise
+        c.resp = resp
+        if self._stop.is_set() or c.relist:
+            resp.shutdown()
+        self._health(c, True)
+        n = 0
+        try:
+            for line in _lines(resp):
+                n += 1
+                self._event(c, line)
+        except (Expired, WatchError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a broken stream is not an outage until a re-watch fails
+            if _is_read_timeout(e):
+                log.debug("%s: watch idle for %.0f s; resuming", c.label, self.idle_timeout)
+                return n + 1
+            log.debug("%s: watch stream broke: %s", c.label, e)
+        finally:
+            c.resp = None
+            resp.release_conn()
+        return n
+
+    def _event(self, c: Collection, line: bytes) -> None:
+        try:
+            ev = json.loads(line)
+            typ, obj = ev["type"], ev["object"]
+            meta = obj.get("metadata") or {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.errors["bad_event"] += 1
+            log.warning("%s: skipped an unreadable watch event: %.200r", c.label, line)
+            return
+        if typ == "ERROR":
+            if obj.get("code") == 410:
+                raise Expired(f"watch: {obj.get('message') or 'resourceVersion expired'}")
+            raise WatchError(f"watch error event: {obj.get('code')} {obj.get('message')}")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if rv:
+            c.rv = str(rv)
+        self.last_sync = time.time()
+        if typ == "BOOKMARK":
+            return
+        if typ not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(meta, dict):
+            self.errors["bad_event"] += 1
+            log.warning("%s: skipped a watch event of type %r", c.label, typ)
+            return
+        obj["kind"] = c.kind
+        key = obj_key(obj)
+        if typ == "DELETED":
+            c.known.discard(key)
+        else:
+            c.known.add(key)
+        self._post(c, typ, obj)
+
+    def _interrupt(self, c: Collection) -> None:
+        resp = c.resp
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
+    # ---- hand-over to the loop ----
+
+    def _post(self, c: Collection, what: str, payload: Any) -> None:
+        with self._lock:
+            self._queue.append((c, what, payload))
+            if self._flush_pending:
+                return
+            self._flush_pending = True
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._flush)
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
+
+    def _flush(self) -> None:
+        """Apply queued lists and events in order; runs of events are coalesced per object."""
+        with self._lock:
+            queue, self._queue, self._flush_pending = self._queue, [], False
+        run: dict[tuple[str, ObjKey], tuple[str, Obj]] = {}
+        for c, what, payload in queue:
+            if what != "list":
+                run[(c.kind, obj_key(payload))] = (what, payload)
+                continue
+            self._apply_run(run)
+            run = {}
+            items, deletes = payload
+            try:
+                if c.sole:
+                    self.store.replace(c.kind, items)
+                else:
+                    self.store.apply(items, [(c.kind, k) for k in deletes])
+            except Exception:  # pragma: no cover - the Store skips malformed objects itself
+                log.exception("%s: applying the list failed", c.label)
+            c.listed = True
+        self._apply_run(run)
+        if not self._synced and all(c.listed for c in self.collections if c.required) and any(
+                c.required for c in self.collections):
+            self._synced = True
+            log.info("initial sync complete: %d ServiceImports, %d EndpointSlices",
+                     len(self.store.imports), len(self.store.slices))
+
+    def _apply_run(self, run: dict[tuple[str, ObjKey], tuple[str, Obj]]) -> None:
+        if not run:
+            return
+        upserts = [obj for typ, obj in run.values() if typ != "DELETED"]
+        deletes = [(kind, key) for (kind, key), (typ, _) in run.items() if typ == "DELETED"]
+        try:
+            self.store.apply(upserts, deletes)
+        except Exception:  # pragma: no cover - the Store skips malformed objects itself
+            log.exception("applying %d watch events failed", len(run))
+
+
+def _bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
+    return lambda **kw: fn(*args, **kwargs, **kw)
+
+
+def _is_read_timeout(e: BaseException | None) -> bool:
+    while e is not None:
+        if isinstance(e, ReadTimeoutError | TimeoutError):
+            return True
+        e = e.__context__
+    return False
