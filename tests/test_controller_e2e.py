@@ -323,3 +323,24 @@ def test_objects_of_others_are_left_alone(clusters2: list[Cluster], tmp_path: Pa
         si = b.kube.serviceimport("ns", "web")
         assert si["spec"]["type"] == "Headless" and si["spec"]["ports"][0]["port"] == 1
         assert b.kube.imported_slices("ns", "gone")  # not ours: not deleted
+
+
+def test_watches_trigger_passes_and_errors_are_retried(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+    a.kube.service("ns", "web")
+    args = [arg if arg != "1" else "600" for arg in args_for(a, b)]  # --resync 600: only watches
+    assert "600" in args
+    with run_controller(args, tmp_path) as ctl:
+        eventually(ctl.ready, what="first pass")
+        time.sleep(1.5)  # watches established
+        t0 = time.monotonic()
+        a.kube.export("ns", "web")
+        eventually(lambda: b.kube.serviceimport("ns", "web"), timeout=3, what="import via watch")
+        assert time.monotonic() - t0 < 3
+        b.api.fail_next(4, 500)  # B fails the next requests of the controller: retried
+        a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
+        time.sleep(0.5)  # no fixture reads from B meanwhile: the failures are the controller's
+        assert "cluster b unreachable" in ctl.logs()
+        eventually(lambda: b.kube.imported_slices("ns", "web"), timeout=5, what="slice after errors")

@@ -25,6 +25,7 @@ from .reconcile import Reconciler
 log = logging.getLogger("mcsdns.controller")
 
 MIN_INTERVAL = 0.2  # seconds between two reconcile passes
+DEGRADED_RETRY = 1.0  # seconds between passes while a member is unreachable
 
 
 def _host_port(s: str) -> tuple[str, int]:
@@ -187,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
             leading = elector is None or elector.is_leader()
             if not leading:
                 ready.set()  # a healthy follower
-            due = now - last_full >= args.resync or dirty.is_set()
+            resync = min(args.resync, DEGRADED_RETRY) if rec.degraded() else args.resync
+            due = now - last_full >= resync or dirty.is_set()
             if leading and due and now - last_pass >= MIN_INTERVAL:
                 dirty.clear()
                 last_pass = now
@@ -203,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
                 if rec.synced:
                     ready.set()
                 continue
-            wait = MIN_INTERVAL if dirty.is_set() else min(1.0, args.resync)
+            wait = MIN_INTERVAL if dirty.is_set() else min(DEGRADED_RETRY, args.resync)
             if elector is not None:
                 wait = min(wait, elector.duration / 3)
             dirty.wait(wait) if not dirty.is_set() else stop.wait(MIN_INTERVAL)

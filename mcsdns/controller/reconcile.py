@@ -190,6 +190,10 @@ class Reconciler:
                 self._sync_status(st, merged, p)
         return not p.retry
 
+    def degraded(self) -> bool:
+        """Some member could not be read or written in the last pass."""
+        return not all(st.reachable for st in self.states)
+
     def _allocate(self, merged: dict[Key, Merged]) -> dict[Key, tuple[list[str], list[str]]]:
         """(ips, ipFamilies) of every ClusterSetIP service; releases the rest."""
         for k in self.alloc.keys():
