@@ -97,7 +97,6 @@ def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: 
 
 
 def test_dns_server_watching_another_cluster(clusters2: list[Cluster], tmp_path: Path) -> None:
-    pytest.importorskip("mcsdns.sources.kube")
     a, b = clusters2
     for cl in (a, b):
         cl.kube.namespace("shop")
@@ -187,20 +186,26 @@ def test_lost_cluster_endpoints_expire_and_return(clusters2: list[Cluster], tmp_
     a, b = clusters2
     for cl in (a, b):
         cl.kube.namespace("ns")
-        cl.kube.service("ns", "web")
+        cl.kube.service("ns", "web", headless=True)
         cl.kube.endpoints("ns", "web", f"web-{cl.name}", [("10.9.0.1" if cl is a else "10.9.0.2", None)])
         cl.kube.export("ns", "web")
-    with run_controller(args_for(a, b, ttl=1.5), tmp_path) as ctl:
-        eventually(lambda: b.kube.source_clusters("ns", "web") == {"east", "west"}, what="both sources")
+    name = "web.ns.svc.clusterset.local."
+    with run_controller(args_for(a, b, ttl=1.5), tmp_path) as ctl, \
+            run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
+        eventually(lambda: a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}, what="both clusters in DNS")
         a.stop()
-        eventually(lambda: b.kube.source_clusters("ns", "web") == {"west"}, timeout=10,
-                   what="east slices removed from west after the TTL")
+        time.sleep(0.8)
+        assert a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}  # within the TTL: kept
+        eventually(lambda: a_records(srv, name) == {"10.9.0.2"}, timeout=10,
+                   what="east endpoints gone from DNS in west after the TTL")
+        assert b.kube.source_clusters("ns", "web") == {"west"}
         si = b.kube.serviceimport("ns", "web")
         assert si is not None and si["status"]["clusters"] == [{"cluster": "west"}]
         a.start()
-        eventually(lambda: b.kube.source_clusters("ns", "web") == {"east", "west"}, timeout=10,
-                   what="east slices back")
-        assert "unreachable" in ctl.logs()
+        eventually(lambda: a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}, timeout=10,
+                   what="east endpoints back")
+        assert b.kube.source_clusters("ns", "web") == {"east", "west"}
+        assert "cluster a unreachable" in ctl.logs()
 
 
 def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster], tmp_path: Path) -> None:
