@@ -38,7 +38,7 @@ Served API (what is served is configurable):
   generation (bumped when `spec` changes) are set as the real API does.
 - faults: `stop()`/`start()`, `drop_watches()` (close every open watch),
   `fail_next(n, status)` (the next n requests get that error), `requests` (log of
-  (method, path) served).
+  (method, path?query) served).
 - timing: `emitted[rv]` is the `time.perf_counter()` when an event with that
   resourceVersion was first written to a watch stream (for latency benchmarks).
 """
@@ -307,9 +307,9 @@ class KubeAPI:
             self.cond.notify_all()
 
     def fail_next(self, n: int, code: int = 500) -> None:
-        """Answer the next n API requests with HTTP `code`."""
+        """Answer the next n API requests with HTTP `code` (replaces pending failures; 0 clears)."""
         with self.cond:
-            self._fail.extend([code] * n)
+            self._fail = [code] * n
 
     # ---- lifecycle ----
 
@@ -492,7 +492,7 @@ class KubeAPI:
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         parts = [p for p in u.path.split("/") if p]
         with self.cond:
-            self.requests.append((method, u.path))
+            self.requests.append((method, url))
             if self._fail:
                 code = self._fail.pop(0)
                 raise HTTPError(code, "InternalError" if code >= 500 else "Failure", "injected failure")

@@ -33,7 +33,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from urllib3.exceptions import ReadTimeoutError
+from urllib3.exceptions import HTTPError, MaxRetryError, ReadTimeoutError
 
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
@@ -103,6 +103,15 @@ def _error_kind(e: BaseException) -> str:
     if isinstance(e, ValueError):
         return "bad_response"
     return "unreachable"
+
+
+def _describe(e: BaseException) -> str:
+    """A one-line description of a client error."""
+    if isinstance(e, ApiException):
+        return f"HTTP {e.status} {e.reason}" if e.status else str(e.reason)
+    if isinstance(e, MaxRetryError) and e.reason is not None:
+        e = e.reason
+    return f"{type(e).__name__}: {e}".splitlines()[0][:300]
 
 
 def _lines(resp: Any) -> Iterator[bytes]:
@@ -224,8 +233,8 @@ class KubeSource:
             log.info("Kubernetes API %s: connected, watching %s", self.host,
                      ", ".join(x.label for x in self.collections) or "nothing yet")
         elif not ok:
-            log.warning("Kubernetes API %s: %s (%s); serving the last known data and retrying",
-                        self.host, kind.replace("_", " "), err)
+            log.warning("Kubernetes API %s: %s; serving the last known data and retrying",
+                        self.host, _describe(err or Exception()))
 
     # ---- discovery (kube-discovery thread) ----
 
@@ -329,10 +338,10 @@ class KubeSource:
                     return
                 if c.relist:
                     continue
-                if not isinstance(e, ApiException | OSError | ValueError | WatchError):
+                if not isinstance(e, ApiException | HTTPError | OSError | ValueError | WatchError):
                     log.exception("%s: unexpected error", c.label)
                 self._health(c, False, e)
-                log.debug("%s: %s", c.label, e)
+                log.debug("%s: %s", c.label, _describe(e))
                 self._stop.wait(backoff.next())
 
     def _list(self, c: Collection) -> None:

@@ -1,0 +1,304 @@
+"""`mcsdns serve --kubeconfig`: the Kubernetes source against tests/kubeapi.py, over real sockets."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dns.message
+import dns.rcode
+import pytest
+from helpers import EXAMPLE, free_port, run_server, wait_for
+from kubeapi import KubeAPI
+from kubernetes import client, config
+
+from mcsdns.sources.files import load_file
+
+Z = "clusterset.local"
+MCS = "multicluster.x-k8s.io"
+SERVICE = "multicluster.kubernetes.io/service-name"
+CLUSTER = "multicluster.kubernetes.io/source-cluster"
+
+
+def example_objects() -> list[dict[str, Any]]:
+    return [o for p in sorted(EXAMPLE.glob("*.yaml")) for o in load_file(p)]
+
+
+def service_import(name: str, ns: str, ips: list[str], version: str = "v1beta1",
+                   typ: str = "ClusterSetIP") -> dict[str, Any]:
+    return {"apiVersion": f"{MCS}/{version}", "kind": "ServiceImport",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"type": typ, "ips": ips, "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
+
+
+def endpoint_slice(name: str, ns: str, svc: str, ips: list[str],
+                   cluster: str = "cluster-a") -> dict[str, Any]:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name, "namespace": ns, "labels": {SERVICE: svc, CLUSTER: cluster}},
+            "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
+
+
+def answer(msg: dns.message.Message) -> tuple[str, list[str]]:
+    """(rcode, sorted answer records) of a response."""
+    return dns.rcode.to_text(msg.rcode()), sorted(
+        f"{rr.name} {rr.rdtype} {rd}" for rr in msg.answer for rd in rr)
+
+
+def addrs(srv: Any, name: str, rdtype: str = "A") -> list[str] | str:
+    """The sorted addresses of an A/AAAA answer, or the rcode text when not NOERROR."""
+    m = srv.query(name, rdtype)
+    if m.rcode() != dns.rcode.NOERROR:
+        return dns.rcode.to_text(m.rcode())
+    return sorted(str(rd) for rr in m.answer for rd in rr)
+
+
+def converges(srv: Any, name: str, want: list[str] | str, timeout: float = 5.0) -> bool:
+    return wait_for(lambda: addrs(srv, name) == want, timeout=timeout, interval=0.02)
+
+
+def kube_client(kubeconfig: Path) -> client.ApiClient:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[KubeAPI]:
+    with KubeAPI(bookmark_interval=1.0) as a:
+        yield a
+
+
+@pytest.fixture
+def kubeconfig(api: KubeAPI, tmp_path: Path) -> Path:
+    return api.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+def example_queries() -> list[tuple[str, str]]:
+    """Every name the example objects define, with the types a client asks."""
+    qs: list[tuple[str, str]] = []
+    for o in example_objects():
+        md = o["metadata"]
+        if o["kind"] == "ServiceImport":
+            base = f"{md['name']}.{md['namespace']}.svc.{Z}"
+            qs += [(base, "A"), (base, "AAAA"), (base, "SRV")]
+            qs += [(f"_{p['name']}._{p['protocol'].lower()}.{base}", "SRV")
+                   for p in o["spec"]["ports"] if p.get("name")]
+        elif o["kind"] == "EndpointSlice":
+            svc = f"{md['labels'][SERVICE]}.{md['namespace']}.svc.{Z}"
+            qs += [(f"{e['hostname']}.{md['labels'][CLUSTER]}.{svc}", "A") for e in o["endpoints"]
+                   if e.get("hostname")]
+    return qs + [(f"nope.shop.svc.{Z}", "A")]
+
+
+def test_initial_sync_answers_match_the_manifest_source(api: KubeAPI, kubeconfig: Path,
+                                                         tmp_path: Path) -> None:
+    for o in example_objects():
+        api.put(o)
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as kube, \
+            run_server(["--manifests", str(EXAMPLE)], tmp_path) as files:
+        queries = example_queries()
+        assert len(queries) > 20
+        for name, rdtype in queries:
+            assert answer(kube.query(name, rdtype)) == answer(files.query(name, rdtype)), (name, rdtype)
+        # spot check against the fixture: db's ready pods in both clusters
+        assert addrs(kube, f"db.shop.svc.{Z}") == ["10.1.1.10", "10.1.1.11", "10.2.1.10"]
+        assert f"{MCS}/v1beta1" in kube.logs()
+        assert kube.metric('mcsdns_source_connected{source="kube"}') == 1
+
+
+def test_live_add_change_delete(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        name = f"web.live.svc.{Z}"
+        assert addrs(srv, name) == "NXDOMAIN"
+        # writes through the real kubernetes client, as a controller would
+        custom = client.CustomObjectsApi(kube_client(kubeconfig))
+        custom.create_namespaced_custom_object(MCS, "v1beta1", "live", "serviceimports",
+                                               service_import("web", "live", ["10.7.0.1"]))
+        assert converges(srv, name, ["10.7.0.1"])
+        custom.patch_namespaced_custom_object(MCS, "v1beta1", "live", "serviceimports", "web",
+                                              {"spec": {"ips": ["10.7.0.2"]}})
+        assert converges(srv, name, ["10.7.0.2"])
+        custom.delete_namespaced_custom_object(MCS, "v1beta1", "live", "serviceimports", "web")
+        assert converges(srv, name, "NXDOMAIN")
+        # headless: endpoints come and go with their EndpointSlices
+        api.put(service_import("db", "live", [], typ="Headless"))
+        api.put(endpoint_slice("db-a", "live", "db", ["10.8.0.1"]))
+        assert converges(srv, f"db.live.svc.{Z}", ["10.8.0.1"])
+        api.put(endpoint_slice("db-b", "live", "db", ["10.8.0.2"], cluster="cluster-b"))
+        assert converges(srv, f"db.live.svc.{Z}", ["10.8.0.1", "10.8.0.2"])
+        api.delete("EndpointSlice", "live", "db-a")
+        assert converges(srv, f"db.live.svc.{Z}", ["10.8.0.2"])
+        # a slice without the service-name label is not selected at all
+        unlabeled = endpoint_slice("db-c", "live", "db", ["10.8.0.3"])
+        del unlabeled["metadata"]["labels"][SERVICE]
+        api.put(unlabeled)
+        api.put(endpoint_slice("db-d", "live", "db", ["10.8.0.4"]))
+        assert converges(srv, f"db.live.svc.{Z}", ["10.8.0.2", "10.8.0.4"])
+        assert "skipped malformed" not in srv.logs()
+
+
+def _mutate_while_down(api: KubeAPI) -> None:
+    """While the API is down: delete one service, change another, add a third."""
+    api.delete("ServiceImport", "shop", "a")
+    api.put(service_import("b", "shop", ["10.5.0.22"]))
+    api.put(service_import("c", "shop", ["10.5.0.3"]))
+
+
+def _outage(api: KubeAPI, srv: Any, reset_watch_cache: bool) -> list[tuple[str, str]]:
+    api.put(service_import("a", "shop", ["10.5.0.1"]))
+    api.put(service_import("b", "shop", ["10.5.0.2"]))
+    assert converges(srv, f"a.shop.svc.{Z}", ["10.5.0.1"])
+    assert converges(srv, f"b.shop.svc.{Z}", ["10.5.0.2"])
+    api.stop()
+    assert wait_for(lambda: srv.metric('mcsdns_source_connected{source="kube"}') == 0, timeout=5)
+    _mutate_while_down(api)
+    # outage: the last known data is still served and the server stays ready
+    assert addrs(srv, f"a.shop.svc.{Z}") == ["10.5.0.1"]
+    assert srv.http("/ready")[0] == 200
+    mark = len(api.requests)
+    api.start(reset_watch_cache=reset_watch_cache)
+    assert converges(srv, f"a.shop.svc.{Z}", "NXDOMAIN")
+    assert converges(srv, f"b.shop.svc.{Z}", ["10.5.0.22"])
+    assert converges(srv, f"c.shop.svc.{Z}", ["10.5.0.3"])
+    assert wait_for(lambda: srv.metric('mcsdns_source_connected{source="kube"}') == 1, timeout=5)
+    logs = srv.logs()
+    assert logs.count("serving the last known data") == 1, logs  # once per state change
+    assert logs.count("connected, watching") == 2, logs
+    return api.requests[mark:]
+
+
+def test_api_restart_resumes_watches(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        after = _outage(api, srv, reset_watch_cache=False)
+        # the changes made while down arrived as watch events: no relist was needed
+        assert all("watch=true" in url for m, url in after if "serviceimports" in url), after
+        assert "relisting" not in srv.logs()
+
+
+def test_expired_resource_version_relists(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        after = _outage(api, srv, reset_watch_cache=True)
+        lists = [url for m, url in after if "serviceimports" in url and "watch=true" not in url]
+        assert lists, after
+        assert "relisting" in srv.logs()
+        # and the watch continues after the relist
+        api.put(service_import("d", "shop", ["10.5.0.4"]))
+        assert converges(srv, f"d.shop.svc.{Z}", ["10.5.0.4"])
+
+
+def test_api_down_at_start(tmp_path: Path) -> None:
+    api = KubeAPI()
+    api.port = free_port()
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    api.put(service_import("web", "shop", ["10.6.0.1"]))
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path, wait_ready=False) as srv:
+        for _ in range(5):
+            assert srv.http("/ready")[0] == 503
+            assert addrs(srv, f"web.shop.svc.{Z}") == "NXDOMAIN"
+        assert wait_for(lambda: "serving the last known data" in srv.logs())
+        api.start()
+        try:
+            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=15)
+            assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+            assert srv.logs().count("serving the last known data") == 1
+        finally:
+            api.stop()
+
+
+def test_v1alpha1_only_api(tmp_path: Path) -> None:
+    with KubeAPI(groups={MCS: ("v1alpha1",), "about.k8s.io": ()}) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        api.put(service_import("web", "shop", ["10.6.0.1"], version="v1alpha1"))
+        with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+            assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+            api.put(service_import("web", "shop", ["10.6.0.9"], version="v1alpha1"))
+            assert converges(srv, f"web.shop.svc.{Z}", ["10.6.0.9"])
+            logs = srv.logs()
+            assert f"{MCS}/v1alpha1" in logs and "no ClusterProperty API" in logs
+            assert all("/v1beta1/" not in url for _, url in api.requests)
+
+
+def test_no_mcs_api_is_not_ready(tmp_path: Path) -> None:
+    with KubeAPI(groups={MCS: ()}) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with run_server(["--kubeconfig", str(kubeconfig)], tmp_path, wait_ready=False) as srv:
+            assert wait_for(lambda: "does not serve multicluster.x-k8s.io" in srv.logs())
+            assert srv.http("/ready")[0] == 503
+
+
+def test_namespace_restriction(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    for ns in ("one", "two", "other"):
+        api.put(service_import("web", ns, ["10.4.0.1"]))
+        api.put(service_import("db", ns, [], typ="Headless"))
+        api.put(endpoint_slice("db-a", ns, "db", ["10.4.1.1"]))
+    args = ["--kubeconfig", str(kubeconfig), "--namespace", "one", "--namespace", "two"]
+    with run_server(args, tmp_path) as srv:
+        for ns in ("one", "two"):
+            assert addrs(srv, f"web.{ns}.svc.{Z}") == ["10.4.0.1"]
+            assert addrs(srv, f"db.{ns}.svc.{Z}") == ["10.4.1.1"]
+        assert addrs(srv, f"web.other.svc.{Z}") == "NXDOMAIN"
+        assert addrs(srv, f"db.other.svc.{Z}") == "NXDOMAIN"
+        api.put(service_import("new", "other", ["10.4.0.9"]))
+        api.put(service_import("new", "two", ["10.4.0.2"]))
+        assert converges(srv, f"new.two.svc.{Z}", ["10.4.0.2"])
+        assert addrs(srv, f"new.other.svc.{Z}") == "NXDOMAIN"
+        # a relist of one namespace removes only that namespace's deleted objects
+        api.stop()
+        api.delete("ServiceImport", "one", "web")
+        api.start(reset_watch_cache=True)
+        assert converges(srv, f"web.one.svc.{Z}", "NXDOMAIN")
+        assert addrs(srv, f"web.two.svc.{Z}") == ["10.4.0.1"]
+        assert addrs(srv, f"db.two.svc.{Z}") == ["10.4.1.1"]
+        assert addrs(srv, f"db.one.svc.{Z}") == ["10.4.1.1"]
+    assert all("/namespaces/other/" not in url and "/namespaces/" in url
+               for _, url in api.requests if "serviceimports" in url or "endpointslices" in url)
+
+
+def test_malformed_objects_are_skipped(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    api.put(service_import("good", "shop", ["10.3.0.1"]))
+    api.put(service_import("bad", "shop", ["not-an-ip"]))
+    api.put(endpoint_slice("weird", "shop", "x" * 70, ["10.3.1.1"]))
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        assert addrs(srv, f"good.shop.svc.{Z}") == ["10.3.0.1"]
+        assert addrs(srv, f"bad.shop.svc.{Z}") == "NXDOMAIN"
+        logs = srv.logs()
+        assert "skipped malformed ServiceImport" in logs and "not-an-ip" in logs
+        assert "skipped malformed EndpointSlice" in logs
+        # malformed objects arriving on the watch do not stop it
+        broken = service_import("good", "shop", ["10.3.0.2"])
+        broken["spec"] = "nonsense"
+        api.put(broken)
+        assert converges(srv, f"good.shop.svc.{Z}", "NXDOMAIN")
+        odd = copy.deepcopy(broken)
+        odd["metadata"]["name"], odd["spec"] = "odd", {"type": "ClusterSetIP", "ips": [{"a": 1}]}
+        api.put(odd)
+        api.put(service_import("good", "shop", ["10.3.0.3"]))
+        assert converges(srv, f"good.shop.svc.{Z}", ["10.3.0.3"])
+
+
+def test_paged_list_and_api_errors_back_off(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    for i in range(1100):  # more than two list pages of 500
+        api.put(service_import(f"s{i}", "many", [f"10.9.{i // 250}.{i % 250 + 1}"]))
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        assert addrs(srv, f"s1099.many.svc.{Z}") == ["10.9.4.100"]
+        assert addrs(srv, f"s0.many.svc.{Z}") == ["10.9.0.1"]
+        lists = [u for _, u in api.requests if "serviceimports" in u and "watch=true" not in u]
+        assert len(lists) == 3 and "continue=" in lists[-1]
+        # every request fails with 500: retries back off instead of spinning, answers stay
+        api.fail_next(10_000)
+        mark = len(api.requests)
+        api.drop_watches()
+        assert wait_for(lambda: srv.metric('mcsdns_source_connected{source="kube"}') == 0, timeout=5)
+        wait_for(lambda: False, timeout=2.0)
+        assert len(api.requests) - mark < 60, len(api.requests) - mark
+        assert addrs(srv, f"s5.many.svc.{Z}") == ["10.9.0.6"]
+        assert "HTTP 500" in srv.logs()
+        api.fail_next(0)
+        api.put(service_import("s5", "many", ["10.9.9.9"]))
+        assert converges(srv, f"s5.many.svc.{Z}", ["10.9.9.9"], timeout=15)
+        _, text = srv.http("/metrics")
+        assert any(line.startswith("mcsdns_source_errors_total{") and 'error="http_500"' in line
+                   and float(line.rsplit(" ", 1)[1]) > 0 for line in text.splitlines()), text
