@@ -4,6 +4,7 @@ the controller as a process, and `mcsdns serve` answering from what it wrote."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from controller_env import Cluster, eventually, run_controller
 from helpers import run_server
 
 CIDR = "10.77.0.0/24"
+WRITE_LOG = re.compile(r"cluster \w+: (create|update|delete) |ServiceExport .* status:")
 IDS = (("a", "east"), ("b", "west"), ("c", "north"))
 
 
@@ -262,13 +264,19 @@ def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path:
         a.kube.service("ns", "db")
         a.kube.export("ns", "db")
         eventually(lambda: b.kube.serviceimport("ns", "db"), what="second import")
-        assert "create ServiceImport" not in follower.logs()
-        # the leader goes away: the other one takes over
-        (one if leader == "one" else two).proc.terminate()
+        time.sleep(0.5)
+        assert eventually(follower.ready), "a follower is ready"
+        assert WRITE_LOG.search((one if leader == "one" else two).logs())
+        assert not WRITE_LOG.search(follower.logs()), follower.logs()
+        # the leader crashes (no release): the other one takes over once the lease expires
+        (one if leader == "one" else two).proc.kill()
         a.kube.service("ns", "api")
         a.kube.export("ns", "api")
         eventually(lambda: b.kube.serviceimport("ns", "api"), timeout=10, what="import by the new leader")
-        assert "create ServiceImport" in follower.logs()
+        assert "create ServiceImport ns/api" in follower.logs()
+        lease = a.kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller")
+        assert lease is not None and lease["spec"]["holderIdentity"] != leader
+        assert lease["spec"]["leaseTransitions"] == 1
 
 
 def test_v1alpha1_member_dual_stack_and_late_namespace(tmp_path: Path) -> None:
