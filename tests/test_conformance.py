@@ -1,0 +1,76 @@
+"""The dig-based conformance suite (conformance/run) against mcsdns, as a user runs it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import EXAMPLE, REPO, run_server
+
+RUN = REPO / "conformance" / "run"
+SPECS = sorted((REPO / "specs").glob("*.yaml"))
+
+pytestmark = pytest.mark.skipif(shutil.which("dig") is None, reason="dig (bind9-dnsutils) is not installed")
+
+
+def conformance(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(RUN), *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout)
+
+
+def table(out: str) -> dict[str, tuple[int, int]]:
+    """section -> (passed, total) from the printed table."""
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"(\S+)\s.*?\s(\d+)/(\d+)\s+(ok|FAIL)$", line)
+        if m:
+            rows[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return rows
+
+
+def sections() -> set[str]:
+    import yaml
+
+    return {str(yaml.safe_load(p.read_text())["section"]) for p in SPECS}
+
+
+def test_start_runs_every_section_and_passes() -> None:
+    p = conformance("--start")
+    rows = table(p.stdout)
+    assert set(rows) == sections(), p.stdout + p.stderr
+    assert all(total > 0 for _, total in rows.values())
+    failed = {s: r for s, r in rows.items() if r[0] != r[1]}
+    assert p.returncode == 0 and not failed, p.stdout + p.stderr
+
+
+def test_manifests_mode_loads_fixtures_into_a_running_server(tmp_path: Path) -> None:
+    mdir = tmp_path / "m"
+    mdir.mkdir()
+    spec = REPO / "specs" / "2.4.2-headless-srv.yaml"
+    with run_server(["--manifests", str(mdir)], tmp_path) as srv:
+        p = conformance("--server", f"127.0.0.1:{srv.port}", "--manifests", str(mdir),
+                        "--spec", str(spec), str(REPO / "specs" / "2.2-schema-version.yaml"))
+        rows = table(p.stdout)
+        assert set(rows) == {"2.4.2", "2.2"}, p.stdout + p.stderr
+        # both fixture sets were loaded in turn: every answer matched them
+        assert p.returncode == 0 and all(a == b > 0 for a, b in rows.values()), p.stdout + p.stderr
+        # the fixture file is removed afterwards, and the server follows
+        assert list(mdir.iterdir()) == []
+        r = srv.query("db.shop.svc.clusterset.local.")
+        assert r.rcode() == 3  # NXDOMAIN
+
+
+def test_a_server_with_other_data_fails(tmp_path: Path) -> None:
+    with run_server(["--manifests", str(EXAMPLE)], tmp_path) as srv:
+        p = conformance("--server", f"127.0.0.1:{srv.port}",
+                        "--spec", str(REPO / "specs" / "2.3.1-clustersetip-a-aaaa.yaml"))
+    assert p.returncode == 1
+    rows = table(p.stdout)
+    passed, total = rows["2.3.1"]
+    assert 0 < passed < total, p.stdout
+    # the example's web service matches the spec; its "six" service does not exist there
+    assert "six.shop.svc.clusterset.local. AAAA" in p.stdout and "got NXDOMAIN" in p.stdout
