@@ -90,7 +90,8 @@ class KubeLoader:
             if not self._missing(e):
                 raise
             try:
-                self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                self.core.create_namespace(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             except ApiException as e2:
                 if e2.status != 409:
                     raise
