@@ -370,6 +370,8 @@ class KubeAPI:
 
     def _emit(self, r: Resource, typ: str, obj: Obj) -> None:
         self.rv += 1
+        if typ == "DELETED":  # the object may be shared with an earlier event: copy it
+            obj = dict(obj, metadata=dict(obj["metadata"]))
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self.events.append((self.rv, r.group, r.plural, typ, obj))
         if len(self.events) > self.window:

@@ -1,0 +1,135 @@
+"""tests/kubeapi.py through the real kubernetes client: what other tests rely on."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_server, wait_for
+from kubeapi import KubeAPI
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from test_kube_source import addrs, endpoint_slice, service_import
+
+MCS = "multicluster.x-k8s.io"
+
+
+@pytest.fixture
+def api() -> Iterator[KubeAPI]:
+    with KubeAPI() as a:
+        yield a
+
+
+@pytest.fixture
+def kc(api: KubeAPI, tmp_path: Path) -> client.ApiClient:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(api.write_kubeconfig(tmp_path / "kc")), client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+def raw(resp: Any) -> Any:
+    return json.loads(resp.data)
+
+
+def test_label_selectors_and_paging(api: KubeAPI, kc: client.ApiClient) -> None:
+    for i, svc in enumerate(["a", "b", "c", "a"]):
+        api.put(endpoint_slice(f"e{i}", "ns", svc, ["10.0.0.1"], cluster=f"c{i}"))
+    plain = endpoint_slice("plain", "ns", "a", ["10.0.0.1"])
+    plain["metadata"]["labels"] = {}
+    api.put(plain)
+    d = client.DiscoveryV1Api(kc)
+
+    def names(sel: str) -> list[str]:
+        return [s.metadata.name for s in d.list_namespaced_endpoint_slice("ns", label_selector=sel).items]
+
+    svc = "multicluster.kubernetes.io/service-name"
+    assert names(svc) == ["e0", "e1", "e2", "e3"]
+    assert names(f"!{svc}") == ["plain"]
+    assert names(f"{svc}=a") == ["e0", "e3"]
+    assert names(f"{svc}!=a") == ["e1", "e2", "plain"]
+    assert names(f"{svc} in (b, c)") == ["e1", "e2"]
+    assert names(f"{svc} notin (b,c),{svc}") == ["e0", "e3"]
+    page = d.list_endpoint_slice_for_all_namespaces(limit=2)
+    api.delete("EndpointSlice", "ns", "e3")  # pages come from the first page's snapshot
+    rest = d.list_endpoint_slice_for_all_namespaces(limit=10, _continue=page.metadata._continue)
+    assert [s.metadata.name for s in page.items + rest.items] == ["e0", "e1", "e2", "e3", "plain"]
+    assert rest.metadata.resource_version == page.metadata.resource_version
+    api.compact()
+    with pytest.raises(ApiException) as e:
+        d.list_endpoint_slice_for_all_namespaces(limit=2, _continue=page.metadata._continue)
+    assert e.value.status == 410
+
+
+def test_discovery_follows_served_versions(tmp_path: Path) -> None:
+    with KubeAPI(groups={MCS: ("v1alpha1",), "about.k8s.io": ()}) as api:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(api.write_kubeconfig(tmp_path / "kc")),
+                                client_configuration=cfg)
+        kc = client.ApiClient(cfg)
+        served = client.ApisApi(kc).get_api_versions().groups
+        groups = {g.name: [v.version for v in g.versions] for g in served}
+        assert groups[MCS] == ["v1alpha1"] and "about.k8s.io" not in groups
+        res = client.CustomObjectsApi(kc).get_api_resources(MCS, "v1alpha1")
+        assert {r.name for r in res.resources} >= {"serviceimports", "serviceexports",
+                                                   "serviceimports/status"}
+        with pytest.raises(ApiException) as e:
+            client.CustomObjectsApi(kc).list_cluster_custom_object(MCS, "v1beta1", "serviceimports")
+        assert e.value.status == 404
+
+
+def test_writes_conflicts_and_status(api: KubeAPI, kc: client.ApiClient) -> None:
+    co = client.CustomObjectsApi(kc)
+    body = service_import("web", "ns", ["10.1.0.1"])
+    body["status"] = {"clusters": [{"cluster": "x"}]}
+    made = co.create_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", body)
+    assert "status" not in made and made["metadata"]["generation"] == 1 and made["metadata"]["uid"]
+    with pytest.raises(ApiException) as e:
+        co.create_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", body)
+    assert e.value.status == 409
+    stale = dict(made, spec={"type": "ClusterSetIP", "ips": ["10.1.0.2"]})
+    co.patch_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", "web", {"spec": {"ips": []}})
+    with pytest.raises(ApiException) as e:
+        co.replace_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", "web", stale)
+    assert e.value.status == 409
+    st = co.patch_namespaced_custom_object_status(MCS, "v1beta1", "ns", "serviceimports", "web",
+                                                  {"status": {"clusters": [{"cluster": "c1"}]}})
+    assert st["status"] == {"clusters": [{"cluster": "c1"}]} and st["metadata"]["generation"] == 2
+    co.delete_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", "web")
+    assert api.get("ServiceImport", "ns", "web") is None
+
+
+def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> None:
+    api.bookmark_interval = 0.2
+    co = client.CustomObjectsApi(kc)
+    api.put(service_import("first", "ns", ["10.1.0.9"]))  # resourceVersion "0" would mean "from now"
+    rv = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports")["metadata"]["resourceVersion"]
+    api.put(service_import("a", "ns", ["10.1.0.1"]))
+    api.put(service_import("a", "ns", ["10.1.0.2"]))
+    api.delete("ServiceImport", "ns", "a")
+    resp = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports", watch=True, resource_version=rv,
+                                         allow_watch_bookmarks=True, timeout_seconds=1,
+                                         _preload_content=False)
+    events = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
+    types = [e["type"] for e in events]
+    assert types[:3] == ["ADDED", "MODIFIED", "DELETED"] and "BOOKMARK" in types
+    assert [int(e["object"]["metadata"]["resourceVersion"]) for e in events[:3]] == [2, 3, 4]
+    api.compact()
+    resp = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports", watch=True, resource_version=rv,
+                                         _preload_content=False)
+    (event,) = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
+    assert event["type"] == "ERROR" and event["object"]["code"] == 410
+
+
+def test_sighup_relists(api: KubeAPI, tmp_path: Path) -> None:
+    api.put(service_import("web", "shop", ["10.2.0.1"]))
+    with run_server(["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kc"))], tmp_path) as srv:
+        lists = lambda: [u for _, u in api.requests if "serviceimports" in u and "watch=" not in u]  # noqa: E731
+        before = len(lists())
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: len(lists()) > before)
+        api.put(service_import("web", "shop", ["10.2.0.2"]))
+        assert wait_for(lambda: addrs(srv, "web.shop.svc.clusterset.local") == ["10.2.0.2"])
