@@ -173,8 +173,10 @@ class KubectlLoader:
     """`kubectl apply -f` / `kubectl delete -f` with the given kubeconfig and context;
     missing namespaces are created first and deleted on close."""
 
-    def __init__(self, kubeconfig: str | None, context: str | None, kubectl: str = "kubectl") -> None:
+    def __init__(self, kubeconfig: str | None, context: str | None, kubectl: str = "kubectl",
+                 apply_flags: Sequence[str] = ()) -> None:
         self.base = [kubectl]
+        self.apply_flags = list(apply_flags)
         if kubeconfig:
             self.base += ["--kubeconfig", kubeconfig]
         if context:
@@ -201,7 +203,7 @@ class KubectlLoader:
                     raise RuntimeError(f"kubectl create namespace {ns}: {p.stderr.strip()}")
                 self.created_ns.append(ns)
         self.file.write_text(yaml.safe_dump_all(list(objects), sort_keys=False), encoding="utf-8")
-        p = self._run("apply", "-f", str(self.file))
+        p = self._run("apply", *self.apply_flags, "-f", str(self.file))
         if p.returncode != 0:
             raise RuntimeError(f"kubectl apply: {p.stderr.strip()}")
         self.loaded = True
