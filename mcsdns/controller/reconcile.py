@@ -182,12 +182,11 @@ class Reconciler:
                 merged[k] = merge(valid)
         ips = self._allocate(merged)
         p = Pass()
-        for st in self.states:
-            if st.reachable and st.member.mcs_version is not None:
-                self._sync_member(st, merged, ips, exports, p)
-        for st in self.states:
-            if st.reachable and st.member.mcs_version is not None:
-                self._sync_status(st, merged, p)
+        targets = [st for st in self.states if st.reachable and st.member.mcs_version is not None]
+        with ThreadPoolExecutor(max_workers=len(self.states)) as pool:  # members in parallel
+            list(pool.map(lambda st: self._sync_member(st, merged, ips, exports, p), targets))
+            # status last: Ready needs every member's import result
+            list(pool.map(lambda st: self._sync_status(st, merged, p), targets))
         return not p.retry
 
     def degraded(self) -> bool:
