@@ -50,6 +50,9 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
     loc.add_argument("--prefer-local", choices=POLICIES, default=ORDER,
                      help="order: every endpoint, local first (default); only-when-available: "
                           "only local endpoints while at least one is ready")
+    loc.add_argument("--terminating-fallback", action="store_true",
+                     help="answer serving+terminating endpoints of a headless service while none "
+                          "is ready (as kube-proxy does; the spec says NXDOMAIN)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text")
 
@@ -104,7 +107,7 @@ def config_from(args: argparse.Namespace) -> Config:
         zone=args.zone.rstrip("."), ttl=args.ttl, manifests=args.manifests,
         kubeconfig=args.kubeconfig, context=args.context, namespaces=args.namespaces,
         locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
-                          dict(args.cluster_region), args.prefer_local),
+                          dict(args.cluster_region), args.prefer_local, args.terminating_fallback),
     )
     if args.command == "serve":
         cfg.listen = args.listen or [("0.0.0.0", 53)]

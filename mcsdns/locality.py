@@ -25,6 +25,9 @@ class Locality:
     zone: str = ""  # this server's topology zone: its own cluster's endpoints there come first
     cluster_regions: dict[str, str] = field(default_factory=dict)
     policy: str = ORDER
+    # Answer serving+terminating endpoints when none is ready (as kube-proxy falls back);
+    # off by default: the spec says NXDOMAIN when no endpoint is ready.
+    terminating_fallback: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -49,7 +52,7 @@ class Locality:
 
     def __hash__(self) -> int:
         return hash((self.cluster_id, self.region, self.zone, self.policy,
-                     tuple(sorted(self.cluster_regions.items()))))
+                     tuple(sorted(self.cluster_regions.items())), self.terminating_fallback))
 
 
 OFF = Locality()

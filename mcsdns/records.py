@@ -51,10 +51,11 @@ def _address_rrsets(addrs: Iterable[bytes]) -> dict[int, RRset]:
     return out
 
 
-def _answerable(slices: list[EndpointSlice]) -> list[tuple[EndpointSlice, Endpoint]]:
-    """Ready endpoints; if none, serving+terminating ones (as kube-proxy falls back)."""
+def _answerable(slices: list[EndpointSlice],
+                fallback: bool) -> list[tuple[EndpointSlice, Endpoint]]:
+    """Ready endpoints; if none and `fallback`, serving+terminating ones (as kube-proxy)."""
     ready = [(s, e) for s in slices for e in s.endpoints if e.ready]
-    if ready:
+    if ready or not fallback:
         return ready
     return [(s, e) for s in slices for e in s.endpoints if e.serving and e.terminating]
 
@@ -109,7 +110,7 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
 def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Names:
     """Spec 2.4: answerable endpoints across clusters, in locality order."""
     names: Names = {}
-    eps = _answerable(slices)
+    eps = _answerable(slices, loc.terminating_fallback)
     if not eps:
         return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
     if loc.enabled:

@@ -236,8 +236,8 @@ def parse_query(data: bytes) -> Query:
     if flags & 0x8000:
         raise Drop("response")
     opcode = (flags >> 11) & 0xF
-    if qd != 1 or an or ns:
-        raise FormErr("QDCOUNT must be 1, ANCOUNT/NSCOUNT 0")
+    if qd != 1:
+        raise FormErr("QDCOUNT must be 1")
     i, total = 12, 0
     while True:
         if i >= len(data):
@@ -259,35 +259,37 @@ def parse_query(data: bytes) -> Query:
     q = Query(qid, flags, opcode, qname, qtype, qclass, data[12:i + 4])
     i += 4
     seen_opt = False
-    for _ in range(ar):
-        owner_start = i
-        # Additional records: only OPT is understood; others are skipped.
-        while True:
-            if i >= len(data):
-                raise FormErr("truncated additional record")
-            n = data[i]
-            if n == 0:
-                i += 1
-                break
-            if n & 0xC0 == 0xC0:
-                i += 2
-                break
-            if n > 63:
-                raise FormErr("bad label in additional record")
-            i += n + 1
-        if i + 10 > len(data):
-            raise FormErr("truncated additional record")
-        rtype, rclass, ttl, rdlen = _RR.unpack_from(data, i)
-        i += 10 + rdlen
-        if i > len(data):
-            raise FormErr("truncated rdata")
-        if rtype == OPT:
-            if seen_opt or data[owner_start] != 0:
-                raise FormErr("bad or repeated OPT")
-            seen_opt = True
-            q.edns, q.edns_size = True, max(512, rclass)
-            q.edns_version = (ttl >> 16) & 0xFF
-            q.do = bool(ttl & 0x8000)
+    # Records after the question (an IXFR query carries an SOA in Authority) are
+    # walked and skipped; only an OPT in Additional is understood.
+    for section, count in ((1, an), (2, ns), (3, ar)):
+        for _ in range(count):
+            owner_start = i
+            while True:
+                if i >= len(data):
+                    raise FormErr("truncated record")
+                n = data[i]
+                if n == 0:
+                    i += 1
+                    break
+                if n & 0xC0 == 0xC0:
+                    i += 2
+                    break
+                if n > 63:
+                    raise FormErr("bad label in record")
+                i += n + 1
+            if i + 10 > len(data):
+                raise FormErr("truncated record")
+            rtype, rclass, ttl, rdlen = _RR.unpack_from(data, i)
+            i += 10 + rdlen
+            if i > len(data):
+                raise FormErr("truncated rdata")
+            if rtype == OPT:
+                if section != 3 or seen_opt or data[owner_start] != 0:
+                    raise FormErr("misplaced, repeated or non-root OPT")
+                seen_opt = True
+                q.edns, q.edns_size = True, max(512, rclass)
+                q.edns_version = (ttl >> 16) & 0xFF
+                q.do = bool(ttl & 0x8000)
     if i != len(data):
         raise FormErr("trailing bytes")
     return q

@@ -118,3 +118,39 @@ def _set_cluster_ready(text: str, cluster: str, ready: bool) -> str:
         if f"name: api-{cluster}" in d:
             docs[i] = d.replace("ready: true", f"ready: {str(ready).lower()}")
     return "---".join(docs)
+
+
+DRAINING = """apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {name: drain, namespace: shop}
+spec: {type: Headless}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: drain-a
+  namespace: shop
+  labels:
+    multicluster.kubernetes.io/service-name: drain
+    multicluster.kubernetes.io/source-cluster: cluster-a
+addressType: IPv4
+endpoints:
+- addresses: ["10.5.0.1"]
+  conditions: {ready: false, serving: true, terminating: true}
+- addresses: ["10.5.0.2"]
+  conditions: {ready: false, serving: false, terminating: true}
+"""
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_terminating_fallback_is_opt_in(tmp_path: Path, fallback: bool) -> None:
+    mdir = tmp_path / "d"
+    mdir.mkdir()
+    (mdir / "drain.yaml").write_text(DRAINING)
+    args = ["--manifests", str(mdir)] + (["--terminating-fallback"] if fallback else [])
+    with run_server(args, tmp_path) as srv:
+        r = srv.query("drain.shop.svc.clusterset.local.", "A")
+        if fallback:  # serving+terminating answered while nothing is ready, as kube-proxy does
+            assert [rd.to_text() for rr in r.answer for rd in rr] == ["10.5.0.1"]
+        else:  # the spec: no ready endpoint, NXDOMAIN
+            assert r.rcode() == dns.rcode.NXDOMAIN
