@@ -269,7 +269,8 @@ class Reconciler:
             obj: dict[str, Any] = m.request("POST", m.mcs_path("serviceimports", k[0]), body=want)
         elif import_spec_view(have) != import_spec_view(want):
             log.info("cluster %s: update ServiceImport %s/%s", m.name, *k)
-            body = dict(have, spec=want["spec"], status=want["status"])
+            body = dict(have, apiVersion=want["apiVersion"], kind="ServiceImport", spec=want["spec"],
+                        status=want["status"])
             body["metadata"] = dict(have["metadata"], labels=dict(labels(have), **want["metadata"]["labels"]))
             obj = m.request("PUT", m.mcs_path("serviceimports", k[0], k[1]), body=body)
         else:
@@ -277,7 +278,8 @@ class Reconciler:
         if not import_status_equal(obj, want):
             log.info("cluster %s: update ServiceImport %s/%s status", m.name, *k)
             obj = self._put_status(m, m.mcs_path("serviceimports", k[0], k[1]),
-                                   dict(obj, status=want["status"]))
+                                   dict(obj, apiVersion=want["apiVersion"], kind="ServiceImport",
+                                        status=want["status"]))
         return obj
 
     @staticmethod
@@ -415,7 +417,9 @@ class Reconciler:
                 continue
             log.info("cluster %s: ServiceExport %s/%s status: %s", m.name, k[0], k[1],
                      ", ".join(f"{t}={s}({r})" for t, s, r, _ in want))
-            body = dict(ex.obj, status=dict(ex.obj.get("status") or {}, conditions=new))
+            # list items carry no apiVersion/kind; a real API server wants them in a PUT body
+            body = dict(ex.obj, apiVersion=m.mcs_api_version(), kind="ServiceExport",
+                        status=dict(ex.obj.get("status") or {}, conditions=new))
             self._write(st, p, k, "ServiceExport status", self._put_status,
                         m, m.mcs_path("serviceexports", k[0], k[1]), body)
             if not st.reachable:
