@@ -230,7 +230,9 @@ def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster
         low = min(ips, key=lambda s: ipaddress.ip_address(ips[s]))
         high = "web" if low == "api" else "api"
         a.kube.unexport("ns", low)
-        eventually(lambda: b.kube.serviceimport("ns", low) is None, what="import of the freed one gone")
+        for cl in (a, b):
+            eventually(lambda cl=cl: cl.kube.serviceimport("ns", low) is None
+                       and not cl.kube.imported_slices("ns", low), what="the freed one gone")
         time.sleep(0.5)
     before = (a.writes(), b.writes())
     with run_controller(args_for(a, b), tmp_path, name="second") as ctl:
