@@ -70,7 +70,7 @@ class KubeLoader:
     def __init__(self, kubeconfig: str | None, context: str | None) -> None:
         from kubernetes import client, config
 
-        api = config.new_client_from_config(config_file=kubeconfig, context=context)
+        api = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
         self.core = client.CoreV1Api(api)
         self.discovery = client.DiscoveryV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -82,7 +82,7 @@ class KubeLoader:
         return getattr(e, "status", None) == 404
 
     def _ensure_namespace(self, ns: str) -> None:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         try:
             self.core.read_namespace(ns)
@@ -90,8 +90,9 @@ class KubeLoader:
             if not self._missing(e):
                 raise
             try:
-                self.core.create_namespace(
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                from kubernetes import client
+
+                self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
             except ApiException as e2:
                 if e2.status != 409:
                     raise
@@ -124,7 +125,7 @@ class KubeLoader:
         raise ValueError(f"cannot load a {kind}")
 
     def _apply(self, obj: dict[str, Any]) -> None:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         create, read, replace, _ = self._ops(obj)
         try:
@@ -139,7 +140,7 @@ class KubeLoader:
             replace(body)
 
     def _delete(self, obj: dict[str, Any]) -> None:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         try:
             self._ops(obj)[3]()
