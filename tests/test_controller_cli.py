@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from controller_env import Kube
-from helpers import REPO
+from helpers import REPO, free_port
 from kubeapi import KubeAPI
 
 
@@ -60,3 +61,22 @@ def test_bad_kubeconfig_and_no_cluster(tmp_path: Path) -> None:
     assert r.returncode == 2 and "at least one --cluster" in r.stderr
     r = controller("--cluster", "a=x", "--clusterset-cidr", "10.0.0.0/33")
     assert r.returncode == 2 and "bad CIDR" in r.stderr
+
+
+def test_context_is_taken_from_after_the_at_sign(api: tuple[KubeAPI, Path], tmp_path: Path) -> None:
+    k, _ = api
+    Kube(k.write_kubeconfig(tmp_path / "live.kubeconfig", "live")).cluster_id("east")
+    dead = free_port()
+    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "dead",
+           "clusters": [{"name": "dead", "cluster": {"server": f"http://127.0.0.1:{dead}"}},
+                        {"name": "live", "cluster": {"server": k.url}}],
+           "users": [{"name": "u", "user": {}}],
+           "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}},
+                        {"name": "live", "context": {"cluster": "live", "user": "u"}}]}
+    kc = tmp_path / "two.kubeconfig"
+    kc.write_text(json.dumps(cfg))
+    r = controller("--cluster", f"a={kc}@live")
+    assert r.returncode == 0, r.stderr
+    assert "cluster a: ID east" in r.stderr and "@live" in r.stderr
+    r = controller("--cluster", f"a={kc}@nope")
+    assert r.returncode == 2 and "cannot load kubeconfig" in r.stderr
