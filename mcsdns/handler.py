@@ -197,7 +197,7 @@ class Handler:
 
     @staticmethod
     def _header_only(qid: bytes, flags: int, rcode: int, question: bytes, opt: bytes) -> bytes:
-        out_flags = 0x8400 | (flags & 0x7910) | (rcode & 0xF)  # QR AA, opcode RD CD
+        out_flags = 0x8000 | (flags & 0x7910) | (rcode & 0xF)  # QR, opcode RD CD; not AA
         ar = 1 if opt else 0
         return (qid + out_flags.to_bytes(2, "big") + b"\x00\x01\x00\x00\x00\x00"
                 + ar.to_bytes(2, "big") + question + opt)

@@ -118,6 +118,15 @@ def test_notimp_for_other_opcodes(srv: Server) -> None:
     q.set_opcode(dns.opcode.NOTIFY)
     resp = dns.message.from_wire(raw_udp(srv, q.to_wire()) or b"")
     assert resp.rcode() == dns.rcode.NOTIMP and resp.id == q.id
+    assert not resp.flags & dns.flags.AA
+
+
+def test_refused_outside_the_zone_is_not_authoritative(srv: Server) -> None:
+    r = srv.query("example.com.", "A")
+    assert r.rcode() == dns.rcode.REFUSED and not r.flags & (dns.flags.AA | dns.flags.RA)
+    r = srv.query("clusterset.local.", "AXFR", tcp=True)
+    assert r.rcode() == dns.rcode.REFUSED and not r.flags & dns.flags.AA
+    assert srv.query(SVC, "A").flags & dns.flags.AA
 
 
 def test_case_of_question_is_echoed(srv: Server) -> None:
