@@ -47,6 +47,19 @@ def test_start_runs_every_section_and_passes() -> None:
     assert p.returncode == 0 and not failed, p.stdout + p.stderr
 
 
+def test_spec_rows_pass_with_locality_on() -> None:
+    """Issue 8: a locality-aware server (cluster-a, regions known) still meets every spec row;
+    only SRV priority/weight, which the spec leaves open, are not compared."""
+    args = ["--start", "--any-srv-priority"]
+    for a in ("--cluster-id", "cluster-a", "--cluster-region", "cluster-a=eu",
+              "--cluster-region", "cluster-b=eu", "--cluster-region", "cluster-c=us"):
+        args.append(f"--server-arg={a}")
+    p = conformance(*args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = table(p.stdout)
+    assert set(got) == sections() and all(ok == n for ok, n in got.values())
+
+
 def test_manifests_mode_loads_fixtures_into_a_running_server(tmp_path: Path) -> None:
     mdir = tmp_path / "m"
     mdir.mkdir()
