@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -102,6 +103,15 @@ class App:
         self.sources = self.make_sources()
         for s in self.sources:
             await s.start(loop)
+        self._freezer = loop.create_task(self._freeze_when_ready())
+
+    async def _freeze_when_ready(self) -> None:
+        """After the first full sync, move what is loaded out of the cyclic GC's sight:
+        a full collection over a large zone would otherwise pause answers."""
+        while not self.ready():
+            await asyncio.sleep(0.05)
+        gc.collect()
+        gc.freeze()
 
     def reload(self) -> None:
         """SIGHUP: sources re-read everything (files re-parsed, watches relisted)."""

@@ -68,6 +68,20 @@ def test_manifest_changes_are_picked_up_within_one_second(srv: Server, mdir: Pat
     assert srv.query("live.svc.clusterset.local.").rcode() == dns.rcode.NXDOMAIN
 
 
+def test_a_change_is_answered_within_100_ms(srv: Server, mdir: Path) -> None:
+    """inotify wakes the manifest source at once (polling is only the fallback)."""
+    name = "fast.live.svc.clusterset.local."
+    f = mdir / "fast.yaml"
+    delays = []
+    for i in range(1, 8):
+        t0 = time.monotonic()
+        f.write_text(clusterset_ip("fast", f"10.88.0.{i}"))
+        assert wait_for(lambda i=i: a_records(srv, name) == {f"10.88.0.{i}"}, timeout=2, interval=0.002)
+        delays.append(time.monotonic() - t0)
+    delays.sort()
+    assert delays[len(delays) // 2] < 0.1, delays
+
+
 def test_malformed_file_is_reported_and_skipped(srv: Server, mdir: Path) -> None:
     before = a_records(srv, SVC)
     assert before

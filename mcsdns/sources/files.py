@@ -1,9 +1,10 @@
 """Manifest-directory source: YAML/JSON files of Kubernetes objects.
 
-The directory is polled (default every 0.25 s) by (mtime, size, inode); only
-changed files are re-read, in a worker thread, and only objects whose content
-changed reach the Store. A file that fails to parse is reported and its last
-good content kept, so a half-saved edit never blanks answers.
+The directory is scanned by (mtime, size, inode) when inotify reports a change
+(Linux) and every 0.25 s regardless; only changed files are re-read, in a
+worker thread, and only objects whose content changed reach the Store. A file
+that fails to parse is reported and its last good content kept, so a
+half-saved edit never blanks answers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from ..store import KINDS, Store
+from .inotify import dir_watch
 
 log = logging.getLogger("mcsdns.files")
 
@@ -74,15 +76,23 @@ class FileSource:
         self.last_sync = 0.0  # unix time of the last completed poll
         self._synced = False
         self._task: asyncio.Task[None] | None = None
+        self._watch = dir_watch()  # wakes the poller at once on Linux
+        self._wake = asyncio.Event()
 
     @property
     def synced(self) -> bool:
         return self._synced
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._watch is not None:
+            loop.add_reader(self._watch.fd, self._on_inotify)
         await self.poll(loop)
         self._synced = True
         self._task = loop.create_task(self._run(loop))
+
+    def _on_inotify(self) -> None:
+        if self._watch is not None and self._watch.drain():
+            self._wake.set()
 
     def reload(self) -> None:
         """Re-read every file at the next poll."""
@@ -91,10 +101,19 @@ class FileSource:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._watch is not None:
+            asyncio.get_running_loop().remove_reader(self._watch.fd)
+            self._watch.close()
+            self._watch = None
 
     async def _run(self, loop: asyncio.AbstractEventLoop) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+                await asyncio.sleep(0.002)  # let a burst of events (a multi-file copy) settle
+            except TimeoutError:
+                pass
+            self._wake.clear()
             try:
                 await self.poll(loop)
             except Exception:
@@ -106,6 +125,8 @@ class FileSource:
             return sigs
         for root, dirs, files in os.walk(self.dir):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            if self._watch is not None:
+                self._watch.add(os.path.realpath(root))
             for f in files:
                 if f.endswith(SUFFIXES) and not f.startswith("."):
                     p = Path(root, f)

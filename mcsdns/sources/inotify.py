@@ -1,0 +1,52 @@
+"""Linux inotify through ctypes: a non-blocking fd that becomes readable when a file
+in watched directories is closed after writing, moved, created, deleted or changes
+attributes. Used to wake the manifest poller at once; polling stays the fallback."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+IN_ATTRIB, IN_CLOSE_WRITE = 0x004, 0x008
+IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x040, 0x080, 0x100, 0x200
+MASK = IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
+
+
+class DirWatch:
+    """Watches directories (not recursively: call `add` for each one)."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        self._add = libc.inotify_add_watch
+        self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.watched: set[str] = set()
+
+    def add(self, directory: str) -> None:
+        if directory not in self.watched and self._add(self.fd, os.fsencode(directory), MASK) >= 0:
+            self.watched.add(directory)
+
+    def drain(self) -> bool:
+        """Read pending events; True if there were any."""
+        got = False
+        while True:
+            try:
+                if not os.read(self.fd, 65536):
+                    return got
+                got = True
+            except BlockingIOError:
+                return got
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def dir_watch() -> DirWatch | None:
+    """A DirWatch, or None where inotify is not available."""
+    try:
+        return DirWatch()
+    except (OSError, AttributeError):
+        return None
