@@ -10,6 +10,7 @@ drops the packet.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections import Counter
 
 from .wire import (
@@ -41,13 +42,37 @@ HOT_MAX = 100_000
 CANNED_MAX = 50_000
 
 
-class Canned:
-    """A whole response minus its ID, with its hit count and metrics label."""
+# Upper bounds of the response size histogram (octets), as CoreDNS uses.
+SIZE_BOUNDS = (0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16000, 32000, 48000, 64000)
 
-    __slots__ = ("out", "hits", "key")
+
+def size_bucket(n: int) -> int:
+    """Index of the first bound >= n (len(SIZE_BOUNDS) for +Inf)."""
+    return bisect_left(SIZE_BOUNDS, n)
+
+
+class Canned:
+    """A whole response minus its ID, with its hit count and metrics labels."""
+
+    __slots__ = ("out", "hits", "key", "bucket")
 
     def __init__(self, out: bytes, key: tuple[int, int]) -> None:
         self.out, self.hits, self.key = out, 1, key
+        self.bucket = size_bucket(len(out) + 2)
+
+
+class SizeHistogram:
+    """Response sizes of one transport: counts per SIZE_BOUNDS bucket, and their sum."""
+
+    __slots__ = ("buckets", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(SIZE_BOUNDS) + 1)
+        self.total = 0
+
+    def add(self, size: int, n: int = 1) -> None:
+        self.buckets[size_bucket(size)] += n
+        self.total += size * n
 
 
 class Handler:
@@ -63,6 +88,7 @@ class Handler:
         # whole query after the ID -> its response after the ID, per transport, for
         # answers that do not rotate; emptied on every zone change
         self.canned: tuple[dict[bytes, Canned], dict[bytes, Canned]] = ({}, {})
+        self.sizes = (SizeHistogram(), SizeHistogram())  # by tcp; canned entries not yet folded
         self.cache_misses = 0  # responses not served whole from `canned`
         self._folded_hits = 0  # canned hits of entries already forgotten
         zone.on_change.append(self.invalidate)
@@ -70,9 +96,11 @@ class Handler:
     def invalidate(self) -> None:
         """Forget memoised answers (the zone changed); keep their counts."""
         self.hot.clear()
-        for canned, counts in zip(self.canned, (self.udp_counts, self.tcp_counts), strict=True):
+        for canned, counts, sizes in zip(self.canned, (self.udp_counts, self.tcp_counts), self.sizes,
+                                         strict=True):
             for c in canned.values():
                 counts[c.key] = counts.get(c.key, 0) + c.hits
+                sizes.add(len(c.out) + 2, c.hits)
                 self._folded_hits += c.hits - 1
             canned.clear()
 
@@ -86,6 +114,15 @@ class Handler:
         for c in list(self.canned[tcp].values()):
             out[c.key] = out.get(c.key, 0) + c.hits
         return out
+
+    def size_histogram(self, tcp: bool) -> tuple[list[int], int]:
+        """Response size bucket counts (non-cumulative) and the sum of sizes."""
+        h = self.sizes[tcp]
+        buckets, total = list(h.buckets), h.total
+        for c in list(self.canned[tcp].values()):
+            buckets[c.bucket] += c.hits
+            total += (len(c.out) + 2) * c.hits
+        return buckets, total
 
     def respond(self, data: bytes, tcp: bool) -> bytes | None:
         """The response to one DNS message, or None to send nothing."""
@@ -135,6 +172,7 @@ class Handler:
         else:
             counts = self.tcp_counts if tcp else self.udp_counts
             counts[ans.key] = counts.get(ans.key, 0) + 1
+            self.sizes[tcp].add(len(out))
         return out
 
     def _lookup(self, q: bytes) -> Answer | None:
@@ -192,8 +230,11 @@ class Handler:
         counts[ans.key] = counts.get(ans.key, 0) + 1
         limit = MAX_TCP if tcp else (min(max(q.edns_size, 512), EDNS_SIZE) if q.edns else 512)
         if ans.size + len(q.question) + len(opt) + 12 <= limit:
-            return q.id + ans.hdrs[idx] + q.question + ans.body() + opt
-        return self._fit(q.id, ans, idx, q.question, opt, limit)
+            out = q.id + ans.hdrs[idx] + q.question + ans.body() + opt
+        else:
+            out = self._fit(q.id, ans, idx, q.question, opt, limit)
+        self.sizes[tcp].add(len(out))
+        return out
 
     @staticmethod
     def _header_only(qid: bytes, flags: int, rcode: int, question: bytes, opt: bytes) -> bytes:

@@ -11,9 +11,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from . import __version__
+from .handler import SIZE_BOUNDS
 from .wire import RCODE_NAMES, TYPE_NAMES
 
 if TYPE_CHECKING:
@@ -28,6 +34,7 @@ METRICS: dict[str, tuple[bool, str, tuple[str, ...]]] = {
                                    ("proto", "type", "rcode")),
     "mcsdns_dns_slow_path_total": (True, "Queries off the fast path, by outcome "
                                    "(parsed, formerr, notimp, badvers, dropped).", ("outcome",)),
+    "mcsdns_dns_response_size_bytes": (True, "Size of the responses counted in mcsdns_dns_responses_total.", ("proto",)),
     "mcsdns_cache_hits_total": (True, "Responses served whole from the response cache.", ()),
     "mcsdns_cache_misses_total": (True, "Fast-path responses assembled from pre-rendered answers.", ()),
     "mcsdns_tcp_connections_rejected_total": (True, "TCP connections closed at the limit.", ()),
@@ -51,6 +58,10 @@ def _type(t: int) -> str:
     return TYPE_NAMES.get(t, f"TYPE{t}")
 
 
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else f"{bound:g}"
+
+
 def snapshot(app: App) -> Snapshot:
     s: Snapshot = {}
 
@@ -61,6 +72,13 @@ def snapshot(app: App) -> Snapshot:
         for (qtype, rcode), n in app.handler.counts(is_tcp).items():
             put("mcsdns_dns_responses_total", n, proto=proto, type=_type(qtype),
                 rcode=RCODE_NAMES.get(rcode, str(rcode)))
+    for proto, is_tcp in (("udp", False), ("tcp", True)):
+        buckets, total = app.handler.size_histogram(is_tcp)
+        acc = 0
+        for bound, n in zip((*SIZE_BOUNDS, float("inf")), buckets, strict=True):
+            acc += n
+            put("mcsdns_dns_response_size_bytes", acc, proto=proto, le=_le(bound))
+        put("mcsdns_dns_response_size_bytes", total, proto=proto, le="sum")
     put("mcsdns_cache_hits_total", app.handler.cache_hits())
     put("mcsdns_cache_misses_total", app.handler.cache_misses)
     for k, v in list(app.handler.slow_count.items()):
@@ -101,18 +119,40 @@ def merge(snaps: Iterable[Snapshot]) -> Snapshot:
     return out
 
 
+HISTOGRAMS = {"mcsdns_dns_response_size_bytes"}  # samples carry le=<bound> or le="sum"
+
+
 class _Collector:
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
 
     def collect(self) -> Iterable[Metric]:
-        fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
+        fams: dict[str, Metric] = {}
+        hist: dict[str, dict[tuple[str, ...], tuple[list[tuple[str, float]], float]]] = {}
         for name, (counter, help_, label_names) in METRICS.items():
+            if name in HISTOGRAMS:
+                fams[name] = HistogramMetricFamily(name, help_, labels=list(label_names))
+                hist[name] = {}
+                continue
             base = name.removesuffix("_total") if counter else name
             cls = CounterMetricFamily if counter else GaugeMetricFamily
             fams[name] = cls(base, help_, labels=list(label_names))
-        for (name, labels), v in sorted(self.snap.items()):
-            fams[name].add_metric([val for _, val in labels], v)
+        for (name, labels), v in self.snap.items():
+            values = [val for _, val in labels]
+            if name in hist:
+                key, le = tuple(values[:-1]), values[-1]
+                buckets, total = hist[name].get(key, ([], 0.0))
+                if le == "sum":
+                    total = v
+                else:
+                    buckets.append((le, v))
+                hist[name][key] = (buckets, total)
+            else:
+                fams[name].add_metric(values, v)  # type: ignore[attr-defined]
+        for name, series in hist.items():
+            for key, (buckets, total) in sorted(series.items()):
+                buckets.sort(key=lambda b: float(b[0]))
+                fams[name].add_metric(list(key), buckets, total)  # type: ignore[attr-defined]
         return list(fams.values())
 
 

@@ -214,3 +214,16 @@ def test_headless_answers_rotate(srv: Server) -> None:
     orders = {tuple(rd.to_text() for rr in srv.query(name).answer for rd in rr) for _ in range(6)}
     assert len(orders) > 1
     assert len({frozenset(o) for o in orders}) == 1
+
+
+def test_metrics_count_responses_and_their_sizes(srv: Server) -> None:
+    for _ in range(5):
+        srv.query(SVC, "A")
+        srv.query("db.shop.svc.clusterset.local.", "A", tcp=True)  # rotating: not cached whole
+    udp = srv.metric('mcsdns_dns_responses_total{proto="udp",rcode="NOERROR",type="A"}')
+    tcp = srv.metric('mcsdns_dns_responses_total{proto="tcp",rcode="NOERROR",type="A"}')
+    assert udp >= 5 and tcp >= 5
+    assert srv.metric('mcsdns_dns_response_size_bytes_count{proto="udp"}') == udp
+    assert srv.metric('mcsdns_dns_response_size_bytes_count{proto="tcp"}') == tcp
+    assert srv.metric('mcsdns_dns_response_size_bytes_bucket{le="100",proto="udp"}') >= 5
+    assert srv.metric("mcsdns_cache_hits_total") >= 4
