@@ -34,7 +34,8 @@ METRICS: dict[str, tuple[bool, str, tuple[str, ...]]] = {
                                    ("proto", "type", "rcode")),
     "mcsdns_dns_slow_path_total": (True, "Queries off the fast path, by outcome "
                                    "(parsed, formerr, notimp, badvers, dropped).", ("outcome",)),
-    "mcsdns_dns_response_size_bytes": (True, "Size of the responses counted in mcsdns_dns_responses_total.", ("proto",)),
+    "mcsdns_dns_response_size_bytes": (True, "Size of the responses counted in "
+                                       "mcsdns_dns_responses_total.", ("proto",)),
     "mcsdns_cache_hits_total": (True, "Responses served whole from the response cache.", ()),
     "mcsdns_cache_misses_total": (True, "Fast-path responses assembled from pre-rendered answers.", ()),
     "mcsdns_tcp_connections_rejected_total": (True, "TCP connections closed at the limit.", ()),
