@@ -18,22 +18,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers import free_port  # noqa: E402  (re-exported for the bench scripts)
+
+__all__ = ["free_port"]
 SERVER_CPU = "0"  # the server under test runs here ...
 CLIENT_CPU = "1"  # ... and dnsperf here
-
-
-def free_port() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind(("127.0.0.1", 0))
-            port = int(t.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                try:
-                    u.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            return port
 
 
 def pinned(cpus: str, cmd: list[str]) -> list[str]:

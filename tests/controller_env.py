@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from helpers import REPO, free_port
+from helpers import REPO, free_port, stop_process
 from kubeapi import KubeAPI
 
 from mcsdns.controller.clusters import Member, NotFound, Unreachable
@@ -137,12 +137,7 @@ def run_controller(args: Sequence[str], tmp: Path, name: str = "controller") -> 
     try:
         yield Controller(proc, log, health)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def eventually(pred: Any, timeout: float = 8.0, what: str = "condition") -> Any:
