@@ -80,6 +80,10 @@ class Spec:
     title: str
     fixtures: list[dict[str, Any]]
     vectors: list[Vector]
+    # mcsdns arguments this file's behaviour needs (e.g. locality); runners start a
+    # dedicated server with them, and cannot check such a file against a server they
+    # did not start
+    server_args: list[str] = field(default_factory=list)
 
     @property
     def stem(self) -> str:
@@ -188,7 +192,11 @@ def load(path: str | Path) -> Spec:
             raise SpecError(f"{where}: duplicate id {vid!r} (give it an id)")
         ids.add(vid)
         vectors.append(Vector(path.stem, vid, q, dict(raw["expect"])))
-    return Spec(path, str(data["section"]), str(data["title"]), _fixtures(path, data), vectors)
+    server_args = data.get("server_args") or []
+    if not isinstance(server_args, list) or not all(isinstance(a, str) for a in server_args):
+        raise SpecError(f"{path}: server_args must be a list of strings")
+    return Spec(path, str(data["section"]), str(data["title"]), _fixtures(path, data), vectors,
+                server_args)
 
 
 def load_all(paths: Sequence[str | Path] = ()) -> list[Spec]:

@@ -96,7 +96,8 @@ class Servers:
             d = self.tmp / spec.stem
             (d / "manifests").mkdir(parents=True)
             (d / "manifests" / "fixtures.yaml").write_text(spec.fixtures_yaml())
-            self.server = self.stack.enter_context(run_server(["--manifests", str(d / "manifests")], d))
+            self.server = self.stack.enter_context(
+                run_server(["--manifests", str(d / "manifests"), *spec.server_args], d))
             self.stem = spec.stem
         return self.server
 
@@ -116,6 +117,7 @@ def test_spec_files_load_and_cover_every_section() -> None:
                  "negative", "protocol"):
         assert want in stems
     assert all(s.vectors and s.fixtures for s in SPECS)
+    assert any(s.server_args for s in SPECS)  # the locality policies
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=[v.test_id for v in VECTORS])
