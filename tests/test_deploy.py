@@ -1,128 +1,479 @@
-"""deploy/ manifests validated against the Kubernetes OpenAPI schemas, least privilege
-checked, and the Containerfile checked statically (no container engine here)."""
+"""deploy/ and the Containerfile, checked without a cluster or a container engine.
+
+The kustomizations are rendered (a small renderer for the subset they use, cross-checked
+with `kubectl kustomize` where kubectl exists), every object is validated against the
+Kubernetes 1.30 OpenAPI schemas (kubernetes-validate, offline), the pods' hardening and
+wiring is asserted, and the RBAC rules are proven sufficient by running `mcsdns serve` and
+`mcsdns controller` with the Deployments' own arguments against tests/kubeapi.py and
+authorizing every API request they made against the rendered Roles, as the RBAC authorizer
+would.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import shlex
 import shutil
 import subprocess
 import tomllib
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from helpers import REPO
+from controller_env import eventually, run_controller
+from helpers import EXAMPLE, REPO, run_server
+from kubeapi import KubeAPI
 
+from mcsdns.cli import build_parser
+from mcsdns.sources.files import load_file
+
+Obj = dict[str, Any]
 DEPLOY = REPO / "deploy"
+VARIANTS = {"default": DEPLOY, "with-controller": DEPLOY / "overlays" / "with-controller"}
 K8S_VERSION = "1.30.0"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+KUSTOMIZE_FIELDS = {"apiVersion", "kind", "resources", "namespace"}
+MCS = "multicluster.x-k8s.io"
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SLICE_MANAGER = "endpointslice.kubernetes.io/managed-by"
 
 
-def render(directory: Path) -> list[dict[str, Any]]:
-    """The subset of kustomize these manifests use: resources (files or directories
-    with a kustomization.yaml) and a namespace for namespaced objects."""
+# --- rendering ------------------------------------------------------------------------------------
+def render(directory: Path) -> list[Obj]:
+    """The subset of kustomize these manifests use: `resources` (files, or directories with a
+    kustomization.yaml) and `namespace` for namespaced objects. Any other field fails."""
     kust = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    out: list[dict[str, Any]] = []
+    unsupported = set(kust) - KUSTOMIZE_FIELDS
+    assert not unsupported, f"{directory}: the renderer does not support {unsupported}"
+    out: list[Obj] = []
     for res in kust.get("resources", []):
         path = (directory / res).resolve()
-        objs = render(path) if path.is_dir() else [
-            d for d in yaml.safe_load_all(path.read_text()) if d]
-        out += objs
+        out += render(path) if path.is_dir() else [d for d in yaml.safe_load_all(path.read_text()) if d]
     ns = kust.get("namespace")
-    if ns:
-        for o in out:
-            if o["kind"] not in CLUSTER_SCOPED:
-                o["metadata"]["namespace"] = ns
+    for o in out:
+        if ns and o["kind"] not in CLUSTER_SCOPED:
+            o["metadata"]["namespace"] = ns
     return out
 
 
-def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+def by_kind(objs: list[Obj], kind: str) -> list[Obj]:
     return [o for o in objs if o["kind"] == kind]
 
 
-@pytest.mark.parametrize("variant", ["default", "with-controller"])
-def test_manifests_are_valid_kubernetes_objects(variant: str) -> None:
+def named(objs: list[Obj], kind: str, name: str) -> Obj:
+    return next(o for o in by_kind(objs, kind) if o["metadata"]["name"] == name)
+
+
+def pod(dep: Obj) -> Obj:
+    spec: Obj = dep["spec"]["template"]["spec"]
+    return spec
+
+
+# --- an RBAC authorizer for the requests tests/kubeapi.py logged ----------------------------------
+@dataclass(frozen=True)
+class Attrs:
+    verb: str
+    group: str
+    resource: str  # "plural" or "plural/subresource"
+    namespace: str | None
+
+
+def attributes(method: str, url: str) -> Attrs | None:
+    """Request attributes as kube-apiserver derives them; None for discovery (non-resource URLs)."""
+    u = urlparse(url)
+    parts = [p for p in u.path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) > 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return None
+    if not rest:
+        return None
+    ns = None
+    if rest[0] == "namespaces" and len(rest) > 2:
+        ns, rest = rest[1], rest[2:]
+    resource = "/".join([rest[0], *rest[2:3]])
+    named_ = len(rest) > 1
+    if method == "GET":
+        watch = parse_qs(u.query).get("watch", [""])[-1] in ("1", "true")
+        verb = "watch" if watch else ("get" if named_ else "list")
+    elif method == "DELETE":
+        verb = "delete" if named_ else "deletecollection"
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}[method]
+    return Attrs(verb, group, resource, ns)
+
+
+Grant = tuple[str | None, Obj]  # (namespace the rule is limited to, or None; the rule)
+
+
+def grants(objs: list[Obj], namespace: str, account: str) -> list[Grant]:
+    """The rules bound to ServiceAccount namespace/account by the rendered (Cluster)RoleBindings."""
+    def bound(b: Obj) -> bool:
+        return any(s["kind"] == "ServiceAccount" and s["name"] == account and s.get("namespace") == namespace
+                   for s in b.get("subjects", []))
+
+    out: list[Grant] = []
+    for b in by_kind(objs, "ClusterRoleBinding"):
+        if bound(b):
+            out += [(None, r) for r in named(objs, "ClusterRole", b["roleRef"]["name"])["rules"]]
+    for b in by_kind(objs, "RoleBinding"):
+        if bound(b):
+            ref, ns = b["roleRef"], b["metadata"]["namespace"]
+            role = (named(objs, "ClusterRole", ref["name"]) if ref["kind"] == "ClusterRole"
+                    else next(r for r in by_kind(objs, "Role")
+                              if r["metadata"]["name"] == ref["name"] and r["metadata"]["namespace"] == ns))
+            out += [(ns, r) for r in role["rules"]]
+    return out
+
+
+def allowed(gs: list[Grant], a: Attrs) -> bool:
+    def has(values: list[str], v: str) -> bool:
+        return v in values or "*" in values
+
+    return any((ns is None or ns == a.namespace) and has(r["apiGroups"], a.group)
+               and has(r["resources"], a.resource) and has(r["verbs"], a.verb) and not r.get("resourceNames")
+               for ns, r in gs)
+
+
+def requested(api: KubeAPI) -> set[Attrs]:
+    return {a for m, u in list(api.requests) if (a := attributes(m, u))}
+
+
+# --- schemas --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_object_is_valid_against_the_kubernetes_schemas(variant: str) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    objs = render(DEPLOY / variant)
-    assert len(objs) >= 10
+    objs = render(VARIANTS[variant])
+    assert len(objs) >= (17 if variant == "with-controller" else 10)
     for o in objs:
         kubernetes_validate.validate(o, K8S_VERSION, strict=True)
 
 
-def test_renderer_agrees_with_kubectl_kustomize() -> None:
+def test_schema_validation_rejects_a_broken_object() -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    dep = named(render(VARIANTS["default"]), "Deployment", "mcsdns")
+    pod(dep)["containers"][0]["ports"][0]["containerPort"] = "5353"  # a string, not an integer
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_renderer_agrees_with_kubectl_kustomize(variant: str) -> None:
     if not shutil.which("kubectl"):
         pytest.skip("kubectl not installed")
-    out = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "with-controller")],
+    out = subprocess.run(["kubectl", "kustomize", str(VARIANTS[variant])],
                          capture_output=True, text=True, check=True).stdout
-    want = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
-            for o in yaml.safe_load_all(out) if o}
-    got = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
-           for o in render(DEPLOY / "with-controller")}
-    assert got == want
+
+    def key(o: Obj) -> tuple[str, str, str]:
+        return o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]
+
+    want = sorted((o for o in yaml.safe_load_all(out) if o), key=key)
+    assert sorted(render(VARIANTS[variant]), key=key) == want
 
 
-def test_server_rbac_is_read_only_on_three_resources() -> None:
-    objs = render(DEPLOY / "default")
-    role = next(o for o in by_kind(objs, "ClusterRole") if o["metadata"]["name"] == "mcsdns-server")
+def test_crds_are_the_upstream_ones_unmodified() -> None:
+    ref = REPO.parent / "shared" / "reference" / "crds"
+    if not ref.is_dir():
+        pytest.skip("shared/reference not beside the checkout")
+    for f in sorted(ref.glob("*.yaml")):
+        assert (DEPLOY / "crds" / f.name).read_text() == f.read_text(), f.name
+    names = {o["spec"]["names"]["kind"] for o in render(DEPLOY / "crds")}
+    assert names == {"ServiceImport", "ServiceExport", "ClusterProperty"}
+
+
+# --- least privilege ------------------------------------------------------------------------------
+def test_server_clusterrole_reads_three_resources_and_nothing_else() -> None:
+    objs = render(VARIANTS["default"])
+    role = named(objs, "ClusterRole", "mcsdns-server")
     resources = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert resources == {("multicluster.x-k8s.io", "serviceimports"),
-                         ("discovery.k8s.io", "endpointslices"), ("about.k8s.io", "clusterproperties")}
-    assert {v for rule in role["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
-    binding = by_kind(objs, "ClusterRoleBinding")[0]
-    assert binding["roleRef"]["name"] == "mcsdns-server"
-    assert binding["subjects"][0]["name"] == "mcsdns"
+    assert resources == {(MCS, "serviceimports"), ("discovery.k8s.io", "endpointslices"),
+                         ("about.k8s.io", "clusterproperties")}
+    assert {v for rule in role["rules"] for v in rule["verbs"]} <= {"get", "list", "watch"}
+    sa = pod(named(objs, "Deployment", "mcsdns"))["serviceAccountName"]
+    gs = grants(objs, "mcsdns-system", sa)
+    assert {id(r) for _, r in gs} == {id(r) for r in role["rules"]}  # bound, and nothing else is
+    assert not allowed(gs, Attrs("update", MCS, "serviceimports", "shop"))
+    assert not allowed(gs, Attrs("list", "", "secrets", None))
 
 
+def test_server_rbac_allows_every_request_mcsdns_serve_makes(tmp_path: Path) -> None:
+    """`mcsdns serve` with the Deployment's arguments against a test API server holding the
+    example clusterset: it syncs and answers, and every API request it made is authorized."""
+    objs = render(VARIANTS["default"])
+    dep = named(objs, "Deployment", "mcsdns")
+    args = pod(dep)["containers"][0]["args"]
+    assert args[0] == "serve"
+    kept = [a for a in args[1:] if not a.startswith(("--listen", "--health", "--metrics"))]
+    example = [o for p in sorted(EXAMPLE.glob("*.yaml")) for o in load_file(p)]
+    web = next(o for o in example if o["kind"] == "ServiceImport" and o["spec"].get("ips"))
+    with KubeAPI() as api:
+        for o in example:
+            api.put(o)
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with run_server([*kept, "--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+            md = web["metadata"]
+            r = srv.query(f"{md['name']}.{md['namespace']}.svc.clusterset.local", "A")
+            v4 = sorted(ip for ip in web["spec"]["ips"] if ":" not in ip)
+            assert v4 and sorted(str(rd) for rr in r.answer for rd in rr) == v4
+        reqs = requested(api)
+    assert Attrs("watch", MCS, "serviceimports", None) in reqs
+    assert Attrs("list", "discovery.k8s.io", "endpointslices", None) in reqs
+    gs = grants(objs, dep["metadata"]["namespace"], pod(dep)["serviceAccountName"])
+    assert sorted(map(str, (a for a in reqs if not allowed(gs, a)))) == []
+
+
+def cluster_args(args: list[str]) -> list[tuple[str, str]]:
+    return [tuple(a.split("=", 2)[1:]) for a in args if a.startswith("--cluster=")]  # type: ignore[misc]
+
+
+def mounted(spec: Obj, path: str) -> tuple[Obj, str]:
+    """The volume a file path in the container lies in, and the file's key in it."""
+    mounts = spec["containers"][0]["volumeMounts"]
+    m = next(m for m in mounts if path.startswith(m["mountPath"].rstrip("/") + "/"))
+    vol = next(v for v in spec["volumes"] if v["name"] == m["name"])
+    return vol, path[len(m["mountPath"].rstrip("/")) + 1:]
+
+
+def test_controller_members_are_mounted_and_the_lease_is_where_its_role_is() -> None:
+    objs = render(VARIANTS["with-controller"])
+    dep = named(objs, "Deployment", "mcsdns-controller")
+    spec, args = pod(dep), pod(dep)["containers"][0]["args"]
+    members = cluster_args(args)
+    assert len(members) >= 2 and len({n for n, _ in members}) == len(members)
+    kinds = []
+    for _, path in members:
+        vol, key = mounted(spec, path)
+        if "configMap" in vol:
+            cm = named(objs, "ConfigMap", vol["configMap"]["name"])
+            assert key in cm["data"] and cm["metadata"]["namespace"] == dep["metadata"]["namespace"]
+            kinds.append("configMap")
+        else:
+            assert "secret" in vol and "/" not in key
+            kinds.append("secret")
+    assert kinds[0] == "configMap"  # the first member is this cluster, through the pod's ServiceAccount
+    lease_ns = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-namespace="))
+    lease_cluster = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-cluster="))
+    assert lease_cluster == members[0][0] and "--leader-elect" in args
+    gs = grants(objs, dep["metadata"]["namespace"], spec["serviceAccountName"])
+    for verb in ("get", "create", "update"):
+        assert allowed(gs, Attrs(verb, "coordination.k8s.io", "leases", lease_ns))
+        assert not allowed(gs, Attrs(verb, "coordination.k8s.io", "leases", "kube-system"))
+    assert not allowed(gs, Attrs("get", "", "secrets", lease_ns))
+
+
+def _service(ns: str, name: str) -> list[Obj]:
+    """A Service with one ready endpoint, as the cluster's own controllers would have written it."""
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+             "spec": {"type": "ClusterIP", "sessionAffinity": "None",
+                      "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": f"{name}-x1", "namespace": ns,
+                          "labels": {"kubernetes.io/service-name": name,
+                                     SLICE_MANAGER: "endpointslice-controller.k8s.io"}},
+             "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+             "endpoints": [{"addresses": ["10.1.0.5"], "conditions": {"ready": True}}]}]
+
+
+def _stale_import(ns: str, name: str, cluster: str) -> list[Obj]:
+    """What the controller left behind for a service no longer exported anywhere."""
+    return [{"apiVersion": f"{MCS}/v1beta1", "kind": "ServiceImport",
+             "metadata": {"name": name, "namespace": ns,
+                          "labels": {"app.kubernetes.io/managed-by": "mcsdns-controller"}},
+             "spec": {"type": "ClusterSetIP", "ips": ["242.0.0.99"],
+                      "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": f"{name}-{cluster}-x", "namespace": ns,
+                          "labels": {SLICE_MANAGER: "mcsdns-controller",
+                                     "multicluster.kubernetes.io/service-name": name,
+                                     "multicluster.kubernetes.io/source-cluster": cluster}},
+             "addressType": "IPv4", "endpoints": [{"addresses": ["10.9.0.1"]}]}]
+
+
+@pytest.fixture
+def apis() -> Iterator[list[KubeAPI]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(KubeAPI()) for _ in range(2)]
+
+
+def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list[KubeAPI],
+                                                                      tmp_path: Path) -> None:
+    """The controller with the Deployment's arguments and volumes (the in-cluster kubeconfig from
+    the ConfigMap, a member kubeconfig from the Secret) exports a service, imports it, removes a
+    stale import and takes the Lease; every request it made in each cluster is authorized by what
+    that identity is bound to: the ServiceAccount's bindings here, the ClusterRole in the member."""
+    objs = render(VARIANTS["with-controller"])
+    dep = named(objs, "Deployment", "mcsdns-controller")
+    spec, args = pod(dep), pod(dep)["containers"][0]["args"]
+    members = cluster_args(args)[:2]
+    assert args[0] == "controller"
+    ids = ["east", "west"]
+    sa_dir = tmp_path / "sa"
+    sa_dir.mkdir()
+    (sa_dir / "token").write_text("test-token")
+    (sa_dir / "ca.crt").write_text("not used over plain HTTP\n")
+    kept = [a for a in args[1:] if not a.startswith(("--cluster=", "--health"))]
+    perms: list[list[Grant]] = []
+    for (name, path), api, cid in zip(members, apis, ids, strict=True):
+        vol, key = mounted(spec, path)
+        kubeconfig = tmp_path / f"{name}.kubeconfig"
+        if "configMap" in vol:
+            text = named(objs, "ConfigMap", vol["configMap"]["name"])["data"][key]
+            assert SA_DIR in text and "https://kubernetes.default.svc" in text
+            kubeconfig.write_text(text.replace(SA_DIR, str(sa_dir))
+                                  .replace("https://kubernetes.default.svc", api.url))
+            perms.append(grants(objs, dep["metadata"]["namespace"], spec["serviceAccountName"]))
+        else:  # docs/deploy.md: bind ClusterRole mcsdns-controller to the member kubeconfig's identity
+            api.write_kubeconfig(kubeconfig, name)
+            perms.append([(None, r) for r in named(objs, "ClusterRole", "mcsdns-controller")["rules"]])
+        kept += ["--cluster", f"{name}={kubeconfig}"]
+        api.put({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+                 "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
+    local, member = apis
+    for o in _service("shop", "web") + [{"apiVersion": f"{MCS}/v1beta1", "kind": "ServiceExport",
+                                         "metadata": {"name": "web", "namespace": "shop"}}]:
+        local.put(o)
+    for o in _service("shop", "other")[:1] + _stale_import("shop", "gone", "east"):
+        member.put(o)
+    lease_ns = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-namespace="))
+    with run_controller(kept, tmp_path) as ctl:
+        si = eventually(lambda: member.get("ServiceImport", "shop", "web"), timeout=15,
+                        what=f"ServiceImport in the member\n{ctl.logs()}")
+        eventually(lambda: member.get("ServiceImport", "shop", "gone") is None, timeout=15,
+                   what="stale import removed")
+        eventually(lambda: not [s for s in member.list("EndpointSlice")
+                                if s["metadata"]["name"].startswith("gone-")], what="stale slice removed")
+        eventually(lambda: any(c["type"] == "Ready" and c["status"] == "True" for c in
+                               ((local.get("ServiceExport", "shop", "web") or {}).get("status") or {})
+                               .get("conditions", [])), timeout=15, what="export Ready")
+        lease = local.get("Lease", lease_ns, "mcsdns-controller")
+        assert lease and lease["spec"]["holderIdentity"]
+    assert si["spec"]["ips"][0].startswith("242.0.")  # from the Deployment's --clusterset-cidr
+    for api, gs in zip(apis, perms, strict=True):
+        reqs = requested(api)
+        assert any(a.verb == "create" for a in reqs) and any(a.verb == "watch" for a in reqs)
+        assert sorted(map(str, (a for a in reqs if not allowed(gs, a)))) == []
+    deletes = {a.resource for a in requested(member) if a.verb == "delete"}
+    assert deletes == {"serviceimports", "endpointslices"}
+    assert Attrs("update", MCS, "serviceexports/status", "shop") in requested(local)
+
+
+# --- pods and services ----------------------------------------------------------------------------
 def test_pods_are_hardened_and_probed() -> None:
-    objs = render(DEPLOY / "with-controller")
-    for dep in by_kind(objs, "Deployment"):
-        spec = dep["spec"]["template"]["spec"]
+    objs = render(VARIANTS["with-controller"])
+    deps = by_kind(objs, "Deployment")
+    assert {d["metadata"]["name"] for d in deps} == {"mcsdns", "mcsdns-controller"}
+    for dep in deps:
+        spec = pod(dep)
         assert dep["spec"]["replicas"] == 2
-        assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"] != 0
-        assert spec["affinity"]["podAntiAffinity"]
+        psc = spec["securityContext"]
+        assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 65532
+        assert psc["seccompProfile"]["type"] == "RuntimeDefault"
+        anti = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+        assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+        selector = dep["spec"]["selector"]["matchLabels"]
+        assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+        assert selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
         for c in spec["containers"]:
             sc = c["securityContext"]
-            assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
-            assert sc["capabilities"]["drop"] == ["ALL"]
-            assert c["livenessProbe"]["httpGet"]["path"] == "/health"
-            assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
-            assert c["resources"]["requests"] and c["resources"]["limits"]
+            assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
+            ports = {p["name"]: p for p in c["ports"]}
+            for probe, path in (("livenessProbe", "/health"), ("readinessProbe", "/ready")):
+                assert c[probe]["httpGet"]["path"] == path and c[probe]["httpGet"]["port"] in ports
+            assert set(c["resources"]["requests"]) == set(c["resources"]["limits"]) == {"cpu", "memory"}
             assert all(p["containerPort"] >= 1024 for p in c["ports"])
-    server = next(d for d in by_kind(objs, "Deployment") if d["metadata"]["name"] == "mcsdns")
-    args = server["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[0] == "serve" and "--health=0.0.0.0:8080" in args
+            # the kubernetes client writes inline kubeconfig credentials to temp files
+            tmp = next(m for m in c["volumeMounts"] if m["mountPath"] == "/tmp")
+            assert "emptyDir" in next(v for v in spec["volumes"] if v["name"] == tmp["name"])
 
 
-def test_server_cli_accepts_the_deployment_args() -> None:
-    from mcsdns.cli import build_parser
-
-    objs = render(DEPLOY / "with-controller")
+def test_deployment_args_are_accepted_by_the_cli() -> None:
+    objs = render(VARIANTS["with-controller"])
     for dep in by_kind(objs, "Deployment"):
-        args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-        build_parser().parse_args(args)  # exits (SystemExit) on an unknown flag
+        c = pod(dep)["containers"][0]
+        ns = build_parser().parse_args(c["args"])  # SystemExit on an unknown flag
+        health = {p["name"]: p["containerPort"] for p in c["ports"]}["health"]
+        assert ns.health[1] == health
+    server = pod(named(objs, "Deployment", "mcsdns"))["containers"][0]
+    ns = build_parser().parse_args(server["args"])
+    ports = {p["name"]: p for p in server["ports"]}
+    assert ns.listen == [("0.0.0.0", 5353)] and ns.metrics == ("0.0.0.0", 9153)
+    assert (ports["dns"]["containerPort"], ports["dns"]["protocol"]) == (5353, "UDP")
+    assert (ports["dns-tcp"]["containerPort"], ports["dns-tcp"]["protocol"]) == (5353, "TCP")
+    assert ports["metrics"]["containerPort"] == 9153
+    assert ns.kubeconfig is None and ns.manifests is None  # in-cluster config
 
 
-def test_service_exposes_dns_on_udp_and_tcp_53() -> None:
-    svc = by_kind(render(DEPLOY / "default"), "Service")[0]
-    ports = {(p["port"], p["protocol"]) for p in svc["spec"]["ports"]}
-    assert {(53, "UDP"), (53, "TCP")} <= ports
-    pdb = by_kind(render(DEPLOY / "default"), "PodDisruptionBudget")[0]
+def test_service_maps_53_udp_and_tcp_to_the_pods() -> None:
+    objs = render(VARIANTS["default"])
+    dep = named(objs, "Deployment", "mcsdns")
+    cports = {p["name"]: p for p in pod(dep)["containers"][0]["ports"]}
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    svc = named(objs, "Service", "mcsdns")
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["selector"].items() <= labels.items()
+    got = {(p["port"], p["protocol"], cports[p["targetPort"]]["containerPort"],
+            cports[p["targetPort"]]["protocol"]) for p in svc["spec"]["ports"]}
+    assert got == {(53, "UDP", 5353, "UDP"), (53, "TCP", 5353, "TCP"), (9153, "TCP", 9153, "TCP")}
+    pdb = named(objs, "PodDisruptionBudget", "mcsdns")
     assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert all(o["metadata"].get("namespace", "mcsdns-system") == "mcsdns-system" for o in objs
+               if o["kind"] not in CLUSTER_SCOPED)
 
 
-def test_containerfile_runs_non_root_on_unprivileged_ports() -> None:
-    lines = [ln.strip() for ln in (REPO / "Containerfile").read_text().splitlines()
-             if ln.strip() and not ln.startswith("#")]
-    user = [ln.split()[1] for ln in lines if ln.startswith("USER ")][-1]
-    assert user.split(":")[0] not in ("0", "root")
-    exposed = [p for ln in lines if ln.startswith("EXPOSE ") for p in ln.split()[1:]]
+# --- Containerfile ----------------------------------------------------------------------------------
+def containerfile() -> list[list[str]]:
+    """Instructions of the Containerfile as [INSTRUCTION, rest] (comments and continuations joined)."""
+    text = (REPO / "Containerfile").read_text().replace("\\\n", " ")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return [[ln.split(None, 1)[0].upper(), ln.split(None, 1)[1]] for ln in lines]
+
+
+def test_containerfile_runs_mcsdns_non_root_on_unprivileged_ports() -> None:
+    inst = containerfile()
+    stages = [i for i, (k, _) in enumerate(inst) if k == "FROM"]
+    assert len(stages) >= 2 and all(inst[i][1].startswith("python:3.11-slim") for i in stages)
+    final = inst[stages[-1]:]
+    users = [v for k, v in final if k == "USER"]
+    assert users and users[-1].split(":")[0] == "65532"
+    exposed = {p for k, v in final if k == "EXPOSE" for p in v.split()}
+    assert exposed == {"5353/udp", "5353/tcp", "8080/tcp", "9153/tcp"}
     assert all(int(p.split("/")[0]) >= 1024 for p in exposed)
+    entry = yaml.safe_load(next(v for k, v in final if k == "ENTRYPOINT"))
+    cmd = yaml.safe_load(next(v for k, v in final if k == "CMD"))
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert 'ENTRYPOINT ["mcsdns"]' in lines and "mcsdns" in scripts
-    cmd = next(ln for ln in lines if ln.startswith("CMD "))
-    assert "5353" in cmd and '"serve"' in cmd
+    assert entry == ["mcsdns"] and entry[0] in scripts
+    ns = build_parser().parse_args(cmd)
+    assert cmd[0] == "serve" and ns.listen == [("0.0.0.0", 5353)] and ns.health == ("0.0.0.0", 8080)
+    assert ns.metrics == ("0.0.0.0", 9153)
 
 
-def test_corefile_snippet_forwards_the_zone() -> None:
+def test_containerfile_copies_only_what_exists_and_is_not_dockerignored() -> None:
+    ignored = [p.strip() for p in (REPO / ".dockerignore").read_text().splitlines()
+               if p.strip() and not p.startswith("#")]
+    sources = [s for k, v in containerfile() if k == "COPY" and not v.startswith("--from")
+               for s in shlex.split(v)[:-1]]
+    assert "pyproject.toml" in sources and "mcsdns" in sources
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["readme"] in sources  # setuptools reads it while building the wheel
+    for s in sources:
+        assert (REPO / s).exists(), s
+        assert not any(fnmatch.fnmatch(s, pat) for pat in ignored), s
+
+
+def test_corefile_snippet_forwards_the_zone_to_a_placeholder_for_the_service_ip() -> None:
     text = (DEPLOY / "coredns" / "Corefile.snippet").read_text()
-    assert "clusterset.local:53 {" in text and "forward . MCSDNS_SERVICE_IP" in text
+    lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
+    body = [ln for ln in lines if ln]
+    assert body[0] == "clusterset.local:53 {" and body[-1] == "}"
+    assert set(body[1:-1]) == {"errors", "cache 5", "forward . MCSDNS_SERVICE_IP"}
+    docs = (REPO / "docs" / "deploy.md").read_text()
+    assert "MCSDNS_SERVICE_IP" in docs and "jsonpath='{.spec.clusterIP}'" in docs
