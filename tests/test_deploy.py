@@ -464,9 +464,18 @@ def test_containerfile_copies_only_what_exists_and_is_not_dockerignored() -> Non
     assert "pyproject.toml" in sources and "mcsdns" in sources
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["readme"] in sources  # setuptools reads it while building the wheel
+    assert not [p for p in ignored if p.startswith("!")]  # the check below has no negation
+
+    def excluded(rel: Path) -> bool:  # docker: the path or one of its parents matches a pattern
+        return any(fnmatch.fnmatch(str(p), pat.removeprefix("**/")) or fnmatch.fnmatch(str(p), pat)
+                   for p in (rel, *rel.parents) if str(p) != "." for pat in ignored)
+
     for s in sources:
-        assert (REPO / s).exists(), s
-        assert not any(fnmatch.fnmatch(s, pat) for pat in ignored), s
+        src = REPO / s
+        assert src.exists() and not excluded(Path(s)), s
+        files = [f for f in src.rglob("*.py") if "__pycache__" not in f.parts] if src.is_dir() else []
+        assert all(not excluded(f.relative_to(REPO)) for f in files), s
+    assert excluded(Path("mcsdns/__pycache__/cli.cpython-311.pyc")) and excluded(Path(".git/config"))
 
 
 def test_corefile_snippet_forwards_the_zone_to_a_placeholder_for_the_service_ip() -> None:
