@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import jsonschema  # a dependency of kubernetes-validate
+import kubernetes_validate  # the `test` extra; bundles the schemas, works offline
 import pytest
 import yaml
 from controller_env import eventually, run_controller
@@ -149,7 +151,6 @@ def requested(api: KubeAPI) -> set[Attrs]:
 # --- schemas --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_object_is_valid_against_the_kubernetes_schemas(variant: str) -> None:
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
     objs = render(VARIANTS[variant])
     assert len(objs) >= (17 if variant == "with-controller" else 10)
     for o in objs:
@@ -157,7 +158,6 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(variant: str) -> N
 
 
 def test_schema_validation_rejects_a_broken_object() -> None:
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
     dep = named(render(VARIANTS["default"]), "Deployment", "mcsdns")
     pod(dep)["containers"][0]["ports"][0]["containerPort"] = "5353"  # a string, not an integer
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -486,3 +486,27 @@ def test_corefile_snippet_forwards_the_zone_to_a_placeholder_for_the_service_ip(
     assert set(body[1:-1]) == {"errors", "cache 5", "forward . MCSDNS_SERVICE_IP"}
     docs = (REPO / "docs" / "deploy.md").read_text()
     assert "MCSDNS_SERVICE_IP" in docs and "jsonpath='{.spec.clusterIP}'" in docs
+
+
+def test_example_custom_resources_match_the_crd_schemas() -> None:
+    """The example clusterset: CRD-typed objects against the openAPIV3Schema of their CRD version
+    (structural schemas are JSON Schema; x-kubernetes-* keys are ignored), the rest against
+    the Kubernetes schemas."""
+    schemas = {(crd["spec"]["group"], v["name"], crd["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
+               for crd in render(DEPLOY / "crds") for v in crd["spec"]["versions"]}
+    example = [o for p in sorted(EXAMPLE.glob("*.yaml")) for o in load_file(p)]
+    checked = 0
+    for o in example:
+        group, _, version = o["apiVersion"].rpartition("/")
+        schema = schemas.get((group, version, o["kind"]))
+        if schema is None:  # a built-in kind (EndpointSlice)
+            assert group not in {g for g, _, _ in schemas}, f"{o['apiVersion']} {o['kind']} has no CRD"
+            kubernetes_validate.validate(o, K8S_VERSION, strict=True)
+            continue
+        jsonschema.validate(o, schema)
+        checked += 1
+    assert checked >= 3
+    bad = next(o for o in example if o["kind"] == "ServiceImport")
+    bad = dict(bad, spec=dict(bad["spec"], type="LoadBalancer"))  # not in the CRD's enum
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schemas[(MCS, bad["apiVersion"].rpartition("/")[2], "ServiceImport")])
