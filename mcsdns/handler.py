@@ -170,10 +170,14 @@ class Handler:
                 self.invalidate()
             table[data[2:]] = Canned(out[2:], ans.key)
         else:
-            counts = self.tcp_counts if tcp else self.udp_counts
-            counts[ans.key] = counts.get(ans.key, 0) + 1
-            self.sizes[tcp].add(len(out))
+            self._count(ans, tcp, out)
         return out
+
+    def _count(self, ans: Answer, tcp: bool, out: bytes) -> None:
+        """Count a response that is not kept in `canned` (those are counted at scrape)."""
+        counts = self.tcp_counts if tcp else self.udp_counts
+        counts[ans.key] = counts.get(ans.key, 0) + 1
+        self.sizes[tcp].add(len(out))
 
     def _lookup(self, q: bytes) -> Answer | None:
         """Answer for a question (name + type + class as received); None if the
@@ -189,7 +193,7 @@ class Handler:
             return None
         if self.log_queries:
             log.info("query %s %s -> %s", decode_name(lname), tail.hex(), RCODE_NAMES[ans.rcode])
-        else:  # logged queries always take this path
+        else:  # not memoised while queries are logged, so each one is logged
             if len(self.hot) >= HOT_MAX:
                 self.hot.clear()
             self.hot[q] = ans
@@ -226,14 +230,12 @@ class Handler:
             return self._header_only(q.id, q.flags, BADVERS, q.question, opt_record(q.do, 1))
         self.slow_count["parsed"] += 1
         ans = self.zone.answer(q.qname.lower(), q.question[-4:])
-        counts = self.tcp_counts if tcp else self.udp_counts
-        counts[ans.key] = counts.get(ans.key, 0) + 1
         limit = MAX_TCP if tcp else (min(max(q.edns_size, 512), EDNS_SIZE) if q.edns else 512)
         if ans.size + len(q.question) + len(opt) + 12 <= limit:
             out = q.id + ans.hdrs[idx] + q.question + ans.body() + opt
         else:
             out = self._fit(q.id, ans, idx, q.question, opt, limit)
-        self.sizes[tcp].add(len(out))
+        self._count(ans, tcp, out)
         return out
 
     @staticmethod
