@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dns.rcode
 import dns.rdatatype
@@ -19,6 +20,12 @@ from helpers import run_server
 CIDR = "10.77.0.0/24"
 WRITE_LOG = re.compile(r"cluster \w+: (create|update|delete) |ServiceExport .* status:")
 IDS = (("a", "east"), ("b", "west"), ("c", "north"))
+
+
+def with_status(si: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ServiceImport once the controller has written its status (a second request
+    after the create), else None."""
+    return si if si is not None and si.get("status") else None
 
 
 @pytest.fixture
@@ -64,7 +71,7 @@ def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: 
                      port=("sql", 5432))
     a.kube.export("shop", "db")
     with run_controller(args_for(*clusters3), tmp_path):
-        si = eventually(lambda: b.kube.serviceimport("shop", "web"), what="ServiceImport in B")
+        si = eventually(lambda: with_status(b.kube.serviceimport("shop", "web")), what="ServiceImport in B")
         ip = si["spec"]["ips"][0]
         assert ipaddress.ip_address(ip) in ipaddress.ip_network(CIDR)
         assert si["spec"]["type"] == "ClusterSetIP" and si["spec"]["ipFamilies"] == ["IPv4"]
@@ -111,7 +118,7 @@ def test_dns_server_watching_another_cluster(clusters2: list[Cluster], tmp_path:
     a.kube.export("shop", "db")
     with run_controller(args_for(a, b), tmp_path), \
             run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
-        si = eventually(lambda: b.kube.serviceimport("shop", "web"), what="ServiceImport in B")
+        si = eventually(lambda: with_status(b.kube.serviceimport("shop", "web")), what="ServiceImport in B")
         ip = si["spec"]["ips"][0]
         eventually(lambda: a_records(srv, "web.shop.svc.clusterset.local.") == {ip},
                    what="ClusterSetIP answer from the server watching B")
@@ -291,7 +298,7 @@ def test_v1alpha1_member_dual_stack_and_late_namespace(tmp_path: Path) -> None:
         a.kube.export("ns", "web")
         args = args_for(a, old, extra=("--clusterset-cidr", "fd00:77::/120"))
         with run_controller(args, tmp_path):
-            si = eventually(lambda: a.kube.serviceimport("ns", "web"), what="import in A")
+            si = eventually(lambda: with_status(a.kube.serviceimport("ns", "web")), what="import in A")
             assert si["apiVersion"] == "multicluster.x-k8s.io/v1beta1"
             assert si["spec"]["ipFamilies"] == ["IPv4", "IPv6"]
             v4, v6 = map(ipaddress.ip_address, si["spec"]["ips"])
