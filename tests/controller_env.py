@@ -56,9 +56,13 @@ class Kube:
         self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
     def service(self, ns: str, name: str, ports: Sequence[tuple[str, int, str]] = (("http", 80, "TCP"),),
-                headless: bool = False, type_: str = "ClusterIP", affinity: str = "None") -> None:
+                headless: bool = False, type_: str = "ClusterIP", affinity: str = "None",
+                dual_stack: bool = False) -> None:
         spec: dict[str, Any] = {"type": type_, "sessionAffinity": affinity,
                                 "ports": [{"name": n, "port": p, "protocol": pr} for n, p, pr in ports]}
+        if dual_stack:
+            spec["ipFamilyPolicy"] = "PreferDualStack"
+
         if type_ == "ExternalName":
             spec = {"type": type_, "externalName": "example.invalid"}
         elif headless:
@@ -161,10 +165,11 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 class Cluster:
     """One member cluster: a test API server (tests/kubeapi.py), its kubeconfig, its cluster ID."""
 
-    def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1") -> None:
+    def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1",
+                 service_cidrs: tuple[str, ...] = ("10.96.0.0/16", "fd00:10:96::/112")) -> None:
         self.name, self.cluster_id = name, cluster_id
         groups = None if mcs_version == "v1beta1" else {"multicluster.x-k8s.io": (mcs_version,)}
-        self.api = KubeAPI(groups=groups)
+        self.api = KubeAPI(groups=groups, service_cidrs=service_cidrs)
         self.api.start()
         self.kubeconfig = self.api.write_kubeconfig(tmp / f"{name}.kubeconfig", name)
         self.kube = Kube(self.kubeconfig, mcs_version)

@@ -20,7 +20,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,16 +317,21 @@ class Cache:
     """A thread-safe dict of one collection's objects, kept by a Reflector.
 
     `on_change(key, old, new)` runs on the reflector thread after every change
-    (new is None on delete; a relist reports only what differs). `note_written`
-    puts an object a write just returned into the cache, so a reconcile racing
-    its own watch event does not write twice; a later older event is ignored
-    when resourceVersions compare as integers (they do on etcd-backed servers).
+    (new is None on delete; a relist reports only what differs). `index(obj)`,
+    when given, files every object under one index value (None: not indexed),
+    read back with `indexed`. `note_written` puts an object one of our writes
+    returned into the cache, so a reconcile racing its own watch event does not
+    write twice; an event not newer than what is held is ignored when
+    resourceVersions compare as integers (they do on etcd-backed servers).
     """
 
     def __init__(self, label: str, lister: Lister, on_change: Callable[[Key, Obj | None, Obj | None], None],
                  stop: threading.Event, on_health: Callable[[bool, BaseException | None], None]
-                 = lambda ok, e: None, **reflector_kw: Any) -> None:
+                 = lambda ok, e: None, index: Callable[[Obj], Hashable | None] | None = None,
+                 **reflector_kw: Any) -> None:
         self.objs: dict[Key, Obj] = {}
+        self.by_index: dict[Hashable, dict[Key, Obj]] = {}
+        self.index = index
         self.lock = threading.Lock()
         self.on_change = on_change
         self.synced = threading.Event()
@@ -347,6 +352,30 @@ class Cache:
         with self.lock:
             return list(self.objs)
 
+    def indexed(self, value: Hashable) -> list[Obj]:
+        with self.lock:
+            return list((self.by_index.get(value) or {}).values())
+
+    def _put(self, key: Key, new: Obj | None) -> Obj | None:
+        """Replace one object (lock held); returns the old one."""
+        old = self.objs.pop(key, None) if new is None else self.objs.get(key)
+        if new is not None:
+            self.objs[key] = new
+        if self.index is not None:
+            if old is not None:
+                iv = self.index(old)
+                if iv is not None:
+                    bucket = self.by_index.get(iv)
+                    if bucket is not None:
+                        bucket.pop(key, None)
+                        if not bucket:
+                            del self.by_index[iv]
+            if new is not None:
+                iv = self.index(new)
+                if iv is not None:
+                    self.by_index.setdefault(iv, {})[key] = new
+        return old
+
     def _set(self, key: Key, new: Obj | None, force: bool) -> tuple[Obj | None, bool]:
         """(the previous object, whether `new` was applied)."""
         with self.lock:
@@ -355,10 +384,7 @@ class Cache:
                 a, b = rv_int(old), rv_int(new)
                 if a is not None and b is not None and b <= a:
                     return old, False  # not newer than what we already hold
-            if new is None:
-                self.objs.pop(key, None)
-            else:
-                self.objs[key] = new
+            self._put(key, new)
         return old, True
 
     def _on_list(self, items: list[Obj], deletes: set[Key]) -> None:
@@ -367,13 +393,13 @@ class Cache:
             fresh = {default_key(o): o for o in items}
             for k in list(self.objs):
                 if k not in fresh:
-                    changes.append((k, self.objs.pop(k), None))
+                    changes.append((k, self._put(k, None), None))
             for k, o in fresh.items():
                 old = self.objs.get(k)
                 if old is None or old.get("metadata", {}).get("resourceVersion") != \
                         o.get("metadata", {}).get("resourceVersion"):
                     changes.append((k, old, o))
-                self.objs[k] = o
+                self._put(k, o)
         self.synced.set()
         for k, old, new in changes:
             self.on_change(k, old, new)
