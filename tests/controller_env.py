@@ -120,6 +120,13 @@ class Controller:
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def metrics(self) -> dict[str, float]:
+        """/metrics samples: `name{labels}` -> value."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.health}/metrics", timeout=2) as r:
+            text = r.read().decode()
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines() if line and not line.startswith("#")}
+
     def ready(self) -> bool:
         """/ready answered 200 (the first full pass is done)."""
         try:
@@ -176,8 +183,10 @@ class Cluster:
         self.kube.cluster_id(cluster_id)
 
     def writes(self) -> int:
-        """Write requests the API server has answered so far."""
-        return sum(1 for method, _ in list(self.api.requests) if method in WRITES)
+        """Write requests the API server has answered so far, not counting Lease renewals
+        (leader election and the members' Endpoint TTL Leases are renewed by design)."""
+        return sum(1 for method, path in list(self.api.requests)
+                   if method in WRITES and "/leases" not in path)
 
     def stop(self) -> None:
         self.api.stop()

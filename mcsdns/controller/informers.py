@@ -48,8 +48,9 @@ class MemberCaches:
     def __init__(self, member: Member, enqueue: Callable[[Key], None],
                  enqueue_namespace: Callable[[str], None], stop: threading.Event,
                  on_reachable: Callable[[MemberCaches, bool], None] = lambda m, ok: None,
-                 watch_timeout: int = 300) -> None:
+                 watch_timeout: int = 300, service_key: Callable[[Key], Key] = lambda k: k) -> None:
         self.member = member
+        self.service_key = service_key  # a Service's key -> the key of the service it affects
         self.enqueue, self.enqueue_namespace = enqueue, enqueue_namespace
         self.stop = stop
         self.on_reachable = on_reachable
@@ -147,7 +148,7 @@ class MemberCaches:
         for o in (old, new):
             if o is not None:
                 iv = service_index(o)
-                self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else k)
+                self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else self.service_key(k))
 
     def _slice(self, k: Key, old: Obj | None, new: Obj | None) -> None:
         for o in (old, new):

@@ -20,7 +20,7 @@ from .clusters import Member
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
-from .queue import WorkQueue
+from .queue import Key, WorkQueue
 from .reconcile import CIDR, Reconciler
 
 log = logging.getLogger("mcsdns.controller")
@@ -37,7 +37,7 @@ class Manager:
         self.queue = WorkQueue()
         self.clock = clock
         self.caches = [MemberCaches(m, self.queue.add, self._enqueue_namespace, self.stop,
-                                    self._on_reachable, watch_timeout) for m in members]
+                                    self._on_reachable, watch_timeout, self._service_key) for m in members]
         self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock)
         self.ttl, self.resync, self.nworkers = ttl, resync, workers
         self.elector, self.member_leases = elector, member_leases
@@ -51,6 +51,10 @@ class Manager:
         self._waited = False
 
     # --- callbacks from member threads ----------------------------------------------------
+    def _service_key(self, k: Key) -> Key:
+        """A Service named like a derived Service (ours or someone else's) affects that import."""
+        return self.rec.derived_keys.get(k, k)
+
     def _enqueue_namespace(self, ns: str) -> None:
         if self.gate_open:
             self.queue.add_all(k for k in self.rec.all_keys() if k[0] == ns)
@@ -132,7 +136,8 @@ class Manager:
 
     def run(self) -> None:
         """Until `stop`: leader election, gate, TTLs, Leases, resync, readiness."""
-        last_lease = last_resync = last_renew = 0.0
+        last_lease = last_resync = 0.0
+        renewed: dict[str, float] = {}  # member -> when its Lease was last written
         renew_every = max(0.5, min(self.ttl / 4, 10.0))
         while not self.stop.is_set():
             now = self.clock()
@@ -158,11 +163,12 @@ class Manager:
                     log.warning("cluster %s unreachable for %gs (endpoint TTL): dropping its endpoints",
                                 mc.member.name, self.ttl)
                     self.queue.add_all(mc.keys())
-            if self.member_leases is not None and leading and now - last_renew >= renew_every:
-                last_renew = now
+            if self.member_leases is not None and leading:
                 for mc in self.caches:
-                    if mc.reachable:
-                        self.member_leases.renew(mc.member.name, now)
+                    name = mc.member.name
+                    if mc.reachable and now - renewed.get(name, -renew_every) >= renew_every:
+                        renewed[name] = now
+                        self.member_leases.renew(name, now)
             if self.gate_open and now - last_resync >= self.resync:
                 last_resync = now
                 self.queue.add_all(self.rec.all_keys())

@@ -124,6 +124,7 @@ class Reconciler:
         self.alloc_lock = threading.Lock()
         self.ttl = endpoint_ttl
         self.clock = clock
+        self.derived_keys: dict[Key, Key] = {}  # (ns, derived Service name) -> service key
 
     # --- which members count ------------------------------------------------------
     def live(self, mc: MemberCaches) -> bool:
@@ -167,6 +168,8 @@ class Reconciler:
             exports.append((mc, ex))
         valid = [ex.export for _, ex in exports if ex.export is not None]
         merged = merge(valid) if valid else None
+        if merged is not None and self.mode == DERIVED:
+            self.derived_keys[(key[0], derived_name(key))] = key
         ips = self._cidr_ips(key, merged)
         r = Result()
         targets = [mc for mc in self.members if mc.synced and mc.reachable]
