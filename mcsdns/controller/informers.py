@@ -158,10 +158,6 @@ class MemberCaches:
                     self.enqueue((iv[1], iv[2]))
 
     # --- reads -----------------------------------------------------------------------
-    def namespaces(self) -> set[str]:
-        return {k[1] for k, o in self.caches["namespaces"].objs.items()
-                if not (o.get("metadata") or {}).get("deletionTimestamp")}
-
     def has_namespace(self, ns: str) -> bool:
         o = self.caches["namespaces"].get(("", ns))
         return o is not None and not (o.get("metadata") or {}).get("deletionTimestamp")

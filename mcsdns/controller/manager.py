@@ -38,7 +38,8 @@ class Manager:
         self.clock = clock
         self.caches = [MemberCaches(m, self.queue.add, self._enqueue_namespace, self.stop,
                                     self._on_reachable, watch_timeout, self._service_key) for m in members]
-        self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock)
+        self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock,
+                              workers)
         self.ttl, self.resync, self.nworkers = ttl, resync, workers
         self.elector, self.member_leases = elector, member_leases
         self.active = threading.Event()  # writing allowed: gate open and leading

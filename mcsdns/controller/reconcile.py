@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -117,8 +118,10 @@ Exports = list[tuple[MemberCaches, ExportState]]
 
 class Reconciler:
     def __init__(self, members: list[MemberCaches], mode: str, allocator: Allocator | None,
-                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 4) -> None:
         self.members = members
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
+                                       thread_name_prefix="member-write")
         self.mode = mode
         self.alloc = allocator
         self.alloc_lock = threading.Lock()
@@ -173,8 +176,11 @@ class Reconciler:
         ips = self._cidr_ips(key, merged)
         r = Result()
         targets = [mc for mc in self.members if mc.synced and mc.reachable]
-        for mc in targets:
-            self._sync_member(mc, key, merged, exports, ips, r)
+        if len(targets) > 1:  # members in parallel
+            list(self.pool.map(lambda mc: self._sync_member(mc, key, merged, exports, ips, r), targets))
+        else:
+            for mc in targets:
+                self._sync_member(mc, key, merged, exports, ips, r)
         for mc, ex in exports:
             if mc in targets:
                 self._sync_status(mc, key, ex, merged, r)
