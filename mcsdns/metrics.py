@@ -7,6 +7,7 @@ or more worker processes (counters are summed, gauges take the maximum).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,16 @@ METRICS: dict[str, tuple[bool, str, tuple[str, ...]]] = {
     "mcsdns_services": (False, "ServiceImports served.", ()),
     "mcsdns_zone_names": (False, "Names in the zone.", ()),
     "mcsdns_zone_changes_total": (True, "Service changes applied to the zone.", ()),
-    "mcsdns_ready": (False, "1 once every source has completed its first full sync.", ()),
+    "mcsdns_ready": (False, "1 once the zone answers from data: first full sync done, or state "
+                     "restored from --state-dir.", ()),
+    "mcsdns_state_restored": (False, "1 while serving state restored from --state-dir (before the "
+                              "first sync).", ()),
+    "mcsdns_state_restored_age_seconds": (False, "Age of the restored state being served: seconds "
+                                          "since the source last confirmed it.", ()),
+    "mcsdns_state_writes_total": (True, "--state-dir snapshot writes by result (ok, error).",
+                                  ("result",)),
+    "mcsdns_state_rejected_total": (True, "--state-dir files found corrupt, foreign or unreadable "
+                                    "and ignored.", ()),
     "mcsdns_source_connected": (False, "1 while the source is connected.", ("source",)),
     "mcsdns_source_last_sync_timestamp_seconds": (False, "Unix time of the last successful sync.",
                                                   ("source",)),
@@ -97,6 +107,14 @@ def snapshot(app: App) -> Snapshot:
     put("mcsdns_zone_names", len(app.zone.names))
     put("mcsdns_zone_changes_total", app.zone.version)
     put("mcsdns_ready", 1 if app.ready() else 0)
+    if getattr(app, "state_path", None) is not None:
+        restored = app.restored_as_of
+        put("mcsdns_state_restored", 0 if restored is None else 1)
+        if restored is not None:
+            put("mcsdns_state_restored_age_seconds", max(0.0, time.time() - restored))
+        for k, v in list(app.state_writes.items()):
+            put("mcsdns_state_writes_total", v, result=k)
+        put("mcsdns_state_rejected_total", app.state_rejected)
     for src in app.sources:
         connected = getattr(src, "connected", True)
         put("mcsdns_source_connected", 1 if connected else 0, source=src.name)
