@@ -240,6 +240,9 @@ class Handler:
             log.debug("dropped message: %s", e)
             return None
         except FormErr as e:
+            if data[2] & 0x78:  # an unknown opcode is NOTIMP whatever follows (RFC 1035 4.1.1)
+                self.slow_count["notimp"] += 1
+                return error_response(data, NOTIMP)
             self.slow_count["formerr"] += 1
             log.debug("FORMERR: %s", e)
             return error_response(data, FORMERR)
@@ -267,6 +270,6 @@ class Handler:
     @staticmethod
     def _header_only(qid: bytes, flags: int, rcode: int, question: bytes, opt: bytes) -> bytes:
         out_flags = 0x8000 | (flags & 0x7910) | (rcode & 0xF)  # QR, opcode RD CD; not AA
-        ar = 1 if opt else 0
-        return (qid + out_flags.to_bytes(2, "big") + b"\x00\x01\x00\x00\x00\x00"
-                + ar.to_bytes(2, "big") + question + opt)
+        counts = (b"\x00\x01" if question else b"\x00\x00") + b"\x00\x00\x00\x00"
+        return (qid + out_flags.to_bytes(2, "big") + counts + (b"\x00\x01" if opt else b"\x00\x00")
+                + question + opt)
