@@ -16,19 +16,32 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import state
+from . import __version__, state
 from .handler import Handler
 from .locality import OFF, Locality
-from .metrics import Snapshot, render, snapshot
+from .metrics import render
 from .records import service_records
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import bind_udp, serve_udp
 from .sources import Source
+from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
 from .zone import Zone
 
 log = logging.getLogger("mcsdns")
+
+READY = define("mcsdns_ready", "gauge", "1 once the zone answers from data: first full sync done, "
+               "or state restored from --state-dir.")
+STATE_RESTORED = define("mcsdns_state_restored", "gauge",
+                        "1 while serving state restored from --state-dir (before the first sync).")
+STATE_AGE = define("mcsdns_state_restored_age_seconds", "gauge",
+                   "Age of the restored state being served: seconds since the source last confirmed it.")
+STATE_WRITES = define("mcsdns_state_writes_total", "counter",
+                      "--state-dir snapshot writes by result (ok, error).", ("result",))
+STATE_REJECTED = define("mcsdns_state_rejected_total", "counter",
+                        "--state-dir files found corrupt, foreign or unreadable and ignored.")
+BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
 
 
 @dataclass
@@ -80,6 +93,21 @@ class App:
         self.state_rejected = 0  # state files found unusable
         self._dirty = asyncio.Event()
         self.store.subscribe(lambda _keys: self._dirty.set())
+        self.stats = Stats()
+        for publish in (self.handler.publish, self.tcp_state.publish, self.store.publish,
+                        self.zone.publish, self.publish):
+            self.stats.register(publish)
+
+    def publish(self, put: Put) -> None:
+        put(READY, 1 if self.ready() else 0)
+        put(BUILD_INFO, 1, version=__version__)
+        if self.state_path is not None:
+            put(STATE_RESTORED, 0 if self.restored_as_of is None else 1)
+            if self.restored_as_of is not None:
+                put(STATE_AGE, max(0.0, time.time() - self.restored_as_of))
+            for k, v in list(self.state_writes.items()):
+                put(STATE_WRITES, v, result=k)
+            put(STATE_REJECTED, self.state_rejected)
 
     @property
     def locality(self) -> Locality:
@@ -122,9 +150,10 @@ class App:
             self.restore_state()
         if not self.cfg.bind_when_ready:
             await self._bind()
-        await serve_endpoints(self.cfg, self.ready, lambda: [snapshot(self)], self._http)
+        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
         self.sources = self.make_sources()
         for s in self.sources:
+            self.stats.register(s.publish)
             await s.start(loop)
         self._tasks.append(loop.create_task(self._until_synced()))
         if self.cfg.bind_when_ready:
@@ -294,7 +323,7 @@ async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> 
 
         async def reporter() -> None:
             while True:
-                report(snapshot(app))
+                report(app.stats.snapshot())
                 if os.getppid() != parent:  # supervisor gone: stop
                     app.stopping.set()
                 await asyncio.sleep(0.2)
