@@ -35,7 +35,9 @@ from kubernetes.config.config_exception import ConfigException
 
 from ..kube.reflector import Backoff, Lister, Reflector, bind, describe, error_kind
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
+from ..stats import Put
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
+from . import publish_source
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -97,6 +99,9 @@ class KubeSource:
     @property
     def synced(self) -> bool:
         return self._synced
+
+    def publish(self, put: Put) -> None:
+        publish_source(put, self.name, self.connected, self.last_sync, self.errors)
 
     # ---- lifecycle (loop thread) ----
 
