@@ -13,15 +13,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import tsig
 from .handler import Handler
+from .journal import Versions
 from .locality import OFF, Locality
 from .metrics import Snapshot, render, snapshot
+from .notify import Notifier
 from .records import service_records
+from .serial import SerialClock
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import bind_udp, serve_udp
 from .sources import Source
 from .store import ServiceKey, Store
+from .xfr import Transfers
 from .zone import Zone
 
 log = logging.getLogger("mcsdns")
@@ -44,6 +49,16 @@ class Config:
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
     locality: Locality = OFF
     serial: int = field(default_factory=lambda: int(time.time()) & 0xFFFFFFFF)  # SOA, same in every worker
+    state_dir: str | None = None
+    allow_transfer: list[str] = field(default_factory=list)  # CIDRs allowed AXFR/IXFR
+    notify: list[tuple[str, int]] = field(default_factory=list)  # NOTIFY targets
+    tsig_key: str | None = None  # NAME:ALGORITHM:BASE64SECRET
+    serial_file: str | None = None  # shared serial state (default: STATE_DIR/serial)
+
+    def serial_path(self) -> str | None:
+        if self.serial_file:
+            return self.serial_file
+        return os.path.join(self.state_dir, "serial") if self.state_dir else None
 
 
 class App:
@@ -56,6 +71,18 @@ class App:
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
+        # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
+        self.versions = Versions(self.zone, SerialClock(cfg.serial_path()), self.ready)
+        key = tsig.parse_key(cfg.tsig_key) if cfg.tsig_key else None
+        if key is not None:
+            self.handler.tsig_keys[key.name] = key
+        self.transfers = Transfers(self.zone, self.versions, cfg.allow_transfer, key)
+        self.tcp_state.stream = self.transfers.stream
+        self.notifier: Notifier | None = None
+        if cfg.notify:
+            self.notifier = Notifier(self.zone.origin, cfg.ttl, cfg.notify, key)
+            notifier = self.notifier
+            self.versions.on_serial.append(lambda serial, _new: notifier.update(serial))
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
@@ -77,6 +104,7 @@ class App:
             si, slices = self.store.service(key)
             names = service_records(si, slices, self.zone.origin, loc) if si else {}
             self.zone.set_service(key, names)
+        self.versions.commit()
 
     def ready(self) -> bool:
         return bool(self.sources) and all(s.synced for s in self.sources)
@@ -104,6 +132,19 @@ class App:
         for s in self.sources:
             await s.start(loop)
         self._freezer = loop.create_task(self._freeze_when_ready())
+        if self.notifier is not None:
+            self.notifier.start()
+        self._versioner = loop.create_task(self._keep_serial())
+
+    async def _keep_serial(self) -> None:
+        """Give the zone its serial once synced, and adopt a serial that another worker
+        allocated for the same content (see mcsdns.serial)."""
+        while True:
+            await asyncio.sleep(0.05 if not self.versions.established else 0.5)
+            try:
+                self.versions.commit()
+            except Exception:
+                log.exception("serial update failed")
 
     async def _freeze_when_ready(self) -> None:
         """After the first full sync, move what is loaded out of the cyclic GC's sight:
@@ -134,6 +175,9 @@ class App:
             self.tcp_state.sweeper.cancel()
         for s in self.sources:
             await s.stop()
+        self._versioner.cancel()
+        if self.notifier is not None:
+            await self.notifier.stop()
         for h in self._http:
             h.close()
 
