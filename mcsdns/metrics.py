@@ -24,6 +24,7 @@ from .wire import RCODE_NAMES, TYPE_NAMES
 
 if TYPE_CHECKING:
     from .app import App
+    from .notify import Notifier
 
 Labels = tuple[tuple[str, str], ...]
 Snapshot = dict[tuple[str, Labels], float]
@@ -52,6 +53,12 @@ METRICS: dict[str, tuple[bool, str, tuple[str, ...]]] = {
                                                   ("source",)),
     "mcsdns_source_errors_total": (True, "Source errors by kind.", ("source", "error")),
     "mcsdns_build_info": (False, "Build information.", ("version",)),
+    "mcsdns_zone_serial": (False, "SOA serial served (0 before the first sync).", ()),
+    "mcsdns_zone_transfers_total": (True, "AXFR/IXFR requests by type and outcome "
+                                    "(axfr, ixfr: what was sent; refused, notauth, servfail, formerr).",
+                                    ("type", "outcome")),
+    "mcsdns_notify_total": (True, "NOTIFY messages by target and outcome "
+                            "(sent, answered, error, unanswered).", ("target", "outcome")),
 }
 
 
@@ -106,7 +113,21 @@ def snapshot(app: App) -> Snapshot:
         for k, v in list(getattr(src, "errors", {}).items()):
             put("mcsdns_source_errors_total", v, source=src.name, error=str(k))
     put("mcsdns_build_info", 1, version=__version__)
+    versions = getattr(app, "versions", None)
+    if versions is not None:
+        put("mcsdns_zone_serial", app.zone.serial if versions.established else 0)
+        for (kind, outcome), n in list(app.transfers.counts.items()):
+            put("mcsdns_zone_transfers_total", n, type=kind, outcome=outcome)
+    notifier = getattr(app, "notifier", None)
+    if notifier is not None:
+        s.update(notify_snapshot(notifier))
     return s
+
+
+def notify_snapshot(notifier: Notifier) -> Snapshot:
+    """NOTIFY counters of one Notifier (the app's, or the supervisor's)."""
+    return {("mcsdns_notify_total", (("target", t), ("outcome", o))): float(n)
+            for (t, o), n in list(notifier.counts.items())}
 
 
 def merge(snaps: Iterable[Snapshot]) -> Snapshot:

@@ -194,6 +194,8 @@ class Transfers:
                 return
         rcode = 0
         why = ""
+        if not self.versions.established:
+            self.versions.commit()  # synced since the last tick?
         if not self.allowed(peer):
             rcode, why = REFUSED, "not in --allow-transfer"
         elif self.key is not None and signer is None:
