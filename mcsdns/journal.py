@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .records import Names
 from .serial import SerialClock, serial_lt
+from .stats import Put, define
 from .store import ServiceKey
 from .wire import decode_name
 from .zone import Zone
@@ -27,6 +28,8 @@ JOURNAL_MAX_RRS = 200_000  # records kept in the journal, removed + added, all v
 JOURNAL_MAX_VERSIONS = 1000
 
 Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
+
+ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before the first sync).")
 
 
 def service_digest(key: ServiceKey, names: Names) -> int:
@@ -88,6 +91,9 @@ class Versions:
         self.pending_overflow = False
         self.on_serial: list[Callable[[int, bool], None]] = []  # (serial, allocated here)
         zone.changes = []
+
+    def publish(self, put: Put) -> None:
+        put(ZONE_SERIAL, self.zone.serial if self.established else 0)
 
     def commit(self) -> None:
         """Fold the zone's recorded changes into the digest (and the pending diff);

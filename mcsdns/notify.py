@@ -19,6 +19,7 @@ from collections import Counter
 
 from . import tsig
 from .serial import serial_lt
+from .stats import Put, define
 from .wire import CLASS_IN, SOA, soa_rdata
 
 log = logging.getLogger("mcsdns.notify")
@@ -27,6 +28,8 @@ BATCH = 0.1
 RETRIES = 5
 TIMEOUT = 1.0
 OPCODE_NOTIFY = 4
+NOTIFIES = define("mcsdns_notify_total", "counter", "NOTIFY messages by target and outcome "
+                  "(sent, answered, error, unanswered).", ("target", "outcome"))
 
 
 class _Reply(asyncio.DatagramProtocol):
@@ -65,6 +68,10 @@ class Notifier:
         self._event = asyncio.Event()
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._runner: asyncio.Task[None] | None = None
+
+    def publish(self, put: Put) -> None:
+        for (target, outcome), n in list(self.counts.items()):
+            put(NOTIFIES, n, target=target, outcome=outcome)
 
     def update(self, serial: int) -> None:
         """The zone now has `serial`: notify the targets soon."""

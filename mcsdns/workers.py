@@ -21,9 +21,9 @@ from multiprocessing.process import BaseProcess
 
 from . import tsig
 from .app import Config, run, run_loop, serve_endpoints
-from .metrics import Snapshot, notify_snapshot
 from .notify import Notifier
 from .serial import serial_lt
+from .stats import Snapshot, Stats
 from .wire import encode_name
 
 log = logging.getLogger("mcsdns.workers")
@@ -51,6 +51,7 @@ class Supervisor:
         self.wcfg = dataclasses.replace(cfg, reuse_port=True, health=None, metrics=None, workers=1,
                                         notify=[], serial_file=serial_file)
         self.notifier: Notifier | None = None
+        self.stats = Stats()  # the supervisor's own series (NOTIFY)
         self.ctx = multiprocessing.get_context("fork")
         self.procs: list[BaseProcess | None] = [None] * cfg.workers
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
@@ -73,9 +74,7 @@ class Supervisor:
         return oldest
 
     def snapshots(self) -> list[Snapshot]:
-        if self.notifier is None:
-            return self.snaps
-        return [*self.snaps, notify_snapshot(self.notifier)]
+        return [*self.snaps, self.stats.snapshot()]
 
     def start_worker(self, i: int, loop: asyncio.AbstractEventLoop) -> None:
         old = self.conns[i]
@@ -121,6 +120,7 @@ class Supervisor:
             key = tsig.parse_key(self.cfg.tsig_key) if self.cfg.tsig_key else None
             self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify, key)
             self.notifier.start()
+            self.stats.register(self.notifier.publish)
         while not stopping.is_set():
             try:
                 await asyncio.wait_for(stopping.wait(), 0.1 if self.notifier else 0.5)

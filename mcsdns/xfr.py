@@ -20,6 +20,7 @@ from typing import Any
 
 from . import tsig
 from .journal import Delta, Record, Versions
+from .stats import Put, define
 from .wire import (
     AXFR,
     CLASS_IN,
@@ -42,6 +43,9 @@ log = logging.getLogger("mcsdns.xfr")
 
 MESSAGE_SIZE = 16_000  # octets of records per transfer message (before TSIG)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+TRANSFERS = define("mcsdns_zone_transfers_total", "counter",
+                   "AXFR/IXFR requests over TCP by type and outcome (axfr, ixfr: what was sent; "
+                   "refused, notauth, servfail, formerr).", ("type", "outcome"))
 
 
 class MessageWriter:
@@ -147,6 +151,10 @@ class Transfers:
         self.key = key
         self.keys = {key.name: key} if key else {}
         self.counts: dict[tuple[str, str], int] = {}  # (type, outcome) -> transfers
+
+    def publish(self, put: Put) -> None:
+        for (kind, outcome), n in list(self.counts.items()):
+            put(TRANSFERS, n, type=kind, outcome=outcome)
 
     def allowed(self, peer: Any) -> bool:
         try:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from .records import Names, RRset
+from .stats import Put, define
 from .store import ServiceKey
 from .wire import (
     AAAA,
@@ -76,6 +77,10 @@ def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
     return out
 
 
+NAMES = define("mcsdns_zone_names", "gauge", "Names in the zone.")
+CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applied to the zone.")
+
+
 class Zone:
     def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
                  serial: int | None = None) -> None:
@@ -103,6 +108,10 @@ class Zone:
         # (service, its old names' RRsets, its new names) per set_service, for the
         # serial and journal (mcsdns.journal); None while nobody collects them
         self.changes: list[tuple[ServiceKey, Names, Names]] | None = None
+
+    def publish(self, put: Put) -> None:
+        put(NAMES, len(self.names))
+        put(CHANGES, self.version)
 
     # ---- updates ----
 

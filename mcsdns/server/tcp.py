@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+from ..stats import Put, define
 from . import bound_socket
 
 log = logging.getLogger("mcsdns.tcp")
@@ -22,6 +23,12 @@ Respond = Callable[[bytes, bool], "bytes | None"]
 # (query, peer address) -> a stream of response messages (zone transfers), or None
 Stream = Callable[[bytes, Any], "Iterator[bytes] | None"]
 PUMP_BATCH = 8  # transfer messages sent per event-loop turn
+
+
+REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter", "TCP connections closed at the limit.")
+TIMED_OUT = define("mcsdns_tcp_connections_timed_out_total", "counter",
+                   "TCP connections closed idle or slow.")
+OPEN = define("mcsdns_tcp_connections", "gauge", "Open TCP connections.")
 
 
 class TCPLimits:
@@ -41,6 +48,11 @@ class TCPServerState:
         self.timed_out = 0
         self.sweeper: asyncio.Task[None] | None = None
         self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
+
+    def publish(self, put: Put) -> None:
+        put(REJECTED, self.rejected)
+        put(TIMED_OUT, self.timed_out)
+        put(OPEN, len(self.conns))
 
     def sweep(self) -> None:
         now = time.monotonic()
