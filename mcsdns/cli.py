@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
     s.add_argument("--state-dir", metavar="DIR",
-                   help="keep state across restarts here (the SOA serial: DIR/serial)")
+                   help="keep the last synced Kubernetes objects in DIR/objects.json and serve "
+                        "them after a restart until the API answers; the SOA serial in DIR/serial")
+    s.add_argument("--state-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="write the state at most this often while changes arrive (default 10)")
     x = s.add_argument_group("zone transfers (AXFR/IXFR over TCP, NOTIFY; default: all REFUSED)")
     x.add_argument("--allow-transfer", action="append", default=[], type=cidr, metavar="CIDR",
                    help="clients allowed AXFR/IXFR (repeatable; default none)")
@@ -141,7 +144,7 @@ def config_from(args: argparse.Namespace) -> Config:
         cfg.health, cfg.metrics = args.health, args.metrics
         cfg.log_queries, cfg.workers = args.log_queries, max(1, args.workers)
         cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
-        cfg.state_dir = args.state_dir
+        cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
         cfg.allow_transfer, cfg.notify, cfg.tsig_key = args.allow_transfer, args.notify, args.tsig_key
     return cfg
 
@@ -155,11 +158,11 @@ async def print_records(cfg: Config, timeout: float) -> int:
     for s in app.sources:
         await s.start(loop)
     deadline = time.monotonic() + timeout
-    while not app.ready() and time.monotonic() < deadline:
+    while not app.synced() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     for s in app.sources:
         await s.stop()
-    if not app.ready():
+    if not app.synced():
         print(f"mcsdns: sources not synced within {timeout:g}s", file=sys.stderr)
         return 1
     sys.stdout.write(zone_text(app.zone))
