@@ -483,6 +483,8 @@ def test_containerfile_copies_only_what_exists_and_is_not_dockerignored() -> Non
     assert "pyproject.toml" in sources and "mcsdns" in sources
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["readme"] in sources  # setuptools reads it while building the wheel
+    build_files = {"setup.py", "setup.cfg", "MANIFEST.in"}  # read by setuptools too, where present
+    assert {f for f in build_files if (REPO / f).exists()} <= set(sources)
     assert not [p for p in ignored if p.startswith("!")]  # the check below has no negation
 
     def excluded(rel: Path) -> bool:  # docker: the path or one of its parents matches a pattern
