@@ -373,6 +373,24 @@ def check(v: Vector, r: Response | None, ignore_ttl: bool = False,
             out.append(f"authority types: expected {want_t}, got {got_t}:\n{_fmt(r.authority)}")
     if "additional" in e:
         out += _compare_set("additional", list(e["additional"]), r.additional, ignore_ttl, False)
+    for label, rrs in (("answer", r.answer), ("authority", r.authority), ("additional", r.additional)):
+        dups = duplicates(rrs)
+        if dups:
+            out.append(f"{label}: duplicate records (RFC 2181 5):\n{_fmt(dups)}")
+    return out
+
+
+def duplicates(rrs: Iterable[str]) -> list[str]:
+    """Records that repeat an earlier one of the same section (name, class, type and rdata
+    equal; TTL aside): an RRset never holds the same record twice (RFC 2181 5)."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for text in rrs:
+        toks = normalize_rr(text)
+        key = toks[:1] + toks[2:]
+        if key in seen:
+            out.append(text)
+        seen.add(key)
     return out
 
 

@@ -13,18 +13,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import __version__
 from .handler import Handler
 from .locality import OFF, Locality
-from .metrics import Snapshot, render, snapshot
+from .metrics import render
 from .records import service_records
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import bind_udp, serve_udp
 from .sources import Source
+from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
 from .zone import Zone
 
 log = logging.getLogger("mcsdns")
+
+READY = define("mcsdns_ready", "gauge", "1 once every source has completed its first full sync.")
+BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
 
 
 @dataclass
@@ -59,6 +64,14 @@ class App:
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
+        self.stats = Stats()
+        for publish in (self.handler.publish, self.tcp_state.publish, self.store.publish,
+                        self.zone.publish, self.publish):
+            self.stats.register(publish)
+
+    def publish(self, put: Put) -> None:
+        put(READY, 1 if self.ready() else 0)
+        put(BUILD_INFO, 1, version=__version__)
 
     @property
     def locality(self) -> Locality:
@@ -99,9 +112,10 @@ class App:
             self._listeners.append(await serve_udp(loop, udp, respond))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP, TCP) for zone %s", host, port, self.cfg.zone)
-        await serve_endpoints(self.cfg, self.ready, lambda: [snapshot(self)], self._http)
+        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
         self.sources = self.make_sources()
         for s in self.sources:
+            self.stats.register(s.publish)
             await s.start(loop)
         self._freezer = loop.create_task(self._freeze_when_ready())
 
@@ -165,7 +179,7 @@ async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> 
 
         async def reporter() -> None:
             while True:
-                report(snapshot(app))
+                report(app.stats.snapshot())
                 if os.getppid() != parent:  # supervisor gone: stop
                     app.stopping.set()
                 await asyncio.sleep(0.2)

@@ -13,6 +13,7 @@ import logging
 from bisect import bisect_left
 from collections import Counter
 
+from .stats import Put, define, put_histogram
 from .wire import (
     BADVERS,
     EDNS_SIZE,
@@ -22,6 +23,7 @@ from .wire import (
     OPT_DO0,
     OPT_DO1,
     RCODE_NAMES,
+    TYPE_NAMES,
     Answer,
     Drop,
     FormErr,
@@ -44,6 +46,16 @@ CANNED_MAX = 50_000
 
 # Upper bounds of the response size histogram (octets), as CoreDNS uses.
 SIZE_BOUNDS = (0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16000, 32000, 48000, 64000)
+
+RESPONSES = define("mcsdns_dns_responses_total", "counter",
+                   "DNS responses by transport, query type and rcode.", ("proto", "type", "rcode"))
+SLOW_PATH = define("mcsdns_dns_slow_path_total", "counter", "Queries off the fast path, by outcome "
+                   "(parsed, formerr, notimp, badvers, dropped).", ("outcome",))
+RESPONSE_SIZE = define("mcsdns_dns_response_size_bytes", "histogram",
+                       "Size of the responses counted in mcsdns_dns_responses_total.", ("proto",))
+CACHE_HITS = define("mcsdns_cache_hits_total", "counter", "Responses served whole from the response cache.")
+CACHE_MISSES = define("mcsdns_cache_misses_total", "counter",
+                      "Fast-path responses assembled from pre-rendered answers.")
 
 
 def size_bucket(n: int) -> int:
@@ -80,7 +92,7 @@ class Handler:
         self.zone = zone
         self.log_queries = log_queries
         self.slow_count: Counter[str] = Counter()  # slow-path outcomes
-        # (qtype, rcode) -> responses per transport; read by the metrics collector
+        # (qtype, rcode) -> responses per transport; read by `publish`
         self.udp_counts: dict[tuple[int, int], int] = {}
         self.tcp_counts: dict[tuple[int, int], int] = {}
         # question exactly as received -> Answer; a memo emptied on every zone change
@@ -123,6 +135,20 @@ class Handler:
             buckets[c.bucket] += c.hits
             total += (len(c.out) + 2) * c.hits
         return buckets, total
+
+    def publish(self, put: Put) -> None:
+        """Samples of the counters above (`stats.Publisher`)."""
+        for proto, tcp in (("udp", False), ("tcp", True)):
+            for (qtype, rcode), n in self.counts(tcp).items():
+                put(RESPONSES, n, proto=proto, type=TYPE_NAMES.get(qtype, f"TYPE{qtype}"),
+                    rcode=RCODE_NAMES.get(rcode, str(rcode)))
+        for proto, tcp in (("udp", False), ("tcp", True)):
+            buckets, total = self.size_histogram(tcp)
+            put_histogram(put, RESPONSE_SIZE, SIZE_BOUNDS, buckets, total, proto=proto)
+        put(CACHE_HITS, self.cache_hits())
+        put(CACHE_MISSES, self.cache_misses)
+        for k, v in list(self.slow_count.items()):
+            put(SLOW_PATH, v, outcome=k)
 
     def respond(self, data: bytes, tcp: bool) -> bytes | None:
         """The response to one DNS message, or None to send nothing."""
@@ -214,6 +240,9 @@ class Handler:
             log.debug("dropped message: %s", e)
             return None
         except FormErr as e:
+            if data[2] & 0x78:  # an unknown opcode is NOTIMP whatever follows (RFC 1035 4.1.1)
+                self.slow_count["notimp"] += 1
+                return error_response(data, NOTIMP)
             self.slow_count["formerr"] += 1
             log.debug("FORMERR: %s", e)
             return error_response(data, FORMERR)
@@ -241,6 +270,6 @@ class Handler:
     @staticmethod
     def _header_only(qid: bytes, flags: int, rcode: int, question: bytes, opt: bytes) -> bytes:
         out_flags = 0x8000 | (flags & 0x7910) | (rcode & 0xF)  # QR, opcode RD CD; not AA
-        ar = 1 if opt else 0
-        return (qid + out_flags.to_bytes(2, "big") + b"\x00\x01\x00\x00\x00\x00"
-                + ar.to_bytes(2, "big") + question + opt)
+        counts = (b"\x00\x01" if question else b"\x00\x00") + b"\x00\x00\x00\x00"
+        return (qid + out_flags.to_bytes(2, "big") + counts + (b"\x00\x01" if opt else b"\x00\x00")
+                + question + opt)

@@ -2,7 +2,9 @@
 
 `service_records` is a pure function of a ServiceImport and its slices: it
 returns every name under `<svc>.<ns>.svc.<zone>` with its RRsets (an empty
-map marks an empty non-terminal).
+map marks an empty non-terminal). Every RRset is a set (RFC 2181 5): the same
+address in two slices, or the same port number under two protocols at the
+bare service name, gives one record.
 """
 
 from __future__ import annotations
@@ -101,8 +103,8 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
         names[owner] = {SRV: RRset(SRV, (rd,), extra)}
         names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
         srvs.append(rd)
-    if srvs:
-        node[SRV] = RRset(SRV, tuple(srvs), extra)
+    if srvs:  # 42/TCP and 42/UDP give the same SRV at the bare name: once
+        node[SRV] = RRset(SRV, tuple(dict.fromkeys(srvs)), extra)
     names[svc_name] = node
     return names
 
@@ -161,7 +163,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
             if p.name:
                 port_targets.setdefault((p.name, p.protocol), {}).setdefault(
                     (p.port, host), host_tier[host])
-    all_srv: list[bytes] = []
+    all_srv: dict[bytes, None] = {}  # the bare name: identical SRVs of two protocols once
     all_extra: dict[tuple[bytes, int, bytes], None] = {}
     srv_owners = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
     for key, owner in srv_owners.items():
@@ -173,7 +175,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
         extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)
         names[owner] = {SRV: RRset(SRV, rds, extra)}
         names.setdefault(owner[owner[0] + 1:], {})
-        all_srv.extend(rds)
+        all_srv.update(dict.fromkeys(rds))
         all_extra.update(dict.fromkeys(extra))
     if all_srv:
         node[SRV] = RRset(SRV, tuple(all_srv), tuple(all_extra))

@@ -20,6 +20,7 @@ from .objects import (
     parse_endpoint_slice,
     parse_service_import,
 )
+from .stats import Put, define
 
 log = logging.getLogger("mcsdns.store")
 
@@ -29,6 +30,11 @@ KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 ServiceKey = tuple[str, str]  # (namespace, name)
 ObjKey = tuple[str, str]  # (namespace, name) within one kind
 Listener = Callable[[set[ServiceKey]], None]
+
+SKIPPED = define("mcsdns_skipped_objects_total", "counter",
+                 "Malformed Kubernetes objects or parts skipped.", ("kind",))
+EVENTS = define("mcsdns_watch_events_total", "counter", "Object events applied to the store.", ("kind",))
+SERVICES = define("mcsdns_services", "gauge", "ServiceImports served.")
 
 
 def obj_key(obj: dict[str, Any]) -> ObjKey:
@@ -47,6 +53,13 @@ class Store:
         self.skipped: Counter[str] = Counter()  # malformed objects/parts by kind
         self.events: Counter[str] = Counter()  # applied events by kind
         self._listeners: list[Listener] = []
+
+    def publish(self, put: Put) -> None:
+        for k, v in list(self.skipped.items()):
+            put(SKIPPED, v, kind=k)
+        for k, v in list(self.events.items()):
+            put(EVENTS, v, kind=k)
+        put(SERVICES, len(self.imports))
 
     def subscribe(self, fn: Listener) -> None:
         self._listeners.append(fn)

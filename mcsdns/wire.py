@@ -230,13 +230,18 @@ class Drop(Exception):
 
 def parse_query(data: bytes) -> Query:
     """Parse a query strictly. Raises Drop, FormErr, or returns the query
-    (whose opcode may still be unsupported)."""
+    (whose opcode may still be unsupported; only then may it have no question,
+    and `question` is empty)."""
     if len(data) < 12:
         raise Drop("short header")
     qid, flags, qd, an, ns, ar = struct.unpack_from("!2sHHHHH", data)
     if flags & 0x8000:
         raise Drop("response")
     opcode = (flags >> 11) & 0xF
+    if qd == 0 and opcode != 0:
+        q = Query(qid, flags, opcode, b"", 0, 0, b"")
+        _parse_records(data, 12, an, ns, ar, q)
+        return q
     if qd != 1:
         raise FormErr("QDCOUNT must be 1")
     i, total = 12, 0
@@ -258,7 +263,12 @@ def parse_query(data: bytes) -> Query:
     qname = data[12:i]
     qtype, qclass = struct.unpack_from("!HH", data, i)
     q = Query(qid, flags, opcode, qname, qtype, qclass, data[12:i + 4])
-    i += 4
+    _parse_records(data, i + 4, an, ns, ar, q)
+    return q
+
+
+def _parse_records(data: bytes, i: int, an: int, ns: int, ar: int, q: Query) -> None:
+    """Walk the records after the question from offset `i`; note the OPT in `q`."""
     seen_opt = False
     # Records after the question (an IXFR query carries an SOA in Authority) are
     # walked and skipped; only an OPT in Additional is understood.
@@ -293,7 +303,6 @@ def parse_query(data: bytes) -> Query:
                 q.do = bool(ttl & 0x8000)
     if i != len(data):
         raise FormErr("trailing bytes")
-    return q
 
 
 def error_response(data: bytes, rcode: int) -> bytes:

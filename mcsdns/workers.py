@@ -18,7 +18,7 @@ import signal
 from multiprocessing.process import BaseProcess
 
 from .app import Config, run, run_loop, serve_endpoints
-from .metrics import Snapshot
+from .stats import Snapshot
 
 log = logging.getLogger("mcsdns.workers")
 

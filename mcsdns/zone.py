@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from .records import Names, RRset
+from .stats import Put, define
 from .store import ServiceKey
 from .wire import (
     AAAA,
@@ -76,6 +77,10 @@ def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
     return out
 
 
+NAMES = define("mcsdns_zone_names", "gauge", "Names in the zone.")
+CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applied to the zone.")
+
+
 class Zone:
     def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
                  serial: int | None = None) -> None:
@@ -100,6 +105,10 @@ class Zone:
         self.names[ns_target] = Node({})
         self.version = 0  # bumped on every applied change
         self.on_change: list[Callable[[], None]] = []
+
+    def publish(self, put: Put) -> None:
+        put(NAMES, len(self.names))
+        put(CHANGES, self.version)
 
     # ---- updates ----
 

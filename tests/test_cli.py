@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import dns.message
+import dns.query
+import pytest
 from helpers import EXAMPLE, REPO, run_server
+
+sys.path.insert(0, str(REPO / "conformance"))
+import speclib  # noqa: E402
 
 
 def records(*args: str) -> str:
@@ -32,6 +41,54 @@ def test_records_match_served_answers(tmp_path: Path) -> None:
             if rtype == "SOA":
                 continue  # serial is the start time of each process
             assert got == want, (name, rtype)
+
+
+def _wire(srv_port: int, q: dns.message.Message, tcp: bool) -> dns.message.Message:
+    """One exchange; the response parsed with one RR per RRset, so duplicates stay visible."""
+    if tcp:
+        with socket.create_connection(("127.0.0.1", srv_port), timeout=2) as s:
+            w = q.to_wire()
+            s.sendall(struct.pack("!H", len(w)) + w)
+            buf = b""
+            while len(buf) < 2 or len(buf) < 2 + struct.unpack("!H", buf[:2])[0]:
+                chunk = s.recv(65535)
+                assert chunk
+                buf += chunk
+            return dns.message.from_wire(buf[2:], one_rr_per_rrset=True)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(2)
+        s.sendto(q.to_wire(), ("127.0.0.1", srv_port))
+        return dns.message.from_wire(s.recv(65535), one_rr_per_rrset=True)
+
+
+@pytest.mark.parametrize("fixtures", ["rrset-dedup", "example"])
+def test_no_rrset_holds_a_record_twice(fixtures: str, tmp_path: Path) -> None:
+    """RFC 2181 5: neither `mcsdns records` nor any answer (every name, A/AAAA/SRV, UDP and TCP,
+    Answer and Additional) repeats a record, whatever duplicates the objects carry."""
+    mdir = EXAMPLE
+    if fixtures != "example":
+        mdir = tmp_path / "m"
+        mdir.mkdir()
+        spec = next(s for s in speclib.load_all() if s.stem == fixtures)
+        (mdir / "fixtures.yaml").write_text(spec.fixtures_yaml())
+    lines = [ln for ln in records("--manifests", str(mdir)).splitlines() if not ln.startswith("$")]
+    assert lines and [ln for ln, n in Counter(lines).items() if n > 1] == []
+    rrsets = Counter(tuple(ln.split("\t")[::3]) for ln in lines)  # (name, type): records
+    if fixtures != "example":
+        assert rrsets[("dns.shop.svc.clusterset.local.", "SRV")] == 2  # 42 and 53, once each
+        assert rrsets[("peers.shop.svc.clusterset.local.", "SRV")] == 5
+        assert rrsets[("peers.shop.svc.clusterset.local.", "A")] == 4
+    with run_server(["--manifests", str(mdir)], tmp_path) as srv:
+        for (name, rtype), n in rrsets.items():
+            for tcp in (False, True):
+                q = dns.message.make_query(name, rtype, use_edns=0, payload=1232)
+                r = _wire(srv.port, q, tcp)
+                if r.flags & dns.flags.TC:
+                    continue  # over TCP below
+                assert len(r.answer) == n, (name, rtype, tcp)
+                for section in (r.answer, r.authority, r.additional):
+                    texts = [rr.to_text() for rr in section]
+                    assert len(texts) == len(set(texts)), (name, rtype, tcp, texts)
 
 
 def test_records_rejects_a_bad_cluster_id() -> None:

@@ -14,11 +14,18 @@ import time
 from collections.abc import Callable
 from typing import cast
 
+from ..stats import Put, define
 from . import bound_socket
 
 log = logging.getLogger("mcsdns.tcp")
 
 Respond = Callable[[bytes, bool], "bytes | None"]
+
+
+REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter", "TCP connections closed at the limit.")
+TIMED_OUT = define("mcsdns_tcp_connections_timed_out_total", "counter",
+                   "TCP connections closed idle or slow.")
+OPEN = define("mcsdns_tcp_connections", "gauge", "Open TCP connections.")
 
 
 class TCPLimits:
@@ -37,6 +44,11 @@ class TCPServerState:
         self.rejected = 0
         self.timed_out = 0
         self.sweeper: asyncio.Task[None] | None = None
+
+    def publish(self, put: Put) -> None:
+        put(REJECTED, self.rejected)
+        put(TIMED_OUT, self.timed_out)
+        put(OPEN, len(self.conns))
 
     def sweep(self) -> None:
         now = time.monotonic()

@@ -9,7 +9,15 @@ thread (use `loop.call_soon_threadsafe` from worker threads), and set
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Protocol
+
+from ..stats import Put, define
+
+CONNECTED = define("mcsdns_source_connected", "gauge", "1 while the source is connected.", ("source",))
+LAST_SYNC = define("mcsdns_source_last_sync_timestamp_seconds", "gauge",
+                   "Unix time of the last successful sync.", ("source",))
+ERRORS = define("mcsdns_source_errors_total", "counter", "Source errors by kind.", ("source", "error"))
 
 
 class Source(Protocol):
@@ -26,3 +34,18 @@ class Source(Protocol):
 
     async def stop(self) -> None:
         ...
+
+    def publish(self, put: Put) -> None:
+        """Samples of the source's metrics (`publish_source`)."""
+        ...
+
+
+def publish_source(put: Put, name: str, connected: bool, last_sync: float,
+                   errors: Mapping[str, int]) -> None:
+    """The metrics every source has: connected, time of the last sync (when
+    there was one), errors by kind."""
+    put(CONNECTED, 1 if connected else 0, source=name)
+    if last_sync:
+        put(LAST_SYNC, last_sync, source=name)
+    for k, v in list(errors.items()):
+        put(ERRORS, v, source=name, error=str(k))

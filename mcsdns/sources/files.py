@@ -20,7 +20,9 @@ from typing import Any
 
 import yaml
 
+from ..stats import Put
 from ..store import KINDS, Store
+from . import publish_source
 from .inotify import dir_watch
 
 log = logging.getLogger("mcsdns.files")
@@ -82,6 +84,9 @@ class FileSource:
     @property
     def synced(self) -> bool:
         return self._synced
+
+    def publish(self, put: Put) -> None:
+        publish_source(put, self.name, self.connected, self.last_sync, self.errors)
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._watch is not None:

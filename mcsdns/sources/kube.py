@@ -36,7 +36,9 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError, MaxRetryError, ReadTimeoutError
 
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
+from ..stats import Put
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
+from . import publish_source
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -162,6 +164,9 @@ class KubeSource:
     @property
     def synced(self) -> bool:
         return self._synced
+
+    def publish(self, put: Put) -> None:
+        publish_source(put, self.name, self.connected, self.last_sync, self.errors)
 
     # ---- lifecycle (loop thread) ----
 
