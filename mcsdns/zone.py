@@ -6,6 +6,11 @@ the question's type+class bytes. A service change replaces only its nodes
 negative Answers from a bounded cache that any change empties. Updates run on
 the event-loop thread in one synchronous step, so a query sees the zone
 either before or after a service change, never half of one.
+
+Until `set_loaded()` (first full sync, or state restored) every name in the
+zone answers SERVFAIL, as CoreDNS does before its first sync: never an
+authoritative NXDOMAIN from a zone not yet known. The flag is read only when
+an Answer is rendered; loading empties every cache, so no query pays for it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .wire import (
     NXDOMAIN,
     REFUSED,
     RR,
+    SERVFAIL,
     SOA,
     SRV,
     TXT,
@@ -105,6 +111,26 @@ class Zone:
         self.names[ns_target] = Node({})
         self.version = 0  # bumped on every applied change
         self.on_change: list[Callable[[], None]] = []
+        # (service, its old names' RRsets, its new names) per set_service, for the
+        # serial and journal (mcsdns.journal); None while nobody collects them
+        self.changes: list[tuple[ServiceKey, Names, Names]] | None = None
+        self.loaded = False  # False: SERVFAIL for every name in the zone
+
+    def set_loaded(self) -> None:
+        """Start answering from the data (first sync or restored state): forget the
+        SERVFAIL answers rendered so far."""
+        if self.loaded:
+            return
+        self.loaded = True
+        for node in self.names.values():
+            node.clear()
+        self._changed()
+
+    def _changed(self) -> None:
+        self.negative.clear()
+        self.version += 1
+        for fn in self.on_change:
+            fn()
 
     def publish(self, put: Put) -> None:
         put(NAMES, len(self.names))
@@ -116,6 +142,8 @@ class Zone:
         """Replace the names of one service (empty `new` removes it)."""
         old = self.svc_names.pop(key, set())
         names = self.names
+        if self.changes is not None:
+            self.changes.append((key, {n: names[n].rrsets for n in old}, new))
         for n in old.difference(new):
             del names[n]
         for n, rrsets in new.items():
@@ -134,8 +162,15 @@ class Zone:
                 names[ns_name] = Node({})
         if new:
             self.svc_names[key] = set(new)
+        self._changed()
+
+    def set_serial(self, serial: int) -> None:
+        """Serve a new SOA serial (at the apex and in every negative answer)."""
+        self.serial = serial
+        self.soa = RR(self.origin, SOA, self.ttl, soa_rdata(self.origin, self.ttl, serial))
+        apex = self.names[self.origin].rrsets
+        self.names[self.origin] = Node({**apex, SOA: RRset(SOA, (self.soa.rdata,))})
         self.negative.clear()
-        self.version += 1
         for fn in self.on_change:
             fn()
 
@@ -159,7 +194,18 @@ class Zone:
         return self.missing(qname, tail)
 
     def node_answer(self, qname: bytes, node: Node, tail: bytes) -> Answer:
-        ans = node[tail] = self._render_node(qname, node, tail)
+        key = qname + tail
+        ans = self.negative.get(key)
+        if ans is not None:
+            return ans
+        ans = self._render_node(qname, node, tail)
+        if ans.rcode == NOERROR and ans.hdrs[0][4:6] == b"\x00\x00":
+            # NODATA carries the SOA: kept with the negative answers, which a new serial empties
+            if len(self.negative) >= NEGATIVE_CACHE_MAX:
+                self.negative.clear()
+            self.negative[key] = ans
+        else:
+            node[tail] = ans
         return ans
 
     def missing(self, qname: bytes, tail: bytes) -> Answer:
@@ -176,12 +222,16 @@ class Zone:
         qtype, qclass = struct.unpack("!HH", tail)
         if not self.in_zone(qname) or qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
             return render(qname, qtype, REFUSED, [], [], [])
+        if not self.loaded:
+            return render(qname, qtype, SERVFAIL, [], [], [])
         return render(qname, qtype, NXDOMAIN, [], [self.soa], [])
 
     def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
         qtype, qclass = struct.unpack("!HH", tail)
         if qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
             return render(qname, qtype, REFUSED, [], [], [])
+        if not self.loaded:
+            return render(qname, qtype, SERVFAIL, [], [], [])
         rtype = qtype
         if qtype == ANY:  # RFC 8482: one RRset is enough
             rtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
