@@ -20,7 +20,7 @@ from .metrics import render
 from .records import service_records
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
-from .server.udp import bind_udp, serve_udp
+from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 from .sources import Source
 from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
@@ -61,12 +61,13 @@ class App:
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
-        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
+        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
+        self.udp_timer = RequestTimer()
         self.stats = Stats()
-        for publish in (self.handler.publish, self.tcp_state.publish, self.store.publish,
-                        self.zone.publish, self.publish):
+        for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
+                        self.store.publish, self.zone.publish, self.publish):
             self.stats.register(publish)
 
     def publish(self, put: Put) -> None:
@@ -109,7 +110,7 @@ class App:
         for host, port in self.cfg.listen:
             udp = bind_udp(host, port, self.cfg.reuse_port)
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
-            self._listeners.append(await serve_udp(loop, udp, respond))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP, TCP) for zone %s", host, port, self.cfg.zone)
         await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
