@@ -112,7 +112,8 @@ class App:
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
             self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
-            log.info("listening on %s:%d (UDP, TCP) for zone %s", host, port, self.cfg.zone)
+            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
+                     "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)
         await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
         self.sources = self.make_sources()
         for s in self.sources:
