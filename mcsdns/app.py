@@ -10,10 +10,13 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 
-from . import __version__
+from . import __version__, state
 from .handler import Handler
 from .locality import OFF, Locality
 from .metrics import render
@@ -28,7 +31,16 @@ from .zone import Zone
 
 log = logging.getLogger("mcsdns")
 
-READY = define("mcsdns_ready", "gauge", "1 once every source has completed its first full sync.")
+READY = define("mcsdns_ready", "gauge", "1 once the zone answers from data: first full sync done, "
+               "or state restored from --state-dir.")
+STATE_RESTORED = define("mcsdns_state_restored", "gauge",
+                        "1 while serving state restored from --state-dir (before the first sync).")
+STATE_AGE = define("mcsdns_state_restored_age_seconds", "gauge",
+                   "Age of the restored state being served: seconds since the source last confirmed it.")
+STATE_WRITES = define("mcsdns_state_writes_total", "counter",
+                      "--state-dir snapshot writes by result (ok, error).", ("result",))
+STATE_REJECTED = define("mcsdns_state_rejected_total", "counter",
+                        "--state-dir files found corrupt, foreign or unreadable and ignored.")
 BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
 
 
@@ -49,6 +61,13 @@ class Config:
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
     locality: Locality = OFF
     serial: int = field(default_factory=lambda: int(time.time()) & 0xFFFFFFFF)  # SOA, same in every worker
+    state_dir: str | None = None  # --state-dir: where the last synced objects are kept
+    state_interval: float = 10.0  # at most one snapshot write per this many seconds
+    state_write: bool = True  # this process writes the snapshot (one of N workers does)
+    bind_when_ready: bool = False  # bind the DNS sockets only once the zone is loaded (restarts)
+
+
+STATE_REFRESH = 300.0  # rewrite an unchanged snapshot this often, to refresh its as_of
 
 
 class App:
@@ -64,6 +83,16 @@ class App:
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loaded = asyncio.Event()
+        # --state-dir (Kubernetes source only: manifests are their own state)
+        self.state_path: Path | None = (
+            state.objects_path(cfg.state_dir) if cfg.state_dir and not cfg.manifests else None)
+        self.restored_as_of: float | None = None  # set while serving restored state
+        self.state_writes: Counter[str] = Counter()  # snapshot writes by result (ok, error)
+        self.state_rejected = 0  # state files found unusable
+        self._dirty = asyncio.Event()
+        self.store.subscribe(lambda _keys: self._dirty.set())
         self.udp_timer = RequestTimer()
         self.stats = Stats()
         for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
@@ -73,6 +102,13 @@ class App:
     def publish(self, put: Put) -> None:
         put(READY, 1 if self.ready() else 0)
         put(BUILD_INFO, 1, version=__version__)
+        if self.state_path is not None:
+            put(STATE_RESTORED, 0 if self.restored_as_of is None else 1)
+            if self.restored_as_of is not None:
+                put(STATE_AGE, max(0.0, time.time() - self.restored_as_of))
+            for k, v in list(self.state_writes.items()):
+                put(STATE_WRITES, v, result=k)
+            put(STATE_REJECTED, self.state_rejected)
 
     @property
     def locality(self) -> Locality:
@@ -92,8 +128,13 @@ class App:
             names = service_records(si, slices, self.zone.origin, loc) if si else {}
             self.zone.set_service(key, names)
 
-    def ready(self) -> bool:
+    def synced(self) -> bool:
+        """Every source has applied its first full view."""
         return bool(self.sources) and all(s.synced for s in self.sources)
+
+    def ready(self) -> bool:
+        """The zone answers from data: synced, or restored from --state-dir."""
+        return self.zone.loaded
 
     def make_sources(self) -> list[Source]:
         if self.cfg.manifests:
@@ -106,6 +147,23 @@ class App:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.state_path is not None:
+            self.restore_state()
+        if not self.cfg.bind_when_ready:
+            await self._bind()
+        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
+        self.sources = self.make_sources()
+        for s in self.sources:
+            self.stats.register(s.publish)
+            await s.start(loop)
+        self._tasks.append(loop.create_task(self._until_synced()))
+        if self.cfg.bind_when_ready:
+            self._tasks.append(loop.create_task(self._bind_when_loaded()))
+        if self.state_path is not None and self.cfg.state_write:
+            self._tasks.append(loop.create_task(self._state_writer()))
+
+    async def _bind(self) -> None:
+        loop = asyncio.get_running_loop()
         respond = self.handler.respond
         for host, port in self.cfg.listen:
             udp = bind_udp(host, port, self.cfg.reuse_port)
@@ -114,20 +172,102 @@ class App:
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
                      "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)
-        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
-        self.sources = self.make_sources()
-        for s in self.sources:
-            self.stats.register(s.publish)
-            await s.start(loop)
-        self._freezer = loop.create_task(self._freeze_when_ready())
 
-    async def _freeze_when_ready(self) -> None:
-        """After the first full sync, move what is loaded out of the cyclic GC's sight:
-        a full collection over a large zone would otherwise pause answers."""
-        while not self.ready():
-            await asyncio.sleep(0.05)
+    async def _bind_when_loaded(self) -> None:
+        """A restarted worker takes no share of the queries before its zone is loaded."""
+        await self._loaded.wait()
+        await self._bind()
+
+    def _set_loaded(self) -> None:
+        self.zone.set_loaded()
+        self._loaded.set()
+
+    async def _until_synced(self) -> None:
+        """At the first full sync: replace restored state, start answering from the data,
+        then move what is loaded out of the cyclic GC's sight (a full collection over a
+        large zone would otherwise pause answers)."""
+        while not self.synced():
+            await asyncio.sleep(0.02)
+        if self.restored_as_of is not None:
+            gone = self.store.drop_restored()
+            self.restored_as_of = None
+            log.info("first sync complete: live data replaces the restored state "
+                     "(%d restored objects no longer exist)", gone)
+        self._set_loaded()
+        self._dirty.set()
         gc.collect()
         gc.freeze()
+
+    # ---- --state-dir ----
+
+    def restore_state(self) -> None:
+        """Serve the objects saved by an earlier run until the first sync; an unusable
+        file is reported and ignored."""
+        assert self.state_path is not None
+        try:
+            saved = state.read(self.state_path, self.cfg.namespaces)
+        except state.StateError as e:
+            self.state_rejected += 1
+            log.error("state file %s ignored: %s", self.state_path, e)
+            return
+        if saved is None:
+            log.info("no saved state in %s yet", self.state_path)
+            return
+        self.store.restore(saved.objects)
+        self.restored_as_of = saved.as_of
+        self._set_loaded()
+        when = datetime.fromtimestamp(saved.as_of, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        log.warning("serving restored state until the first sync: %d ServiceImports, "
+                    "%d EndpointSlices from %s, as of %s (%.0f s ago)", len(self.store.imports),
+                    len(self.store.slices), self.state_path, when, time.time() - saved.as_of)
+
+    def live(self) -> bool:
+        """Synced, and no longer serving restored state: what is served may be saved."""
+        return self.zone.loaded and self.restored_as_of is None and self.synced()
+
+    def _confirmed_at(self) -> float:
+        """When the store was last known to match the source: now while connected."""
+        now = time.time()
+        return min((now if getattr(s, "connected", True) else float(getattr(s, "last_sync", 0) or now)
+                    for s in self.sources), default=now)
+
+    async def save_state(self) -> None:
+        """Write the snapshot (serialised and written off the event loop)."""
+        assert self.state_path is not None
+        imports, slices = list(self.store.imports.values()), list(self.store.slices.values())
+        args = (imports, slices, self.store.cluster_id, self.cfg.namespaces, self._confirmed_at())
+        path = self.state_path
+
+        def write() -> None:
+            state.write_atomic(path, state.encode(*args))
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, write)
+        except OSError as e:
+            if not self.state_writes["error"]:
+                log.error("cannot write state file %s: %s", path, e)
+            self.state_writes["error"] += 1
+            return
+        if self.state_writes["error"] and not self.state_writes["ok"]:
+            log.info("state file %s written", path)
+        self.state_writes["ok"] += 1
+
+    async def _state_writer(self) -> None:
+        """Save after changes (at most every state_interval s) and every STATE_REFRESH s."""
+        last = float("-inf")
+        while True:
+            try:
+                await asyncio.wait_for(self._dirty.wait(), STATE_REFRESH)
+            except TimeoutError:
+                pass
+            wait = last + self.cfg.state_interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._dirty.clear()
+            if not self.live():
+                continue  # the first sync sets _dirty again
+            await self.save_state()
+            last = time.monotonic()
 
     def reload(self) -> None:
         """SIGHUP: sources re-read everything (files re-parsed, watches relisted)."""
@@ -148,6 +288,10 @@ class App:
             conn.close()
         if self.tcp_state.sweeper is not None:
             self.tcp_state.sweeper.cancel()
+        for t in self._tasks:
+            t.cancel()
+        if self.state_path is not None and self.cfg.state_write and self.live():
+            await self.save_state()  # refreshes as_of for the next start
         for s in self.sources:
             await s.stop()
         for h in self._http:

@@ -74,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
+    s.add_argument("--state-dir", metavar="DIR",
+                   help="keep the last synced Kubernetes objects in DIR/objects.json and serve "
+                        "them after a restart until the API answers")
+    s.add_argument("--state-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="write the state at most this often while changes arrive (default 10)")
     r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
     _add_source_args(r)
     r.add_argument("--timeout", type=float, default=30, help="seconds to wait for the first sync")
@@ -114,6 +119,7 @@ def config_from(args: argparse.Namespace) -> Config:
         cfg.health, cfg.metrics = args.health, args.metrics
         cfg.log_queries, cfg.workers = args.log_queries, max(1, args.workers)
         cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
+        cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
     return cfg
 
 
@@ -126,11 +132,11 @@ async def print_records(cfg: Config, timeout: float) -> int:
     for s in app.sources:
         await s.start(loop)
     deadline = time.monotonic() + timeout
-    while not app.ready() and time.monotonic() < deadline:
+    while not app.synced() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     for s in app.sources:
         await s.stop()
-    if not app.ready():
+    if not app.synced():
         print(f"mcsdns: sources not synced within {timeout:g}s", file=sys.stderr)
         return 1
     sys.stdout.write(zone_text(app.zone))

@@ -3,6 +3,10 @@
 Sources call `upsert`, `delete` and `replace` (a full list of one kind) on the
 event-loop thread. Every call ends by telling subscribers which services
 changed, so only those are rebuilt.
+
+`restore` loads objects saved by an earlier run (--state-dir); each stays
+marked as restored until a source upserts or deletes it, and
+`drop_restored` removes those the source never confirmed (deleted meanwhile).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ class Store:
         self.skipped: Counter[str] = Counter()  # malformed objects/parts by kind
         self.events: Counter[str] = Counter()  # applied events by kind
         self._listeners: list[Listener] = []
+        self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
 
     def publish(self, put: Put) -> None:
         for k, v in list(self.skipped.items()):
@@ -101,10 +106,32 @@ class Store:
             changed |= self._delete(kind, k)
         self._notify(changed)
 
+    def restore(self, objs: Iterable[dict[str, Any]]) -> None:
+        """Load saved objects (malformed ones skipped as usual), marked as restored."""
+        events = Counter(self.events)
+        changed: set[ServiceKey] = set()
+        for obj in objs:
+            changed |= self._upsert(obj)
+        self.events = events  # restored objects are not watch events
+        self.restored = {(SERVICE_IMPORT, k) for k in self.imports}
+        self.restored |= {(ENDPOINT_SLICE, k) for k in self.slices}
+        self._notify(changed)
+
+    def drop_restored(self) -> int:
+        """Delete the restored objects no source has confirmed; returns how many."""
+        left, self.restored = self.restored, set()
+        changed: set[ServiceKey] = set()
+        for kind, key in left:
+            changed |= self._delete(kind, key)
+        self._notify(changed)
+        return len(left)
+
     def _upsert(self, obj: dict[str, Any]) -> set[ServiceKey]:
         kind = obj.get("kind")
         key = obj_key(obj)
         self.events[str(kind)] += 1
+        if self.restored:
+            self.restored.discard((str(kind), key))
         try:
             if kind == SERVICE_IMPORT:
                 si = parse_service_import(obj)
@@ -139,6 +166,8 @@ class Store:
         return set()
 
     def _delete(self, kind: str, key: ObjKey) -> set[ServiceKey]:
+        if self.restored:
+            self.restored.discard((kind, key))
         if kind == SERVICE_IMPORT:
             return {key} if self.imports.pop(key, None) is not None else set()
         if kind == ENDPOINT_SLICE:

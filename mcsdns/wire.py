@@ -181,8 +181,10 @@ def render(qname: bytes, qtype: int, rcode: int, answer: list[list[RR]], authori
             w.add(rr)
         bodies.append(bytes(w.buf))
     n_an = len(answer[0]) if answer else 0
-    # AA only where we are the authority: not on REFUSED (outside the zone, AXFR, other classes)
-    return Answer(rcode, (n_an, len(authority), len(additional)), bodies, qtype, aa=rcode != REFUSED)
+    # AA only where we are the authority: not on REFUSED (outside the zone, AXFR, other
+    # classes) nor on SERVFAIL (zone not loaded yet)
+    return Answer(rcode, (n_an, len(authority), len(additional)), bodies, qtype,
+                  aa=rcode not in (REFUSED, SERVFAIL))
 
 
 def soa_rdata(zone: bytes, ttl: int, serial: int) -> bytes:

@@ -3,7 +3,9 @@
 Each worker runs the whole pipeline (its own source, store and zone) and
 sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
 /health, /ready (200 when every worker is ready) and /metrics (summed), and
-restarts a worker that dies.
+restarts a worker that dies. A restarted worker binds its sockets only once
+its zone is loaded (synced or restored), so it takes no share of the queries
+before. Worker 0 alone writes the --state-dir snapshot.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ class Supervisor:
             loop.remove_reader(old.fileno())
             old.close()
         parent, child = self.ctx.Pipe(duplex=False)
-        p = self.ctx.Process(target=_worker, args=(self.wcfg, child), name=f"mcsdns-worker-{i}",
+        cfg = dataclasses.replace(self.wcfg, state_write=i == 0,
+                                  bind_when_ready=self.procs[i] is not None)  # a restart
+        p = self.ctx.Process(target=_worker, args=(cfg, child), name=f"mcsdns-worker-{i}",
                              daemon=True)
         p.start()
         child.close()

@@ -6,6 +6,11 @@ the question's type+class bytes. A service change replaces only its nodes
 negative Answers from a bounded cache that any change empties. Updates run on
 the event-loop thread in one synchronous step, so a query sees the zone
 either before or after a service change, never half of one.
+
+Until `set_loaded()` (first full sync, or state restored) every name in the
+zone answers SERVFAIL, as CoreDNS does before its first sync: never an
+authoritative NXDOMAIN from a zone not yet known. The flag is read only when
+an Answer is rendered; loading empties every cache, so no query pays for it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .wire import (
     NXDOMAIN,
     REFUSED,
     RR,
+    SERVFAIL,
     SOA,
     SRV,
     TXT,
@@ -105,6 +111,23 @@ class Zone:
         self.names[ns_target] = Node({})
         self.version = 0  # bumped on every applied change
         self.on_change: list[Callable[[], None]] = []
+        self.loaded = False  # False: SERVFAIL for every name in the zone
+
+    def set_loaded(self) -> None:
+        """Start answering from the data (first sync or restored state): forget the
+        SERVFAIL answers rendered so far."""
+        if self.loaded:
+            return
+        self.loaded = True
+        for node in self.names.values():
+            node.clear()
+        self._changed()
+
+    def _changed(self) -> None:
+        self.negative.clear()
+        self.version += 1
+        for fn in self.on_change:
+            fn()
 
     def publish(self, put: Put) -> None:
         put(NAMES, len(self.names))
@@ -134,10 +157,7 @@ class Zone:
                 names[ns_name] = Node({})
         if new:
             self.svc_names[key] = set(new)
-        self.negative.clear()
-        self.version += 1
-        for fn in self.on_change:
-            fn()
+        self._changed()
 
     # ---- answers (slow path: rendering on a cache miss) ----
 
@@ -176,12 +196,16 @@ class Zone:
         qtype, qclass = struct.unpack("!HH", tail)
         if not self.in_zone(qname) or qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
             return render(qname, qtype, REFUSED, [], [], [])
+        if not self.loaded:
+            return render(qname, qtype, SERVFAIL, [], [], [])
         return render(qname, qtype, NXDOMAIN, [], [self.soa], [])
 
     def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
         qtype, qclass = struct.unpack("!HH", tail)
         if qclass not in (CLASS_IN, CLASS_ANY) or qtype in (AXFR, IXFR):
             return render(qname, qtype, REFUSED, [], [], [])
+        if not self.loaded:
+            return render(qname, qtype, SERVFAIL, [], [], [])
         rtype = qtype
         if qtype == ANY:  # RFC 8482: one RRset is enough
             rtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)

@@ -211,6 +211,8 @@ def test_server_rbac_allows_every_request_mcsdns_serve_makes(tmp_path: Path) -> 
     args = pod(dep)["containers"][0]["args"]
     assert args[0] == "serve"
     kept = [a for a in args[1:] if not a.startswith(("--listen", "--health", "--metrics"))]
+    # the state directory (an emptyDir in the pod) is a temporary directory here
+    kept = [f"--state-dir={tmp_path / 'state'}" if a.startswith("--state-dir") else a for a in kept]
     example = [o for p in sorted(EXAMPLE.glob("*.yaml")) for o in load_file(p)]
     web = next(o for o in example if o["kind"] == "ServiceImport" and o["spec"].get("ips"))
     with KubeAPI() as api:
@@ -344,8 +346,9 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
         member.put(o)
     lease_ns = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-namespace="))
     with run_controller(kept, tmp_path) as ctl:
-        si = eventually(lambda: member.get("ServiceImport", "shop", "web"), timeout=15,
-                        what=f"ServiceImport in the member\n{ctl.logs()}")
+        si = eventually(lambda: (lambda s: s if s and s["spec"].get("ips") else None)(
+            member.get("ServiceImport", "shop", "web")), timeout=15,
+            what=f"ServiceImport with its ClusterSetIP in the member\n{ctl.logs()}")
         eventually(lambda: member.get("ServiceImport", "shop", "gone") is None, timeout=15,
                    what="stale import removed")
         eventually(lambda: not [s for s in member.list("EndpointSlice")
@@ -355,7 +358,10 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
                                .get("conditions", [])), timeout=15, what="export Ready")
         lease = local.get("Lease", lease_ns, "mcsdns-controller")
         assert lease and lease["spec"]["holderIdentity"]
-    assert si["spec"]["ips"][0].startswith("242.0.")  # from the Deployment's --clusterset-cidr
+    # derived mode: the ClusterSetIP is the ClusterIP of the derived Service in the member
+    derived = [s for s in member.list("Service") if s["metadata"]["name"].startswith("derived-")]
+    assert len(derived) == 1 and si["spec"]["ips"] == derived[0]["spec"]["clusterIPs"]
+    assert any(lease["metadata"]["name"] == "mcsdns-member-west" for lease in local.list("Lease"))
     for api, gs in zip(apis, perms, strict=True):
         reqs = requested(api)
         assert any(a.verb == "create" for a in reqs) and any(a.verb == "watch" for a in reqs)
@@ -410,6 +416,17 @@ def test_deployment_args_are_accepted_by_the_cli() -> None:
     assert (ports["dns-tcp"]["containerPort"], ports["dns-tcp"]["protocol"]) == (5353, "TCP")
     assert ports["metrics"]["containerPort"] == 9153
     assert ns.kubeconfig is None and ns.manifests is None  # in-cluster config
+
+
+def test_server_state_dir_is_an_emptydir_volume() -> None:
+    """--state-dir lives on an emptyDir: it survives a container restart inside the pod."""
+    spec = pod(named(render(VARIANTS["default"]), "Deployment", "mcsdns"))
+    c = spec["containers"][0]
+    state_dir = build_parser().parse_args(c["args"]).state_dir
+    assert state_dir
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == state_dir)
+    assert not mount.get("readOnly")
+    assert "emptyDir" in next(v for v in spec["volumes"] if v["name"] == mount["name"])
 
 
 def test_service_maps_53_udp_and_tcp_to_the_pods() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dns.flags
 import dns.message
 import dns.rcode
 import pytest
@@ -195,14 +196,25 @@ def test_api_down_at_start(tmp_path: Path) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     api.put(service_import("web", "shop", ["10.6.0.1"]))
     with run_server(["--kubeconfig", str(kubeconfig)], tmp_path, wait_ready=False) as srv:
-        for _ in range(5):
+        for _ in range(3):
             assert srv.http("/ready")[0] == 503
-            assert addrs(srv, f"web.shop.svc.{Z}") == "NXDOMAIN"
+            # before the first sync: SERVFAIL for every name in the zone, never an
+            # authoritative (negatively cacheable) NXDOMAIN or NODATA
+            for name, rdtype in ((f"web.shop.svc.{Z}", "A"), (f"nope.shop.svc.{Z}", "A"),
+                                 (f"web.shop.svc.{Z}", "TXT"), (Z, "SOA"), (f"dns-version.{Z}", "TXT")):
+                for tcp in (False, True):
+                    m = srv.query(name, rdtype, tcp=tcp)
+                    assert dns.rcode.to_text(m.rcode()) == "SERVFAIL", (name, rdtype, tcp)
+                    assert not m.flags & dns.flags.AA and not m.answer and not m.authority
+            assert dns.rcode.to_text(srv.query("example.com", "A").rcode()) == "REFUSED"
+        assert srv.metric("mcsdns_ready ") == 0
         assert wait_for(lambda: "serving the last known data" in srv.logs())
         api.start()
         try:
             assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=15)
             assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+            assert addrs(srv, f"nope.shop.svc.{Z}") == "NXDOMAIN"
+            assert srv.query(Z, "SOA").flags & dns.flags.AA
             assert srv.logs().count("serving the last known data") == 1
         finally:
             api.stop()
