@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import perf  # noqa: E402
 from bench.gen_clusterset import MIX_DOC, MIXES, generate  # noqa: E402
 from bench.perf import PerfResult, Proc, dnsperf, wait_quiet  # noqa: E402
 from bench.run import TCP_MIXES, check, start_dnslib, start_knot, start_mcsdns  # noqa: E402
@@ -36,6 +37,8 @@ STARTERS: dict[str, Callable[[Path], Proc]] = {
     "mcsdns": lambda d: start_mcsdns(d),
     "mcsdns-nohist": lambda d: start_mcsdns(d, env={"MCSDNS_REQUEST_HISTOGRAM": "0"}, name="mcsdns-nohist"),
     "mcsdns-plain": lambda d: start_mcsdns(d, env={"MCSDNS_BATCHIO": "0"}, name="mcsdns-plain"),
+    "mcsdns-plain-nohist": lambda d: start_mcsdns(
+        d, env={"MCSDNS_BATCHIO": "0", "MCSDNS_REQUEST_HISTOGRAM": "0"}, name="mcsdns-plain-nohist"),
     "knot": start_knot,
     "dnslib": start_dnslib,
 }
@@ -43,6 +46,7 @@ DOC = {
     "mcsdns": "recvmmsg/sendmmsg, request histogram on (the default)",
     "mcsdns-nohist": "the same, MCSDNS_REQUEST_HISTOGRAM=0",
     "mcsdns-plain": "MCSDNS_BATCHIO=0: uvloop recvfrom/sendto per query",
+    "mcsdns-plain-nohist": "the plain path, MCSDNS_REQUEST_HISTOGRAM=0",
     "knot": "knotd, udp-workers: 1",
     "dnslib": "dnslib DNSServer + dict resolver",
 }
@@ -99,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-duration", type=float, default=10, help="seconds per latency run (default 10)")
     p.add_argument("--no-latency", dest="latency", action="store_false")
     p.add_argument("--loaders", type=int, default=2, help="dnsperf processes per run (default 2)")
+    p.add_argument("--loader-cpus", default="1", help="CPUs for dnsperf (taskset -c; default 1)")
     p.add_argument("--clients", type=int, default=4, help="dnsperf -c per process (default 4)")
     p.add_argument("--outstanding", type=int, default=200, help="dnsperf -q per process (default 200)")
     p.add_argument("--wait-quiet", type=float, default=3, help="max s to wait for an idle machine per run")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
+    perf.CLIENT_CPU = a.loader_cpus
     servers = [s for s in a.servers.split(",") if s]
     mixes = [m for m in a.mix.split(",") if m]
     if set(servers) - set(STARTERS) or set(mixes) - set(MIXES):

@@ -19,9 +19,9 @@ import asyncio
 import logging
 import os
 import socket
-import time
 from bisect import bisect_left
 from collections.abc import Callable
+from time import perf_counter_ns
 from types import ModuleType
 from typing import cast
 
@@ -95,7 +95,7 @@ class UDPProtocol(asyncio.DatagramProtocol):
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        t0 = time.perf_counter_ns()
+        t0 = perf_counter_ns()
         try:
             out = self.respond(data, False)
         except Exception as e:  # never let one packet stop the listener
@@ -103,7 +103,10 @@ class UDPProtocol(asyncio.DatagramProtocol):
             return
         if out is not None and self.transport is not None:
             self.transport.sendto(out, addr)
-        self.timer.observe(time.perf_counter_ns() - t0, 1)
+        dt = perf_counter_ns() - t0  # RequestTimer.observe(dt, 1), inlined: this runs per query
+        timer = self.timer
+        timer.buckets[bisect_left(DURATION_BOUNDS_NS, dt)] += 1
+        timer.total_ns += dt
 
     def _untimed(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
