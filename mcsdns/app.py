@@ -16,17 +16,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import __version__, state
+from . import __version__, state, tsig
 from .handler import Handler
+from .journal import Versions
 from .locality import OFF, Locality
 from .metrics import render
+from .notify import Notifier
 from .records import service_records
+from .serial import SerialClock
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
-from .server.udp import bind_udp, serve_udp
+from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 from .sources import Source
 from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
+from .xfr import Transfers
 from .zone import Zone
 
 log = logging.getLogger("mcsdns")
@@ -61,10 +65,19 @@ class Config:
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
     locality: Locality = OFF
     serial: int = field(default_factory=lambda: int(time.time()) & 0xFFFFFFFF)  # SOA, same in every worker
-    state_dir: str | None = None  # --state-dir: where the last synced objects are kept
+    state_dir: str | None = None  # --state-dir: last synced objects, SOA serial (DIR/serial)
     state_interval: float = 10.0  # at most one snapshot write per this many seconds
     state_write: bool = True  # this process writes the snapshot (one of N workers does)
     bind_when_ready: bool = False  # bind the DNS sockets only once the zone is loaded (restarts)
+    allow_transfer: list[str] = field(default_factory=list)  # CIDRs allowed AXFR/IXFR
+    notify: list[tuple[str, int]] = field(default_factory=list)  # NOTIFY targets
+    tsig_key: str | None = None  # NAME:ALGORITHM:BASE64SECRET
+    serial_file: str | None = None  # shared serial state (default: STATE_DIR/serial)
+
+    def serial_path(self) -> str | None:
+        if self.serial_file:
+            return self.serial_file
+        return os.path.join(self.state_dir, "serial") if self.state_dir else None
 
 
 STATE_REFRESH = 300.0  # rewrite an unchanged snapshot this often, to refresh its as_of
@@ -80,7 +93,19 @@ class App:
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
-        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
+        # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
+        self.versions = Versions(self.zone, SerialClock(cfg.serial_path()), self.ready)
+        key = tsig.parse_key(cfg.tsig_key) if cfg.tsig_key else None
+        if key is not None:
+            self.handler.tsig_keys[key.name] = key
+        self.transfers = Transfers(self.zone, self.versions, cfg.allow_transfer, key)
+        self.tcp_state.stream = self.transfers.stream
+        self.notifier: Notifier | None = None
+        if cfg.notify:
+            self.notifier = Notifier(self.zone.origin, cfg.ttl, cfg.notify, key)
+            notifier = self.notifier
+            self.versions.on_serial.append(lambda serial, _new: notifier.update(serial))
+        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -95,10 +120,14 @@ class App:
         self.state_rejected = 0  # state files found unusable
         self._dirty = asyncio.Event()
         self.store.subscribe(lambda _keys: self._dirty.set())
+        self.udp_timer = RequestTimer()
         self.stats = Stats()
-        for publish in (self.handler.publish, self.tcp_state.publish, self.store.publish,
-                        self.zone.publish, self.publish):
+        for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
+                        self.store.publish, self.zone.publish, self.publish, self.versions.publish,
+                        self.transfers.publish):
             self.stats.register(publish)
+        if self.notifier is not None:
+            self.stats.register(self.notifier.publish)
 
     def publish(self, put: Put) -> None:
         put(READY, 1 if self.ready() else 0)
@@ -128,6 +157,7 @@ class App:
             si, slices = self.store.service(key)
             names = service_records(si, slices, self.zone.origin, loc) if si else {}
             self.zone.set_service(key, names)
+        self.versions.commit()
 
     def synced(self) -> bool:
         """Every source has applied its first full view."""
@@ -162,6 +192,9 @@ class App:
             self._tasks.append(loop.create_task(self._bind_when_loaded()))
         if self.state_path is not None and self.cfg.state_write:
             self._tasks.append(loop.create_task(self._state_writer()))
+        if self.notifier is not None:
+            self.notifier.start()
+        self._tasks.append(loop.create_task(self._keep_serial()))
 
     async def _bind(self) -> None:
         loop = asyncio.get_running_loop()
@@ -169,9 +202,20 @@ class App:
         for host, port in self.cfg.listen:
             udp = bind_udp(host, port, self.cfg.reuse_port)
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
-            self._listeners.append(await serve_udp(loop, udp, respond))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
-            log.info("listening on %s:%d (UDP, TCP) for zone %s", host, port, self.cfg.zone)
+            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
+                     "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)
+
+    async def _keep_serial(self) -> None:
+        """Give the zone its serial once loaded, and adopt a serial that another worker
+        allocated for the same content (see mcsdns.serial)."""
+        while True:
+            await asyncio.sleep(0.05 if not self.versions.established else 0.5)
+            try:
+                self.versions.commit()
+            except Exception:
+                log.exception("serial update failed")
 
     async def _bind_when_loaded(self) -> None:
         """A restarted worker takes no share of the queries before its zone is loaded."""
@@ -181,6 +225,7 @@ class App:
     def _set_loaded(self) -> None:
         self.zone.set_loaded()
         self._loaded.set()
+        self.versions.commit()  # the loaded content gets its serial now
 
     async def _until_synced(self) -> None:
         """At the first full sync: replace restored state, start answering from the data,
@@ -300,6 +345,8 @@ class App:
             await self.save_state()  # refreshes as_of for the next start
         for s in self.sources:
             await s.stop()
+        if self.notifier is not None:
+            await self.notifier.stop()
         for h in self._http:
             h.close()
 

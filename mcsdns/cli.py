@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import ipaddress
 import json
 import logging
 import sys
@@ -14,6 +15,7 @@ from .app import App, Config, run, run_loop
 from .locality import ORDER, POLICIES, Locality
 from .objects import valid_cluster_id
 from .server.tcp import TCPLimits
+from .tsig import parse_key
 
 
 def host_port(s: str) -> tuple[str, int]:
@@ -21,6 +23,21 @@ def host_port(s: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {s!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def cidr(s: str) -> str:
+    try:
+        return str(ipaddress.ip_network(s, strict=False))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an address or CIDR, got {s!r}") from None
+
+
+def tsig_key(s: str) -> str:
+    try:
+        parse_key(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--tsig-key: {e}") from None
+    return s
 
 
 def key_value(s: str) -> tuple[str, str]:
@@ -76,9 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
     s.add_argument("--state-dir", metavar="DIR",
                    help="keep the last synced Kubernetes objects in DIR/objects.json and serve "
-                        "them after a restart until the API answers")
+                        "them after a restart until the API answers; the SOA serial in DIR/serial")
     s.add_argument("--state-interval", type=float, default=10.0, metavar="SECONDS",
                    help="write the state at most this often while changes arrive (default 10)")
+    x = s.add_argument_group("zone transfers (AXFR/IXFR over TCP, NOTIFY; default: all REFUSED)")
+    x.add_argument("--allow-transfer", action="append", default=[], type=cidr, metavar="CIDR",
+                   help="clients allowed AXFR/IXFR (repeatable; default none)")
+    x.add_argument("--notify", action="append", default=[], type=host_port, metavar="HOST:PORT",
+                   help="secondary to send NOTIFY to after each change (repeatable)")
+    x.add_argument("--tsig-key", type=tsig_key, metavar="NAME:ALGORITHM:BASE64SECRET",
+                   help="TSIG key (e.g. hmac-sha256): transfers must be signed with it; "
+                        "signed queries are verified and answered signed; NOTIFY is signed")
     r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
     _add_source_args(r)
     r.add_argument("--timeout", type=float, default=30, help="seconds to wait for the first sync")
@@ -120,6 +145,7 @@ def config_from(args: argparse.Namespace) -> Config:
         cfg.log_queries, cfg.workers = args.log_queries, max(1, args.workers)
         cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
+        cfg.allow_transfer, cfg.notify, cfg.tsig_key = args.allow_transfer, args.notify, args.tsig_key
     return cfg
 
 

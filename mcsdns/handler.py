@@ -13,12 +13,16 @@ import logging
 from bisect import bisect_left
 from collections import Counter
 
+from . import tsig
 from .stats import Put, define, put_histogram
 from .wire import (
+    AXFR,
     BADVERS,
     EDNS_SIZE,
     FORMERR,
+    IXFR,
     MAX_TCP,
+    NOTAUTH,
     NOTIMP,
     OPT_DO0,
     OPT_DO1,
@@ -27,6 +31,7 @@ from .wire import (
     Answer,
     Drop,
     FormErr,
+    Query,
     decode_name,
     error_response,
     is_wire_name,
@@ -40,6 +45,7 @@ log = logging.getLogger("mcsdns.query")
 _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
 _AR0, _AR1 = b"\x00\x00", b"\x00\x01"
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
+_XFR_TYPES = (AXFR, IXFR)
 HOT_MAX = 100_000
 CANNED_MAX = 50_000
 
@@ -103,6 +109,7 @@ class Handler:
         self.sizes = (SizeHistogram(), SizeHistogram())  # by tcp; canned entries not yet folded
         self.cache_misses = 0  # responses not served whole from `canned`
         self._folded_hits = 0  # canned hits of entries already forgotten
+        self.tsig_keys: dict[bytes, tsig.Key] = {}  # by lowercase wire name
         zone.on_change.append(self.invalidate)
 
     def invalidate(self) -> None:
@@ -207,9 +214,11 @@ class Handler:
 
     def _lookup(self, q: bytes) -> Answer | None:
         """Answer for a question (name + type + class as received); None if the
-        name is not a valid uncompressed wire name."""
+        name is not a valid uncompressed wire name, or for AXFR/IXFR (slow path)."""
         lname = q[:-4].lower()
         tail = q[-4:]
+        if tail[0] == 0 and tail[1] in _XFR_TYPES:
+            return None
         node = self.zone.names.get(lname)
         if node is not None:
             ans = node.get(tail) or self.zone.node_answer(lname, node, tail)
@@ -246,6 +255,12 @@ class Handler:
             self.slow_count["formerr"] += 1
             log.debug("FORMERR: %s", e)
             return error_response(data, FORMERR)
+        if q.tsig >= 0:
+            return self._signed(data, q, tcp)
+        return self._answer(q, tcp)
+
+    def _answer(self, q: Query, tcp: bool, reserve: int = 0) -> bytes:
+        """The response to a parsed query, `reserve` octets under the size limit."""
         idx = (1 if q.flags & 0x0100 else 0) | (2 if q.flags & 0x0010 else 0)
         opt = b""
         if q.edns:
@@ -260,12 +275,35 @@ class Handler:
         self.slow_count["parsed"] += 1
         ans = self.zone.answer(q.qname.lower(), q.question[-4:])
         limit = MAX_TCP if tcp else (min(max(q.edns_size, 512), EDNS_SIZE) if q.edns else 512)
+        limit -= reserve
         if ans.size + len(q.question) + len(opt) + 12 <= limit:
             out = q.id + ans.hdrs[idx] + q.question + ans.body() + opt
         else:
             out = self._fit(q.id, ans, idx, q.question, opt, limit)
         self._count(ans, tcp, out)
         return out
+
+    def _signed(self, data: bytes, q: Query, tcp: bool) -> bytes:
+        """A TSIG-signed query: NOTAUTH with an unsigned TSIG error for an unknown key
+        or a bad MAC (RFC 8945 5.2, 5.3.2); else the answer, signed."""
+        try:
+            rr = tsig.parse(data, q.tsig)
+            key, err = tsig.check(self.tsig_keys, data, rr)
+        except FormErr as e:
+            self.slow_count["formerr"] += 1
+            log.debug("FORMERR: %s", e)
+            return error_response(data, FORMERR)
+        opt = (OPT_DO1 if q.do else OPT_DO0) if q.edns else b""
+        if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
+            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
+            return tsig.unsigned_error(self._header_only(q.id, q.flags, NOTAUTH, q.question, opt), rr, err)
+        signer = tsig.Signer(key, rr)
+        if err:
+            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
+            return signer.sign(self._header_only(q.id, q.flags, NOTAUTH, q.question, opt), err)
+        self.slow_count["tsig_signed"] += 1
+        reserve = len(key.name) + len(key.algorithm) + key.mac_size + 26
+        return signer.sign(self._answer(q, tcp, reserve))
 
     @staticmethod
     def _header_only(qid: bytes, flags: int, rcode: int, question: bytes, opt: bytes) -> bytes:

@@ -11,13 +11,15 @@ import struct
 from dataclasses import dataclass
 
 A, NS, SOA, PTR, TXT, AAAA, SRV, OPT, IXFR, AXFR, ANY = 1, 2, 6, 12, 16, 28, 33, 41, 251, 252, 255
+TSIG = 250
 CLASS_IN, CLASS_ANY = 1, 255
 NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
+NOTAUTH = 9
 BADVERS = 16
 
 TYPE_NAMES = {A: "A", NS: "NS", SOA: "SOA", PTR: "PTR", TXT: "TXT", AAAA: "AAAA", SRV: "SRV"}
 RCODE_NAMES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
-               16: "BADVERS"}
+               9: "NOTAUTH", 16: "BADVERS"}
 
 EDNS_SIZE = 1232  # our advertised and maximum UDP payload (DNS flag day 2020)
 MAX_TCP = 65535
@@ -220,6 +222,7 @@ class Query:
     edns_size: int = 512
     edns_version: int = 0
     do: bool = False
+    tsig: int = -1  # offset of a TSIG RR ending the message, else -1
 
 
 class FormErr(Exception):
@@ -277,6 +280,8 @@ def _parse_records(data: bytes, i: int, an: int, ns: int, ar: int, q: Query) -> 
     for section, count in ((1, an), (2, ns), (3, ar)):
         for _ in range(count):
             owner_start = i
+            if q.tsig >= 0:
+                raise FormErr("TSIG not the last record")
             while True:
                 if i >= len(data):
                     raise FormErr("truncated record")
@@ -296,6 +301,10 @@ def _parse_records(data: bytes, i: int, an: int, ns: int, ar: int, q: Query) -> 
             i += 10 + rdlen
             if i > len(data):
                 raise FormErr("truncated rdata")
+            if rtype == TSIG:
+                if section != 3:
+                    raise FormErr("TSIG outside Additional")
+                q.tsig = owner_start
             if rtype == OPT:
                 if section != 3 or seen_opt or data[owner_start] != 0:
                     raise FormErr("misplaced, repeated or non-root OPT")

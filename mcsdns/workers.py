@@ -16,11 +16,17 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
+import tempfile
 from multiprocessing.process import BaseProcess
 
+from . import tsig
 from .app import Config, run, run_loop, serve_endpoints
-from .stats import Snapshot
+from .notify import Notifier
+from .serial import serial_lt
+from .stats import Snapshot, Stats
+from .wire import encode_name
 
 log = logging.getLogger("mcsdns.workers")
 
@@ -40,7 +46,14 @@ def _worker(cfg: Config, conn: multiprocessing.connection.Connection) -> None:
 class Supervisor:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.wcfg = dataclasses.replace(cfg, reuse_port=True, health=None, metrics=None, workers=1)
+        # One serial sequence: workers share a serial file (STATE_DIR/serial, else a
+        # private temporary one); NOTIFY is sent by the supervisor alone.
+        self.tmpdir = None if cfg.serial_path() else tempfile.mkdtemp(prefix="mcsdns-")
+        serial_file = cfg.serial_path() or os.path.join(str(self.tmpdir), "serial")
+        self.wcfg = dataclasses.replace(cfg, reuse_port=True, health=None, metrics=None, workers=1,
+                                        notify=[], serial_file=serial_file)
+        self.notifier: Notifier | None = None
+        self.stats = Stats()  # the supervisor's own series (NOTIFY)
         self.ctx = multiprocessing.get_context("fork")
         self.procs: list[BaseProcess | None] = [None] * cfg.workers
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
@@ -49,6 +62,21 @@ class Supervisor:
 
     def ready(self) -> bool:
         return all(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
+
+    def served_serial(self) -> int | None:
+        """The serial every worker serves (the oldest one while they differ), or None
+        while one has none: NOTIFY only once all of them answer it."""
+        serials = [int(s.get(("mcsdns_zone_serial", ()), 0)) for s in self.snaps]
+        if not serials or 0 in serials:
+            return None
+        oldest = serials[0]
+        for s in serials[1:]:
+            if serial_lt(s, oldest):
+                oldest = s
+        return oldest
+
+    def snapshots(self) -> list[Snapshot]:
+        return [*self.snaps, self.stats.snapshot()]
 
     def start_worker(self, i: int, loop: asyncio.AbstractEventLoop) -> None:
         old = self.conns[i]
@@ -91,12 +119,21 @@ class Supervisor:
         for i in range(self.cfg.workers):
             self.start_worker(i, loop)
         http: list[asyncio.AbstractServer] = []
-        await serve_endpoints(self.cfg, self.ready, lambda: self.snaps, http)
+        await serve_endpoints(self.cfg, self.ready, self.snapshots, http)
+        if self.cfg.notify:
+            key = tsig.parse_key(self.cfg.tsig_key) if self.cfg.tsig_key else None
+            self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify, key)
+            self.notifier.start()
+            self.stats.register(self.notifier.publish)
         while not stopping.is_set():
             try:
-                await asyncio.wait_for(stopping.wait(), 0.5)
+                await asyncio.wait_for(stopping.wait(), 0.1 if self.notifier else 0.5)
             except TimeoutError:
                 pass
+            if self.notifier is not None:
+                serial = self.served_serial()
+                if serial is not None:
+                    self.notifier.update(serial)
             for i, p in enumerate(self.procs):
                 if p is not None and not p.is_alive() and not stopping.is_set():
                     log.error("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
@@ -111,6 +148,10 @@ class Supervisor:
                 await loop.run_in_executor(None, p.join, 5)
         for h in http:
             h.close()
+        if self.notifier is not None:
+            await self.notifier.stop()
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 def supervise(cfg: Config) -> None:

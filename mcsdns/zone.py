@@ -111,6 +111,9 @@ class Zone:
         self.names[ns_target] = Node({})
         self.version = 0  # bumped on every applied change
         self.on_change: list[Callable[[], None]] = []
+        # (service, its old names' RRsets, its new names) per set_service, for the
+        # serial and journal (mcsdns.journal); None while nobody collects them
+        self.changes: list[tuple[ServiceKey, Names, Names]] | None = None
         self.loaded = False  # False: SERVFAIL for every name in the zone
 
     def set_loaded(self) -> None:
@@ -139,6 +142,8 @@ class Zone:
         """Replace the names of one service (empty `new` removes it)."""
         old = self.svc_names.pop(key, set())
         names = self.names
+        if self.changes is not None:
+            self.changes.append((key, {n: names[n].rrsets for n in old}, new))
         for n in old.difference(new):
             del names[n]
         for n, rrsets in new.items():
@@ -158,6 +163,16 @@ class Zone:
         if new:
             self.svc_names[key] = set(new)
         self._changed()
+
+    def set_serial(self, serial: int) -> None:
+        """Serve a new SOA serial (at the apex and in every negative answer)."""
+        self.serial = serial
+        self.soa = RR(self.origin, SOA, self.ttl, soa_rdata(self.origin, self.ttl, serial))
+        apex = self.names[self.origin].rrsets
+        self.names[self.origin] = Node({**apex, SOA: RRset(SOA, (self.soa.rdata,))})
+        self.negative.clear()
+        for fn in self.on_change:
+            fn()
 
     # ---- answers (slow path: rendering on a cache miss) ----
 
@@ -179,7 +194,18 @@ class Zone:
         return self.missing(qname, tail)
 
     def node_answer(self, qname: bytes, node: Node, tail: bytes) -> Answer:
-        ans = node[tail] = self._render_node(qname, node, tail)
+        key = qname + tail
+        ans = self.negative.get(key)
+        if ans is not None:
+            return ans
+        ans = self._render_node(qname, node, tail)
+        if ans.rcode == NOERROR and ans.hdrs[0][4:6] == b"\x00\x00":
+            # NODATA carries the SOA: kept with the negative answers, which a new serial empties
+            if len(self.negative) >= NEGATIVE_CACHE_MAX:
+                self.negative.clear()
+            self.negative[key] = ans
+        else:
+            node[tail] = ans
         return ans
 
     def missing(self, qname: bytes, tail: bytes) -> Answer:

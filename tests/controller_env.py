@@ -56,9 +56,13 @@ class Kube:
         self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
     def service(self, ns: str, name: str, ports: Sequence[tuple[str, int, str]] = (("http", 80, "TCP"),),
-                headless: bool = False, type_: str = "ClusterIP", affinity: str = "None") -> None:
+                headless: bool = False, type_: str = "ClusterIP", affinity: str = "None",
+                dual_stack: bool = False) -> None:
         spec: dict[str, Any] = {"type": type_, "sessionAffinity": affinity,
                                 "ports": [{"name": n, "port": p, "protocol": pr} for n, p, pr in ports]}
+        if dual_stack:
+            spec["ipFamilyPolicy"] = "PreferDualStack"
+
         if type_ == "ExternalName":
             spec = {"type": type_, "externalName": "example.invalid"}
         elif headless:
@@ -116,6 +120,13 @@ class Controller:
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def metrics(self) -> dict[str, float]:
+        """/metrics samples: `name{labels}` -> value."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.health}/metrics", timeout=2) as r:
+            text = r.read().decode()
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines() if line and not line.startswith("#")}
+
     def ready(self) -> bool:
         """/ready answered 200 (the first full pass is done)."""
         try:
@@ -161,18 +172,21 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 class Cluster:
     """One member cluster: a test API server (tests/kubeapi.py), its kubeconfig, its cluster ID."""
 
-    def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1") -> None:
+    def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1",
+                 service_cidrs: tuple[str, ...] = ("10.96.0.0/16", "fd00:10:96::/112")) -> None:
         self.name, self.cluster_id = name, cluster_id
         groups = None if mcs_version == "v1beta1" else {"multicluster.x-k8s.io": (mcs_version,)}
-        self.api = KubeAPI(groups=groups)
+        self.api = KubeAPI(groups=groups, service_cidrs=service_cidrs)
         self.api.start()
         self.kubeconfig = self.api.write_kubeconfig(tmp / f"{name}.kubeconfig", name)
         self.kube = Kube(self.kubeconfig, mcs_version)
         self.kube.cluster_id(cluster_id)
 
     def writes(self) -> int:
-        """Write requests the API server has answered so far."""
-        return sum(1 for method, _ in list(self.api.requests) if method in WRITES)
+        """Write requests the API server has answered so far, not counting Lease renewals
+        (leader election and the members' Endpoint TTL Leases are renewed by design)."""
+        return sum(1 for method, path in list(self.api.requests)
+                   if method in WRITES and "/leases" not in path)
 
     def stop(self) -> None:
         self.api.stop()

@@ -293,7 +293,7 @@ def test_v1alpha1_member_dual_stack_and_late_namespace(tmp_path: Path) -> None:
     old = Cluster("old", "legacy", tmp_path, mcs_version="v1alpha1")
     try:
         a.kube.namespace("ns")
-        a.kube.service("ns", "web")
+        a.kube.service("ns", "web", dual_stack=True)
         a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
         a.kube.export("ns", "web")
         args = args_for(a, old, extra=("--clusterset-cidr", "fd00:77::/120"))
@@ -364,5 +364,6 @@ def test_watches_trigger_passes_and_errors_are_retried(clusters2: list[Cluster],
         b.api.fail_next(4, 500)  # B fails the next requests of the controller: retried
         a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
         # no fixture reads from B meanwhile: the failures are the controller's
-        eventually(lambda: "cluster b unreachable" in ctl.logs(), what="controller saw the errors")
+        eventually(lambda: re.search(r"cluster b: EndpointSlice ns/web: .*: 500 ", ctl.logs()),
+                   what="controller saw the errors")
         eventually(lambda: b.kube.imported_slices("ns", "web"), timeout=5, what="slice after errors")

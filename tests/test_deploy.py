@@ -346,8 +346,9 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
         member.put(o)
     lease_ns = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-namespace="))
     with run_controller(kept, tmp_path) as ctl:
-        si = eventually(lambda: member.get("ServiceImport", "shop", "web"), timeout=15,
-                        what=f"ServiceImport in the member\n{ctl.logs()}")
+        si = eventually(lambda: (lambda s: s if s and s["spec"].get("ips") else None)(
+            member.get("ServiceImport", "shop", "web")), timeout=15,
+            what=f"ServiceImport with its ClusterSetIP in the member\n{ctl.logs()}")
         eventually(lambda: member.get("ServiceImport", "shop", "gone") is None, timeout=15,
                    what="stale import removed")
         eventually(lambda: not [s for s in member.list("EndpointSlice")
@@ -357,7 +358,10 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
                                .get("conditions", [])), timeout=15, what="export Ready")
         lease = local.get("Lease", lease_ns, "mcsdns-controller")
         assert lease and lease["spec"]["holderIdentity"]
-    assert si["spec"]["ips"][0].startswith("242.0.")  # from the Deployment's --clusterset-cidr
+    # derived mode: the ClusterSetIP is the ClusterIP of the derived Service in the member
+    derived = [s for s in member.list("Service") if s["metadata"]["name"].startswith("derived-")]
+    assert len(derived) == 1 and si["spec"]["ips"] == derived[0]["spec"]["clusterIPs"]
+    assert any(lease["metadata"]["name"] == "mcsdns-member-west" for lease in local.list("Lease"))
     for api, gs in zip(apis, perms, strict=True):
         reqs = requested(api)
         assert any(a.verb == "create" for a in reqs) and any(a.verb == "watch" for a in reqs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import signal
 from collections.abc import Iterator
@@ -133,3 +134,43 @@ def test_sighup_relists(api: KubeAPI, tmp_path: Path) -> None:
         assert wait_for(lambda: len(lists()) > before)
         api.put(service_import("web", "shop", ["10.2.0.2"]))
         assert wait_for(lambda: addrs(srv, "web.shop.svc.clusterset.local") == ["10.2.0.2"])
+
+
+def test_services_get_cluster_ips_as_a_real_api_server_allocates_them(tmp_path: Path) -> None:
+    with KubeAPI(service_cidrs=("10.96.0.0/24", "fd00:96::/120")) as api:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(api.write_kubeconfig(tmp_path / "kc")),
+                                client_configuration=cfg)
+        v1 = client.CoreV1Api(client.ApiClient(cfg))
+
+        def create(name: str, **spec: Any) -> Any:
+            body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                    "spec": {"ports": [{"name": "http", "port": 80}], **spec}}
+            return v1.create_namespaced_service("ns", body).spec
+
+        single = create("single")
+        assert single.cluster_ip in [str(a) for a in ipaddress.ip_network("10.96.0.0/24")]
+        assert single.cluster_ips == [single.cluster_ip] and single.ip_families == ["IPv4"]
+        assert single.ip_family_policy == "SingleStack" and single.ports[0].target_port == 80
+        dual = create("dual", ipFamilyPolicy="PreferDualStack")
+        assert dual.ip_families == ["IPv4", "IPv6"] and len(set(dual.cluster_ips)) == 2
+        assert ipaddress.ip_address(dual.cluster_ips[1]) in ipaddress.ip_network("fd00:96::/120")
+        v6 = create("v6", ipFamilyPolicy="RequireDualStack", ipFamilies=["IPv6", "IPv4"])
+        assert [ipaddress.ip_address(a).version for a in v6.cluster_ips] == [6, 4]
+        headless = create("headless", clusterIP="None")
+        assert headless.cluster_ips == ["None"]
+        assert len({single.cluster_ip, dual.cluster_ip, v6.cluster_ips[1]}) == 3  # never reused
+        # immutable: an update without clusterIP keeps it, a different one is rejected
+        cur = v1.read_namespaced_service("single", "ns")
+        cur.spec.cluster_ip, cur.spec.cluster_ips, cur.spec.session_affinity = None, None, "ClientIP"
+        assert v1.replace_namespaced_service("single", "ns", cur).spec.cluster_ip == single.cluster_ip
+        cur = v1.read_namespaced_service("single", "ns")
+        cur.spec.cluster_ip = cur.spec.cluster_ips[0] = "10.96.0.200"
+        with pytest.raises(ApiException) as e:
+            v1.replace_namespaced_service("single", "ns", cur)
+        assert e.value.status == 422
+        with pytest.raises(ApiException) as e:  # in use
+            create("taken", clusterIP=dual.cluster_ip)
+        assert e.value.status == 422
+        v1.delete_namespaced_service("dual", "ns")
+        assert create("taken", clusterIP=dual.cluster_ip).cluster_ip == dual.cluster_ip  # released

@@ -1,4 +1,5 @@
-"""`mcsdns controller`: sync ServiceExports into ServiceImports + EndpointSlices across member clusters."""
+"""`mcsdns controller`: sync ServiceExports into ServiceImports, derived Services and EndpointSlices
+across member clusters."""
 
 from __future__ import annotations
 
@@ -10,22 +11,18 @@ import signal
 import socket
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
 from ..objects import valid_cluster_id
-from .clusters import ConfigError, Member, Unreachable, watch_forever
-from .exports import SLICES
-from .ipam import Allocator
-from .lease import LeaderElector
-from .reconcile import Reconciler
+from .clusters import ConfigError, Member, Unreachable
+from .lease import LeaderElector, MemberLeases
+from .manager import Manager
+from .metrics import registry, render
+from .reconcile import CIDR, DERIVED
 
 log = logging.getLogger("mcsdns.controller")
-
-MIN_INTERVAL = 0.2  # seconds between two reconcile passes
-DEGRADED_RETRY = 1.0  # seconds between passes while a member is unreachable
 
 
 def _host_port(s: str) -> tuple[str, int]:
@@ -51,12 +48,17 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--cluster-id", action="append", default=[], metavar="NAME=ID",
                    help="cluster ID of member NAME (default: its ClusterProperty "
                         "cluster.clusterset.k8s.io or id.k8s.io)")
+    c.add_argument("--clusterset-ip", choices=(DERIVED, CIDR), default=None,
+                   help="where ClusterSetIPs come from: a derived Service's ClusterIP in each importing "
+                        "cluster (derived, the default) or --clusterset-cidr (cidr; the default when a "
+                        "--clusterset-cidr is given)")
     c.add_argument("--clusterset-cidr", action="append", default=[], type=_cidr, metavar="CIDR",
-                   help="range for ClusterSetIPs (repeatable; one IPv4 and/or one IPv6)")
+                   help="range for ClusterSetIPs in cidr mode (repeatable; one IPv4 and/or one IPv6)")
     c.add_argument("--endpoint-ttl", type=float, default=60.0, metavar="SECONDS",
                    help="drop an unreachable member's endpoints after this long (default 60)")
     c.add_argument("--resync", type=float, default=300.0, metavar="SECONDS",
-                   help="full reconcile at least this often (default 300)")
+                   help="re-queue every service at least this often (default 300)")
+    c.add_argument("--workers", type=int, default=4, help="services reconciled in parallel (default 4)")
     c.add_argument("--leader-elect", action="store_true", help="only write while holding a Lease")
     c.add_argument("--lease-namespace", default="kube-system")
     c.add_argument("--lease-name", default="mcsdns-controller")
@@ -66,8 +68,11 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
                    help="this replica's name in the Lease (default HOSTNAME-PID)")
     c.add_argument("--health", type=_host_port, metavar="HOST:PORT",
-                   help="/health (always 200) and /ready (200 after the first full pass, or while following)")
-    c.add_argument("--once", action="store_true", help="one reconcile pass, then exit")
+                   help="/health (always 200), /ready (200 after the first full sync, or while following) "
+                        "and /metrics")
+    c.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
+                   help="also serve /metrics (and /health, /ready) here")
+    c.add_argument("--once", action="store_true", help="sync every service once, then exit")
     c.add_argument("--log-level", default="INFO")
     c.add_argument("--log-format", choices=("text", "json"), default="text")
     c.set_defaults(func=main)
@@ -112,13 +117,19 @@ def _resolve_ids(members: list[Member]) -> None:
 
 
 class _Health(BaseHTTPRequestHandler):
-    ready: threading.Event
+    mgr: Manager
+    reg: Any
 
     def do_GET(self) -> None:  # noqa: N802
-        ok = self.path == "/health" or (self.path == "/ready" and self.ready.is_set())
-        code = 200 if ok else (503 if self.path == "/ready" else 404)
-        body = b"ok\n" if ok else b"not ready\n"
+        ctype = "text/plain"
+        if self.path == "/metrics":
+            code, body, ctype = 200, render(self.reg), "text/plain; version=0.0.4; charset=utf-8"
+        elif self.path == "/health" or (self.path == "/ready" and self.mgr.ready.is_set()):
+            code, body = 200, b"ok\n"
+        else:
+            code, body = (503, b"not ready\n") if self.path == "/ready" else (404, b"not found\n")
         self.send_response(code)
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -127,95 +138,60 @@ class _Health(BaseHTTPRequestHandler):
         pass
 
 
-def _start_health(addr: tuple[str, int], ready: threading.Event) -> ThreadingHTTPServer:
-    handler = type("Health", (_Health,), {"ready": ready})
+def _start_http(addr: tuple[str, int], mgr: Manager) -> ThreadingHTTPServer:
+    handler = type("Health", (_Health,), {"mgr": mgr, "reg": registry(mgr)})
     srv = ThreadingHTTPServer(addr, handler)
     threading.Thread(target=srv.serve_forever, daemon=True, name="health").start()
     return srv
 
 
-def _start_watches(members: list[Member], dirty: threading.Event, stop: threading.Event) -> None:
-    for m in members:
-        paths = ["/api/v1/namespaces", "/api/v1/services", SLICES]
-        try:
-            if m.mcs_version is None:
-                m.discover()
-        except Unreachable:
-            pass
-        version = m.mcs_version or "v1beta1"
-        paths += [f"/apis/multicluster.x-k8s.io/{version}/{p}" for p in ("serviceexports", "serviceimports")]
-        for path in paths:
-            threading.Thread(target=watch_forever, args=(m, path, dirty.set, stop), daemon=True,
-                             name=f"watch-{m.name}-{path.rsplit('/', 1)[1]}").start()
+def _mode(args: argparse.Namespace) -> str:
+    mode: str = args.clusterset_ip or (CIDR if args.clusterset_cidr else DERIVED)
+    if mode == DERIVED and args.clusterset_cidr:
+        raise ConfigError("--clusterset-cidr is for --clusterset-ip cidr")
+    return mode
 
 
 def run(args: argparse.Namespace) -> int:
-    """The controller loop; returns the exit code."""
+    """The controller; returns the exit code."""
     try:
+        mode = _mode(args)
         members = _members(args)
         _resolve_ids(members)
     except ConfigError as e:
         print(f"mcsdns controller: {e}", file=sys.stderr)
         return 2
-    rec = Reconciler(members, Allocator(args.clusterset_cidr), args.endpoint_ttl)
+    holder = next((m for m in members if m.name == args.lease_cluster), members[0])
+    elector = None
+    if args.leader_elect and not args.once:
+        elector = LeaderElector(holder, args.lease_namespace, args.lease_name, args.identity,
+                                args.lease_duration)
+    leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
+    mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
+                  workers=max(1, args.workers), elector=elector, member_leases=leases)
+    log.info("ClusterSetIP mode: %s%s", mode, f" ({', '.join(args.clusterset_cidr)})" if mode == CIDR else "")
+    mgr.start()
     if args.once:
-        return 0 if rec.reconcile() else 1
-    stop, dirty, ready = threading.Event(), threading.Event(), threading.Event()
+        try:
+            return 0 if mgr.run_once(args.endpoint_ttl + 120) else 1
+        finally:
+            mgr.shutdown()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-        dirty.set()
+        mgr.stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    health = _start_health(args.health, ready) if args.health else None
-    elector = None
-    if args.leader_elect:
-        holder = next((m for m in members if m.name == args.lease_cluster), members[0])
-        elector = LeaderElector(holder, args.lease_namespace, args.lease_name, args.identity,
-                                args.lease_duration)
-    _start_watches(members, dirty, stop)
-    dirty.set()
-    last_full = last_pass = last_lease = 0.0
+    servers = [_start_http(a, mgr) for a in (args.health, args.metrics) if a]
     try:
-        while not stop.is_set():
-            now = time.monotonic()
-            if elector is not None and now - last_lease >= elector.duration / 3:
-                was = elector.is_leader()
-                last_lease = now
-                if elector.step() and not was:
-                    dirty.set()  # a new leader starts with a full pass
-            leading = elector is None or elector.is_leader()
-            if not leading:
-                ready.set()  # a healthy follower
-            resync = min(args.resync, DEGRADED_RETRY) if rec.degraded() else args.resync
-            due = now - last_full >= resync or dirty.is_set()
-            if leading and due and now - last_pass >= MIN_INTERVAL:
-                dirty.clear()
-                last_pass = now
-                try:
-                    ok = rec.reconcile()
-                except Exception:
-                    log.exception("reconcile failed")
-                    ok = False
-                if not ok:
-                    dirty.set()
-                else:
-                    last_full = now
-                if rec.synced:
-                    ready.set()
-                continue
-            wait = MIN_INTERVAL if dirty.is_set() else min(DEGRADED_RETRY, args.resync)
-            if elector is not None:
-                wait = min(wait, elector.duration / 3)
-            dirty.wait(wait) if not dirty.is_set() else stop.wait(MIN_INTERVAL)
+        mgr.run()
     finally:
-        stop.set()
+        mgr.shutdown()
         if elector is not None:
             elector.release()
-        if health is not None:
-            health.shutdown()
-        log.info("stopped; %d writes", sum(m.writes for m in members))
+        for srv in servers:
+            srv.shutdown()
+        log.info("stopped; %d writes", mgr.writes())
     return 0
 
 
@@ -228,8 +204,9 @@ def _standalone(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mcsdns")
     add_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(["controller", *(argv if argv is not None else sys.argv[1:])])
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ..cli import setup_logging
+
+    setup_logging(args.log_level, args.log_format)
     return int(args.func(args))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,18 @@ log = logging.getLogger("mcsdns.controller")
 MCS_GROUP = "multicluster.x-k8s.io"
 ABOUT_GROUP = "about.k8s.io"
 TIMEOUT = (3.0, 10.0)  # connect, read
+
+
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def resource_of(path: str) -> str:
+    """The resource (and subresource) an object path names: `serviceimports/status`."""
+    parts = [p for p in path.split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if parts[:1] == ["namespaces"] and len(parts) > 2:
+        parts = parts[2:]
+    return "/".join(parts[:1] + parts[2:3])
 
 
 class ConfigError(Exception):
@@ -48,6 +60,7 @@ class Member:
     api: Any = None
     mcs_version: str | None = None
     writes: int = 0
+    write_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, verb)
     warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -69,6 +82,7 @@ class Member:
         except Exception as e:  # the loader raises many kinds
             raise ConfigError(f"cluster {self.name}: cannot load kubeconfig {self.kubeconfig}: {e}") from e
         cfg.retries = 0
+        cfg.connection_pool_maxsize = 32  # reconcile workers and the watches share the pool
         self.api = client.ApiClient(cfg)
 
     # --- raw REST, JSON in and out -------------------------------------------------
@@ -94,7 +108,9 @@ class Member:
             raise Unreachable(f"{self.name}: {method} {path}: {e}") from e
         finally:
             if write:
-                self.writes += 1
+                with self.lock:
+                    self.writes += 1
+                    self.write_counts[(resource_of(path), VERBS[method])] += 1
         status = resp.status
         if status == 404:
             raise NotFound(path)
@@ -122,25 +138,6 @@ class Member:
             if not cont:
                 return out
             query["continue"] = cont
-
-    def watch_lines(self, path: str, resource_version: str, timeout: int) -> Iterator[dict[str, Any]]:
-        """Events of one watch request (ends after `timeout` seconds or on error)."""
-        q = [("watch", "true"), ("resourceVersion", resource_version),
-             ("timeoutSeconds", str(timeout)), ("allowWatchBookmarks", "true")]
-        resp = self._call("GET", path, q, None, (TIMEOUT[0], timeout + 10))
-        raw = resp.response
-        try:
-            if resp.status != 200:
-                raise Unreachable(f"{self.name}: watch {path}: {resp.status} {resp.reason}")
-            buf = b""
-            for chunk in raw.stream(4096, decode_content=True):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-        finally:
-            raw.release_conn()
 
     # --- discovery -----------------------------------------------------------------
     def group_version(self, group: str, prefer: tuple[str, ...] = ("v1beta1", "v1alpha1")) -> str | None:
@@ -189,23 +186,3 @@ class Member:
 
     def mcs_api_version(self) -> str:
         return f"{MCS_GROUP}/{self.mcs_version}"
-
-
-def watch_forever(member: Member, path: str, on_event: Callable[[], None],
-                  stop: threading.Event, timeout: int = 60) -> None:
-    """List+watch `path` until `stop`; call `on_event` on every change (and after errors)."""
-    while not stop.is_set():
-        try:
-            data = member.get(path, {"limit": "1"})
-            rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
-            for ev in member.watch_lines(path, rv, timeout):
-                if stop.is_set():
-                    return
-                if ev.get("type") == "ERROR":
-                    break
-                if ev.get("type") != "BOOKMARK":
-                    on_event()
-        except Exception as e:  # any failure: re-list after a pause, reconcile in between
-            log.debug("watch %s %s: %s", member.name, path, e)
-            on_event()
-            stop.wait(1.0)

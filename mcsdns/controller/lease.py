@@ -109,3 +109,82 @@ class LeaderElector:
         except Exception as e:  # best effort
             log.info("releasing lease: %s", e)
         self.leader = False
+
+
+def _parse_micro(ts: str) -> float | None:
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(ts, fmt).replace(tzinfo=UTC).timestamp()
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+class MemberLeases:
+    """KEP "Endpoint TTL": when each member was last reachable, in Leases that outlive the controller.
+
+    Lease `mcsdns-member-<member name>` in one cluster (the leader-election
+    Lease's) has renewTime = the last time the controller reached that member;
+    it is renewed while the member is reachable, never while it is not. A
+    restarted controller reads the Leases to learn how long a member that is
+    unreachable now has already been gone.
+    """
+
+    PREFIX = "mcsdns-member-"
+
+    def __init__(self, member: Member, namespace: str, identity: str, ttl: float,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        self.member, self.namespace, self.identity, self.ttl = member, namespace, identity, ttl
+        self.clock, self.wall = clock, wall
+        self.objs: dict[str, dict[str, Any]] = {}
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+
+    def name(self, member: str) -> str:
+        safe = "".join(c if c.isalnum() or c in "-." else "-" for c in member.lower()).strip("-.")
+        return (self.PREFIX + safe)[:253]
+
+    def load(self, member: str) -> float | None:
+        """The monotonic time the member was last reachable per its Lease (None: unknown)."""
+        try:
+            lease = self.member.get(f"{self.path}/{self.name(member)}")
+        except NotFound:
+            return None
+        except (Unreachable, ApiException) as e:
+            log.info("member lease %s: %s", self.name(member), e)
+            return None
+        self.objs[member] = lease
+        seen = _parse_micro(str((lease.get("spec") or {}).get("renewTime") or ""))
+        if seen is None:
+            return None
+        return self.clock() - max(0.0, self.wall() - seen)
+
+    def renew(self, member: str, last_ok: float) -> bool:
+        """Record `last_ok` (monotonic) as the member's last contact; False when the write failed."""
+        seen = datetime.fromtimestamp(self.wall() - max(0.0, self.clock() - last_ok), UTC)
+        spec = {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.ttl)),
+                "renewTime": seen.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        have = self.objs.get(member)
+        try:
+            if have is None:
+                body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": self.name(member), "namespace": self.namespace},
+                        "spec": dict(spec, acquireTime=spec["renewTime"])}
+                try:
+                    self.objs[member] = self.member.request("POST", self.path, body=body)
+                    return True
+                except Conflict:  # it exists: read it, update it next time
+                    self.objs[member] = self.member.get(f"{self.path}/{self.name(member)}")
+                    return False
+            body = dict(have, spec=dict(have.get("spec") or {}, **spec))
+            self.objs[member] = self.member.request("PUT", f"{self.path}/{self.name(member)}", body=body)
+            return True
+        except Conflict:
+            self.objs.pop(member, None)
+        except NotFound:
+            self.objs.pop(member, None)
+        except (Unreachable, ApiException) as e:
+            log.info("member lease %s: %s", self.name(member), e)
+        return False

@@ -1,15 +1,21 @@
-"""Desired state from every member's exports → ServiceImports, EndpointSlices and export status.
+"""reconcile(key): one service's desired state in every member, from the informer caches.
 
-One pass reads every member, merges the exports of each service, and writes
-only the differences between desired and existing objects, so a pass over an
-unchanged clusterset makes no write at all. Only objects labelled as managed
-by mcsdns-controller are ever updated or deleted.
+For one (namespace, name) the caches of every live member give its
+ServiceExports, Services and source EndpointSlices; the pure merge derives
+the ServiceImport; every reachable member that has the namespace gets the
+ServiceImport, its EndpointSlices (one per source slice, per source cluster)
+and, in `derived` mode, the derived Service whose ClusterIPs become the
+import's `ips`. Only differences from the cached objects are written (create,
+update with the cached resourceVersion, delete), and each write's result goes
+back into the cache. Objects without our managed-by label are never updated or
+deleted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,27 +25,30 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .clusters import ConfigError, Conflict, Member, NotFound, Unreachable
+from .clusters import Conflict, Member, NotFound, Unreachable
+from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name, desired_service, service_view
 from .exports import (
     APP_MANAGED_BY,
     CONTROLLER,
     MANAGED_BY,
     MCS_SERVICE_NAME,
+    SERVICE_NAME,
     SOURCE_CLUSTER,
     ExportState,
     Key,
-    Snapshot,
     is_ours,
     key_of,
     labels,
-    read,
+    read_export,
 )
+from .informers import MemberCaches
 from .ipam import Allocator, Exhausted
 from .merge import CLUSTERSET_IP, Merged, merge
 
 log = logging.getLogger("mcsdns.controller")
 
-SLICE_LABELS = (MANAGED_BY, MCS_SERVICE_NAME, SOURCE_CLUSTER)
+SLICE_LABELS = (MANAGED_BY, MCS_SERVICE_NAME, SOURCE_CLUSTER, SERVICE_NAME)
+DERIVED, CIDR = "derived", "cidr"
 
 
 # --- normalised views: what we compare between desired and existing ----------------
@@ -95,192 +104,131 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# --- state per member ---------------------------------------------------------------
 @dataclass
-class MemberState:
-    member: Member
-    snapshot: Snapshot | None = None
-    last_ok: float | None = None
-    reachable: bool = False
-    error: str = ""
+class Result:
+    """Bookkeeping of one reconcile of one key."""
 
-
-@dataclass
-class Pass:
-    """Bookkeeping of one reconcile pass."""
-
-    failed: dict[Key, list[str]] = field(default_factory=dict)  # service -> why not imported
+    failed: list[str] = field(default_factory=list)  # why the service is not imported everywhere
     retry: bool = False
+    writes: int = 0
 
-    def fail(self, key: Key, why: str) -> None:
-        self.failed.setdefault(key, []).append(why)
+
+Exports = list[tuple[MemberCaches, ExportState]]
 
 
 class Reconciler:
-    def __init__(self, members: list[Member], allocator: Allocator, endpoint_ttl: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.states = [MemberState(m) for m in members]
+    def __init__(self, members: list[MemberCaches], mode: str, allocator: Allocator | None,
+                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 4) -> None:
+        self.members = members
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
+                                       thread_name_prefix="member-write")
+        self.mode = mode
         self.alloc = allocator
+        self.alloc_lock = threading.Lock()
         self.ttl = endpoint_ttl
         self.clock = clock
-        self.started = clock()
-        self.synced = False
-        self._waited = False
-        self.passes = 0
+        self.derived_keys: dict[Key, Key] = {}  # (ns, derived Service name) -> service key
 
-    # --- reading ----------------------------------------------------------------
-    def _read_one(self, st: MemberState) -> None:
-        m = st.member
-        try:
-            if m.cluster_id is None:
-                m.cluster_id = m.read_cluster_id()
-                log.info("cluster %s has cluster ID %s", m.name, m.cluster_id)
-            st.snapshot = read(m)
-        except (Unreachable, ApiException, ConfigError) as e:
-            if st.reachable or st.error != str(e):
-                log.warning("cluster %s unreachable: %s", m.name, e)
-            st.reachable, st.error = False, str(e)
-            return
-        if not st.reachable:
-            log.info("cluster %s (%s) reachable", m.name, m.cluster_id)
-        st.reachable, st.last_ok, st.error = True, self.clock(), ""
-
-    def read_all(self) -> None:
-        with ThreadPoolExecutor(max_workers=len(self.states)) as pool:
-            list(pool.map(self._read_one, self.states))
-
-    def live(self, st: MemberState) -> bool:
-        """Whether this member's exports count: reachable, or lost less than the TTL ago."""
-        if st.snapshot is None or st.last_ok is None:
+    # --- which members count ------------------------------------------------------
+    def live(self, mc: MemberCaches) -> bool:
+        """Whether this member's exports count: read once, and reachable or lost less than the TTL ago."""
+        if not mc.synced:
             return False
-        return st.reachable or self.clock() - st.last_ok < self.ttl
+        return mc.reachable or (mc.last_ok is not None and self.clock() - mc.last_ok < self.ttl)
 
-    # --- one pass ----------------------------------------------------------------
-    def reconcile(self) -> bool:
-        """Read everything, write the differences. False when something should be retried soon."""
-        self.read_all()
-        if not self.synced:
-            waiting = [s.member.name for s in self.states if s.last_ok is None]
-            if waiting and self.clock() - self.started < self.ttl:
-                if not self._waited:
-                    log.info("waiting up to %gs for first contact with %s before writing", self.ttl,
-                             ", ".join(waiting))
-                    self._waited = True
-                return False
-            self.synced = True
-        self.passes += 1
-        exports: dict[Key, list[tuple[MemberState, ExportState]]] = {}
-        for st in self.states:
-            if self.live(st):
-                assert st.snapshot is not None
-                for k, ex in st.snapshot.exports.items():
-                    exports.setdefault(k, []).append((st, ex))
-        merged: dict[Key, Merged] = {}
-        for k, lst in exports.items():
-            valid = [ex.export for _, ex in lst if ex.export is not None]
-            if valid:
-                merged[k] = merge(valid)
-        ips = self._allocate(merged)
-        p = Pass()
-        targets = [st for st in self.states if st.reachable and st.member.mcs_version is not None]
-        with ThreadPoolExecutor(max_workers=len(self.states)) as pool:  # members in parallel
-            list(pool.map(lambda st: self._sync_member(st, merged, ips, exports, p), targets))
-            # status last: Ready needs every member's import result
-            list(pool.map(lambda st: self._sync_status(st, merged, p), targets))
-        return not p.retry
-
-    def degraded(self) -> bool:
-        """Some member could not be read or written in the last pass."""
-        return not all(st.reachable for st in self.states)
-
-    def _allocate(self, merged: dict[Key, Merged]) -> dict[Key, tuple[list[str], list[str]]]:
-        """(ips, ipFamilies) of every ClusterSetIP service; releases the rest."""
-        for k in self.alloc.keys():
-            if k not in merged or merged[k].type != CLUSTERSET_IP:
-                self.alloc.release(k)
-        have = set(self.alloc.keys())
-        for st in self.states:
-            if st.reachable and st.snapshot is not None:
-                for k, si in st.snapshot.imports.items():
-                    if k in merged and k not in have and is_ours(si):
-                        self.alloc.adopt(k, (si.get("spec") or {}).get("ips") or [])
-        out: dict[Key, tuple[list[str], list[str]]] = {}
-        cidr_fams = self.alloc.families()
-        for k in sorted(merged):
-            m = merged[k]
-            if m.type != CLUSTERSET_IP:
-                continue
-            fams = [f for f in m.ip_families if f in cidr_fams] or cidr_fams
-            try:
-                out[k] = (self.alloc.get(k, fams), fams)
-            except Exhausted as e:
-                log.error("%s/%s: %s", k[0], k[1], e)
-                out[k] = ([], [])
+    def all_keys(self) -> set[Key]:
+        out: set[Key] = set()
+        for mc in self.members:
+            out |= mc.keys()
         return out
 
-    # --- imports --------------------------------------------------------------------
-    def _desired_import(self, st: MemberState, k: Key, m: Merged,
-                        ips: dict[Key, tuple[list[str], list[str]]]) -> dict[str, Any]:
-        spec: dict[str, Any] = {"type": m.type, "ports": [p.to_dict() for p in m.ports],
-                                "sessionAffinity": m.session_affinity}
-        if m.session_affinity_config:
-            spec["sessionAffinityConfig"] = m.session_affinity_config
-        if k in ips:
-            addrs, fams = ips[k]
-            if addrs:
-                spec["ips"], spec["ipFamilies"] = addrs, fams
-        elif m.ip_families:
-            spec["ipFamilies"] = list(m.ip_families)
-        status: dict[str, Any] = {"clusters": [{"cluster": c} for c in m.clusters]}
-        if st.member.mcs_version == "v1beta1":
-            status["endpointSliceObjects"] = "Present"
-        return {"apiVersion": st.member.mcs_api_version(), "kind": "ServiceImport",
-                "metadata": {"name": k[1], "namespace": k[0], "labels": {APP_MANAGED_BY: CONTROLLER}},
-                "spec": spec, "status": status}
+    def adopt(self) -> None:
+        """cidr mode: keep the ClusterSetIPs our existing ServiceImports have (after a restart)."""
+        if self.alloc is None:
+            return
+        with self.alloc_lock:
+            for mc in self.members:
+                if not mc.synced:
+                    continue
+                for k, si in list(mc.caches["serviceimports"].objs.items()):
+                    if is_ours(si) and not self.alloc.by_key.get(k):
+                        self.alloc.adopt(k, (si.get("spec") or {}).get("ips") or [])
 
-    def _write(self, st: MemberState, p: Pass, k: Key, what: str,
-               fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    # --- one key ------------------------------------------------------------------
+    def reconcile(self, key: Key) -> Result:
+        """Bring one service to its desired state in every reachable member."""
+        exports: Exports = []
+        for mc in self.members:
+            if not self.live(mc):
+                continue
+            se = mc.export(key)
+            if se is None:
+                continue
+            assert mc.member.cluster_id is not None
+            ex = read_export(mc.member.cluster_id, se, mc.service(key))
+            if ex.export is not None:
+                ex.slices = mc.source_slices(key)
+            exports.append((mc, ex))
+        valid = [ex.export for _, ex in exports if ex.export is not None]
+        merged = merge(valid) if valid else None
+        if merged is not None and self.mode == DERIVED:
+            self.derived_keys[(key[0], derived_name(key))] = key
+        ips = self._cidr_ips(key, merged)
+        r = Result()
+        targets = [mc for mc in self.members if mc.synced and mc.reachable]
+        if len(targets) > 1:  # members in parallel
+            list(self.pool.map(lambda mc: self._sync_member(mc, key, merged, exports, ips, r), targets))
+        else:
+            for mc in targets:
+                self._sync_member(mc, key, merged, exports, ips, r)
+        for mc, ex in exports:
+            if mc in targets:
+                self._sync_status(mc, key, ex, merged, r)
+        return r
+
+    def _cidr_ips(self, key: Key, m: Merged | None) -> tuple[list[str], list[str]] | None:
+        if self.alloc is None:
+            return None
+        with self.alloc_lock:
+            if m is None or m.type != CLUSTERSET_IP:
+                self.alloc.release(key)
+                return None
+            cidr_fams = self.alloc.families()
+            fams = [f for f in m.ip_families if f in cidr_fams] or cidr_fams
+            try:
+                return self.alloc.get(key, fams), fams
+            except Exhausted as e:
+                log.error("%s/%s: %s", key[0], key[1], e)
+                return [], []
+
+    # --- writes -------------------------------------------------------------------
+    def _write(self, mc: MemberCaches, r: Result, key: Key, what: str,
+               fn: Callable[..., Any], *args: Any) -> Any:
+        """One write; on failure log it, note why, and ask for a retry where one can help."""
+        name = mc.member.name
         try:
-            return fn(*args, **kw)
+            out = fn(*args)
+            r.writes += 1
+            return out
         except Conflict as e:
-            log.info("cluster %s: %s %s/%s changed meanwhile, retrying: %s", st.member.name, what,
-                     k[0], k[1], e)
-            p.retry = True
+            log.info("cluster %s: %s %s/%s changed meanwhile, retrying: %s", name, what, *key, e)
+            r.retry = True
         except NotFound as e:
             if what.startswith("delete"):
                 return None  # already gone (e.g. garbage-collected with its ServiceImport)
-            log.info("cluster %s: %s %s/%s: not found (%s), retrying", st.member.name, what, k[0], k[1], e)
-            p.retry = True
+            log.info("cluster %s: %s %s/%s: not found (deleted meanwhile?), retrying: %s", name, what,
+                     *key, e)
+            r.retry = True
         except Unreachable as e:
-            log.warning("cluster %s: %s: %s", st.member.name, what, e)
-            st.reachable = False
+            log.warning("cluster %s: %s %s/%s: %s", name, what, *key, e)
+            r.retry = True
         except ApiException as e:
-            log.error("cluster %s: %s %s/%s rejected: %s %s", st.member.name, what, k[0], k[1],
-                      e.status, (e.body or b"")[:300] if isinstance(e.body, bytes) else e.body)
+            body = e.body[:300] if isinstance(e.body, bytes | str) else e.body
+            log.error("cluster %s: %s %s/%s rejected: %s %s", name, what, *key, e.status, body)
+            r.retry = True
         if not what.startswith("ServiceExport"):  # status writes do not make an import fail
-            p.fail(k, f"{what} failed in cluster {st.member.cluster_id}")
+            r.failed.append(f"{what} failed in cluster {mc.member.cluster_id}")
         return None
-
-    def _put_import(self, st: MemberState, k: Key, want: dict[str, Any],
-                    have: dict[str, Any] | None) -> dict[str, Any]:
-        m = st.member
-        if have is None:
-            log.info("cluster %s: create ServiceImport %s/%s", m.name, *k)
-            obj: dict[str, Any] = m.request("POST", m.mcs_path("serviceimports", k[0]), body=want)
-        elif import_spec_view(have) != import_spec_view(want):
-            log.info("cluster %s: update ServiceImport %s/%s", m.name, *k)
-            body = dict(have, apiVersion=want["apiVersion"], kind="ServiceImport", spec=want["spec"],
-                        status=want["status"])
-            body["metadata"] = dict(have["metadata"], labels=dict(labels(have), **want["metadata"]["labels"]))
-            obj = m.request("PUT", m.mcs_path("serviceimports", k[0], k[1]), body=body)
-        else:
-            obj = have
-        if not import_status_equal(obj, want):
-            log.info("cluster %s: update ServiceImport %s/%s status", m.name, *k)
-            obj = self._put_status(m, m.mcs_path("serviceimports", k[0], k[1]),
-                                   dict(obj, apiVersion=want["apiVersion"], kind="ServiceImport",
-                                        status=want["status"]))
-        return obj
 
     @staticmethod
     def _put_status(m: Member, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -290,85 +238,205 @@ class Reconciler:
             out = m.request("PUT", path, body=body)
         return out
 
-    def _sync_member(self, st: MemberState, merged: dict[Key, Merged],
-                     ips: dict[Key, tuple[list[str], list[str]]],
-                     exports: dict[Key, list[tuple[MemberState, ExportState]]], p: Pass) -> None:
-        m, snap = st.member, st.snapshot
-        assert snap is not None
-        want_slices: dict[Key, dict[str, Any]] = {}
-        for k in sorted(merged):
-            if k[0] not in snap.namespaces:
-                continue
-            have = snap.imports.get(k)
-            if have is not None and not is_ours(have):
-                log.warning("cluster %s: ServiceImport %s/%s is not managed by %s; leaving it alone",
-                            m.name, k[0], k[1], CONTROLLER)
-                p.fail(k, f"ServiceImport in cluster {m.cluster_id} is managed by someone else")
-                continue
-            si = self._write(st, p, k, "ServiceImport", self._put_import,
-                             st, k, self._desired_import(st, k, merged[k], ips), have)
-            if not st.reachable:
-                return
-            if si is None:
-                continue
-            uid = (si.get("metadata") or {}).get("uid")
-            for _src, ex in exports.get(k, []):
-                if ex.export is None:
-                    continue
-                for s in ex.slices:
-                    d = self._desired_slice(st, k, ex.export.cluster, s, uid)
-                    want_slices[key_of(d)] = d
-        self._sync_slices(st, want_slices, p)
-        if not st.reachable:
-            return
-        for k, si in sorted(snap.imports.items()):
-            if is_ours(si) and (k not in merged or k[0] not in snap.namespaces):
-                log.info("cluster %s: delete ServiceImport %s/%s", m.name, *k)
-                self._write(st, p, k, "delete ServiceImport", m.request,
-                            "DELETE", m.mcs_path("serviceimports", k[0], k[1]))
-                if not st.reachable:
-                    return
+    def _create(self, mc: MemberCaches, cache: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        obj: dict[str, Any] = mc.member.request("POST", path, body=body)
+        mc.caches[cache].note_written(obj)
+        return obj
 
-    def _desired_slice(self, st: MemberState, k: Key, cluster: str, src: dict[str, Any],
-                       uid: str | None) -> dict[str, Any]:
+    def _replace(self, mc: MemberCaches, cache: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        obj: dict[str, Any] = mc.member.request("PUT", path, body=body)
+        mc.caches[cache].note_written(obj)
+        return obj
+
+    def _delete(self, mc: MemberCaches, cache: str, path: str, k: Key) -> None:
+        try:
+            mc.member.request("DELETE", path)
+        finally:
+            mc.caches[cache].note_written(None, k)
+
+    # --- one member ---------------------------------------------------------------
+    def _sync_member(self, mc: MemberCaches, key: Key, merged: Merged | None, exports: Exports,
+                     ips: tuple[list[str], list[str]] | None, r: Result) -> None:
+        m = mc.member
+        have = mc.service_import(key)
+        derived = self.mode == DERIVED and merged is not None and merged.type == CLUSTERSET_IP
+        if merged is None or not mc.has_namespace(key[0]):
+            self._remove(mc, key, have, r)
+            return
+        if have is not None and not is_ours(have):
+            log.warning("cluster %s: ServiceImport %s/%s is not managed by %s; leaving it alone",
+                        m.name, key[0], key[1], CONTROLLER)
+            r.failed.append(f"ServiceImport in cluster {m.cluster_id} is managed by someone else")
+            return
+        svc = mc.service((key[0], derived_name(key))) if derived else None
+        if svc is not None and not is_ours(svc):
+            log.warning("cluster %s: Service %s/%s exists and is not managed by %s; no ClusterSetIP "
+                        "for %s there", m.name, key[0], derived_name(key), CONTROLLER, key[1])
+            r.failed.append(f"Service {derived_name(key)} in cluster {m.cluster_id} exists and is not "
+                            f"managed by {CONTROLLER}")
+            svc, derived = None, False
+        if derived and svc is not None:
+            ips = cluster_ips(svc)
+        want = self._desired_import(mc, key, merged, ips, derived)
+        si = self._write(mc, r, key, "ServiceImport", self._put_import, mc, key, want, have)
+        if si is None:
+            return
+        uid = (si.get("metadata") or {}).get("uid")
+        if derived:
+            svc = self._write(mc, r, key, "Service", self._put_derived, mc, key, merged, si, svc)
+            if svc is not None and cluster_ips(svc)[0] and cluster_ips(svc) != ips:
+                want = self._desired_import(mc, key, merged, cluster_ips(svc), True)
+                si = self._write(mc, r, key, "ServiceImport", self._put_import, mc, key, want, si) or si
+        for extra in mc.our_services(key):
+            if not derived or key_of(extra)[1] != derived_name(key):
+                self._delete_derived(mc, key, extra, r)
+        self._write(mc, r, key, "ServiceImport status", self._put_import_status, mc, key, want, si)
+        want_slices: dict[Key, dict[str, Any]] = {}
+        for _src, ex in exports:
+            if ex.export is None:
+                continue
+            for s in ex.slices:
+                d = self._desired_slice(mc, key, ex.export.cluster, s, uid, derived)
+                want_slices[key_of(d)] = d
+        self._sync_slices(mc, key, want_slices, r)
+
+    def _remove(self, mc: MemberCaches, key: Key, have: dict[str, Any] | None, r: Result) -> None:
+        """Nothing of this service belongs in this member: delete what of ours is there."""
+        self._sync_slices(mc, key, {}, r)
+        for svc in mc.our_services(key):
+            self._delete_derived(mc, key, svc, r)
+        if have is not None and is_ours(have):
+            log.info("cluster %s: delete ServiceImport %s/%s", mc.member.name, *key)
+            self._write(mc, r, key, "delete ServiceImport", self._delete, mc, "serviceimports",
+                        mc.member.mcs_path("serviceimports", key[0], key[1]), key)
+
+    def _delete_derived(self, mc: MemberCaches, key: Key, svc: dict[str, Any], r: Result) -> None:
+        sk = key_of(svc)
+        log.info("cluster %s: delete Service %s/%s", mc.member.name, *sk)
+        self._write(mc, r, key, "delete Service", self._delete, mc, "services",
+                    f"/api/v1/namespaces/{sk[0]}/services/{sk[1]}", sk)
+
+    # --- ServiceImport ------------------------------------------------------------
+    def _desired_import(self, mc: MemberCaches, k: Key, m: Merged,
+                        ips: tuple[list[str], list[str]] | None, derived: bool) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": m.type, "ports": [p.to_dict() for p in m.ports],
+                                "sessionAffinity": m.session_affinity}
+        if m.session_affinity_config:
+            spec["sessionAffinityConfig"] = m.session_affinity_config
+        if ips is not None and ips[0]:
+            spec["ips"], spec["ipFamilies"] = ips
+        elif m.ip_families:
+            spec["ipFamilies"] = list(m.ip_families)
+        status: dict[str, Any] = {"clusters": [{"cluster": c} for c in m.clusters]}
+        if mc.member.mcs_version == "v1beta1":
+            status["endpointSliceObjects"] = "Present"
+        meta: dict[str, Any] = {"name": k[1], "namespace": k[0], "labels": {APP_MANAGED_BY: CONTROLLER}}
+        if derived:
+            meta["annotations"] = {DERIVED_ANNOTATION: derived_name(k)}
+        return {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport",
+                "metadata": meta, "spec": spec, "status": status}
+
+    def _put_import(self, mc: MemberCaches, k: Key, want: dict[str, Any],
+                    have: dict[str, Any] | None) -> dict[str, Any]:
+        m = mc.member
+        if have is None:
+            log.info("cluster %s: create ServiceImport %s/%s", m.name, *k)
+            return self._create(mc, "serviceimports", m.mcs_path("serviceimports", k[0]), want)
+        if import_spec_view(have) == import_spec_view(want):
+            return have
+        log.info("cluster %s: update ServiceImport %s/%s", m.name, *k)
+        body = dict(have, apiVersion=want["apiVersion"], kind="ServiceImport", spec=want["spec"])
+        md = dict(have["metadata"], labels=dict(labels(have), **want["metadata"]["labels"]))
+        ann = dict(md.get("annotations") or {})
+        ann.pop(DERIVED_ANNOTATION, None)
+        ann.update(want["metadata"].get("annotations") or {})
+        md["annotations"] = ann
+        body["metadata"] = md
+        return self._replace(mc, "serviceimports", m.mcs_path("serviceimports", k[0], k[1]), body)
+
+    def _put_import_status(self, mc: MemberCaches, k: Key, want: dict[str, Any],
+                           have: dict[str, Any]) -> dict[str, Any]:
+        if import_status_equal(have, want):
+            return have
+        m = mc.member
+        log.info("cluster %s: update ServiceImport %s/%s status", m.name, *k)
+        obj = self._put_status(m, m.mcs_path("serviceimports", k[0], k[1]),
+                               dict(have, apiVersion=want["apiVersion"], kind="ServiceImport",
+                                    status=want["status"]))
+        mc.caches["serviceimports"].note_written(obj)
+        return obj
+
+    # --- derived Service ----------------------------------------------------------
+    def _put_derived(self, mc: MemberCaches, k: Key, m: Merged, si: dict[str, Any],
+                     have: dict[str, Any] | None) -> dict[str, Any]:
+        owner = {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
+                 "uid": (si.get("metadata") or {}).get("uid"), "controller": True,
+                 "blockOwnerDeletion": False}
+        want = desired_service(k, m, owner)
+        name, path = derived_name(k), f"/api/v1/namespaces/{k[0]}/services"
+        if have is None:
+            log.info("cluster %s: create Service %s/%s for ServiceImport %s", mc.member.name, k[0], name,
+                     k[1])
+            try:
+                return self._create(mc, "services", path, want)
+            except ApiException as e:
+                if e.status != 422 or "ipFamilies" not in want["spec"]:
+                    raise
+                # the exporters' IP family is not configured here: take this cluster's default
+                log.warning("cluster %s: Service %s/%s with ipFamilies %s rejected (%s); creating it with "
+                            "the cluster's default IP family", mc.member.name, k[0], name,
+                            want["spec"]["ipFamilies"], e.reason)
+                want["spec"].pop("ipFamilies")
+                want["spec"].pop("ipFamilyPolicy", None)
+                return self._create(mc, "services", path, want)
+        if service_view(have) == service_view(want):
+            return have
+        log.info("cluster %s: update Service %s/%s", mc.member.name, k[0], name)
+        spec = dict(have.get("spec") or {})
+        spec.pop("selector", None)
+        spec.pop("sessionAffinityConfig", None)
+        spec.update({f: v for f, v in want["spec"].items() if f not in ("ipFamilies", "ipFamilyPolicy")})
+        md = dict(have["metadata"], labels=dict(labels(have), **want["metadata"]["labels"]),
+                  ownerReferences=want["metadata"]["ownerReferences"])
+        body = dict(have, apiVersion="v1", kind="Service", metadata=md, spec=spec)
+        return self._replace(mc, "services", f"{path}/{name}", body)
+
+    # --- EndpointSlices -----------------------------------------------------------
+    def _desired_slice(self, mc: MemberCaches, k: Key, cluster: str, src: dict[str, Any],
+                       uid: str | None, derived: bool) -> dict[str, Any]:
         name = slice_name(k[1], cluster, key_of(src)[1])
-        owner = {"apiVersion": st.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
+        owner = {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
                  "uid": uid, "controller": False}
+        lb = {MANAGED_BY: CONTROLLER, MCS_SERVICE_NAME: k[1], SOURCE_CLUSTER: cluster}
+        if derived:
+            lb[SERVICE_NAME] = derived_name(k)
         return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": name, "namespace": k[0],
-                             "labels": {MANAGED_BY: CONTROLLER, MCS_SERVICE_NAME: k[1],
-                                        SOURCE_CLUSTER: cluster},
-                             "ownerReferences": [owner]},
+                "metadata": {"name": name, "namespace": k[0], "labels": lb, "ownerReferences": [owner]},
                 "addressType": src.get("addressType") or "IPv4",
                 "endpoints": [_endpoint(e) for e in src.get("endpoints") or []],
                 "ports": [_port(x) for x in src.get("ports") or []]}
 
-    def _sync_slices(self, st: MemberState, want: dict[Key, dict[str, Any]], p: Pass) -> None:
-        m, snap = st.member, st.snapshot
-        assert snap is not None
+    def _sync_slices(self, mc: MemberCaches, key: Key, want: dict[Key, dict[str, Any]], r: Result) -> None:
+        m = mc.member
         base = "/apis/discovery.k8s.io/v1/namespaces/{}/endpointslices"
+        have_all = {key_of(s): s for s in mc.our_slices(key) if labels(s).get(MANAGED_BY) == CONTROLLER}
         for sk, d in sorted(want.items()):
-            svc = (sk[0], labels(d)[MCS_SERVICE_NAME])
-            have = snap.our_slices.get(sk)
+            have = have_all.get(sk)
             if have is None:
                 log.info("cluster %s: create EndpointSlice %s/%s", m.name, *sk)
-                self._write(st, p, svc, "EndpointSlice", m.request, "POST", base.format(sk[0]), body=d)
+                self._write(mc, r, key, "EndpointSlice", self._create, mc, "endpointslices",
+                            base.format(sk[0]), d)
             elif slice_view(have) != slice_view(d):
                 log.info("cluster %s: update EndpointSlice %s/%s", m.name, *sk)
-                body = dict(d, metadata=dict(have["metadata"], labels=dict(labels(have), **labels(d)),
-                                             ownerReferences=d["metadata"]["ownerReferences"]))
-                self._write(st, p, svc, "EndpointSlice", m.request,
-                            "PUT", f"{base.format(sk[0])}/{sk[1]}", body=body)
-            if not st.reachable:
-                return
-        for sk, have in sorted(snap.our_slices.items()):
-            if sk not in want and labels(have).get(MANAGED_BY) == CONTROLLER:
-                log.info("cluster %s: delete EndpointSlice %s/%s", m.name, *sk)
-                svc = (sk[0], labels(have).get(MCS_SERVICE_NAME, ""))
-                self._write(st, p, svc, "delete EndpointSlice", m.request,
-                            "DELETE", f"{base.format(sk[0])}/{sk[1]}")
-                if not st.reachable:
-                    return
+                body = dict(d, metadata=dict(have["metadata"], labels=dict(
+                    {k: v for k, v in labels(have).items() if k not in SLICE_LABELS}, **labels(d)),
+                    ownerReferences=d["metadata"]["ownerReferences"]))
+                self._write(mc, r, key, "EndpointSlice", self._replace, mc, "endpointslices",
+                            f"{base.format(sk[0])}/{sk[1]}", body)
+        for sk in sorted(set(have_all) - set(want)):
+            log.info("cluster %s: delete EndpointSlice %s/%s", m.name, *sk)
+            self._write(mc, r, key, "delete EndpointSlice", self._delete, mc, "endpointslices",
+                        f"{base.format(sk[0])}/{sk[1]}", sk)
 
     # --- export status -----------------------------------------------------------------
     def _conditions(self, ex: ExportState, m: Merged | None, failed: list[str] | None,
@@ -389,41 +457,42 @@ class Reconciler:
             out.append(("Conflict", "True", c[0], c[1]))
         return out
 
-    def _sync_status(self, st: MemberState, merged: dict[Key, Merged], p: Pass) -> None:
-        m, snap = st.member, st.snapshot
-        assert snap is not None
-        for k, ex in sorted(snap.exports.items()):
-            want = self._conditions(ex, merged.get(k), p.failed.get(k))
-            gen = (ex.obj.get("metadata") or {}).get("generation")
-            have = list((ex.obj.get("status") or {}).get("conditions") or [])
-            by_type = {c.get("type"): c for c in have}
-            new, changed = [], False
-            for typ, status, reason, msg in want:
-                old = by_type.pop(typ, None)
-                c = {"type": typ, "status": status, "reason": reason, "message": msg,
-                     "lastTransitionTime": now_rfc3339()}
-                if gen is not None:
-                    c["observedGeneration"] = gen
-                if old is not None and old.get("status") == status:
-                    c["lastTransitionTime"] = old.get("lastTransitionTime") or c["lastTransitionTime"]
-                if old is None or any(old.get(f) != c.get(f) for f in
-                                      ("status", "reason", "message", "observedGeneration")):
-                    changed = True
-                new.append(c)
-            if by_type:  # conditions of ours that no longer apply (Conflict on an invalid export)
-                changed = changed or any(t in ("Valid", "Ready", "Conflict") for t in by_type)
-                new.extend(c for t, c in by_type.items() if t not in ("Valid", "Ready", "Conflict"))
-            if not changed:
-                continue
-            log.info("cluster %s: ServiceExport %s/%s status: %s", m.name, k[0], k[1],
-                     ", ".join(f"{t}={s}({r})" for t, s, r, _ in want))
-            # list items carry no apiVersion/kind; a real API server wants them in a PUT body
-            body = dict(ex.obj, apiVersion=m.mcs_api_version(), kind="ServiceExport",
-                        status=dict(ex.obj.get("status") or {}, conditions=new))
-            self._write(st, p, k, "ServiceExport status", self._put_status,
-                        m, m.mcs_path("serviceexports", k[0], k[1]), body)
-            if not st.reachable:
-                return
+    def _sync_status(self, mc: MemberCaches, k: Key, ex: ExportState, merged: Merged | None,
+                     r: Result) -> None:
+        m = mc.member
+        want = self._conditions(ex, merged, r.failed)
+        gen = (ex.obj.get("metadata") or {}).get("generation")
+        have = list((ex.obj.get("status") or {}).get("conditions") or [])
+        by_type = {c.get("type"): c for c in have}
+        new, changed = [], False
+        for typ, status, reason, msg in want:
+            old = by_type.pop(typ, None)
+            c = {"type": typ, "status": status, "reason": reason, "message": msg,
+                 "lastTransitionTime": now_rfc3339()}
+            if gen is not None:
+                c["observedGeneration"] = gen
+            if old is not None and old.get("status") == status:
+                c["lastTransitionTime"] = old.get("lastTransitionTime") or c["lastTransitionTime"]
+            if old is None or any(old.get(f) != c.get(f) for f in
+                                  ("status", "reason", "message", "observedGeneration")):
+                changed = True
+            new.append(c)
+        if by_type:  # conditions of ours that no longer apply (Conflict on an invalid export)
+            changed = changed or any(t in ("Valid", "Ready", "Conflict") for t in by_type)
+            new.extend(c for t, c in by_type.items() if t not in ("Valid", "Ready", "Conflict"))
+        if not changed:
+            return
+        log.info("cluster %s: ServiceExport %s/%s status: %s", m.name, k[0], k[1],
+                 ", ".join(f"{t}={s}({r})" for t, s, r, _ in want))
+        # list items carry no apiVersion/kind; a real API server wants them in a PUT body
+        body = dict(ex.obj, apiVersion=m.mcs_api_version(), kind="ServiceExport",
+                    status=dict(ex.obj.get("status") or {}, conditions=new))
+
+        def put() -> None:
+            out = self._put_status(m, m.mcs_path("serviceexports", k[0], k[1]), body)
+            mc.caches["serviceexports"].note_written(out)
+
+        self._write(mc, r, k, "ServiceExport status", put)
 
 
-__all__ = ["Reconciler", "MemberState"]
+__all__ = ["Reconciler", "Result", "DERIVED", "CIDR"]

@@ -11,8 +11,8 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 from ..stats import Put, define
 from . import bound_socket
@@ -20,6 +20,9 @@ from . import bound_socket
 log = logging.getLogger("mcsdns.tcp")
 
 Respond = Callable[[bytes, bool], "bytes | None"]
+# (query, peer address) -> a stream of response messages (zone transfers), or None
+Stream = Callable[[bytes, Any], "Iterator[bytes] | None"]
+PUMP_BATCH = 8  # transfer messages sent per event-loop turn
 
 
 REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter", "TCP connections closed at the limit.")
@@ -44,6 +47,7 @@ class TCPServerState:
         self.rejected = 0
         self.timed_out = 0
         self.sweeper: asyncio.Task[None] | None = None
+        self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
 
     def publish(self, put: Put) -> None:
         put(REJECTED, self.rejected)
@@ -58,6 +62,7 @@ class TCPServerState:
                 self.timed_out += 1
                 c.close()
             elif c.pending_since is None and now - c.last_active > lim.idle_timeout:
+                # (a transfer counts as active while the client keeps reading it)
                 self.timed_out += 1
                 c.close()
 
@@ -69,9 +74,14 @@ class TCPConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
         self.pending_since: float | None = None
+        self.out: Iterator[bytes] | None = None  # a transfer being sent
+        self.paused = False
+        self.scheduled = False  # a _pump call is pending
+        self.peer: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self.peer = transport.get_extra_info("peername")
         if len(self.state.conns) >= self.state.limits.max_conns:
             self.state.rejected += 1
             self.transport.abort()
@@ -87,23 +97,71 @@ class TCPConnection(asyncio.Protocol):
         self.state.conns.discard(self)
 
     def pause_writing(self) -> None:  # client not reading: stop reading its queries
+        self.paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self.paused = False
         if self.transport is not None:
             self.transport.resume_reading()
+        if self.out is not None and not self.scheduled:
+            self._pump()
+
+    def _pump(self) -> None:
+        """Send up to PUMP_BATCH transfer messages, then let other work run; stop while
+        the client is not reading. When the transfer ends, answer queued queries."""
+        self.scheduled = False
+        if self.out is None:
+            return
+        self.last_active = time.monotonic()
+        try:
+            for _ in range(PUMP_BATCH):
+                if self.paused or self.transport is None or self.transport.is_closing():
+                    return
+                msg = next(self.out, None)
+                if msg is None:
+                    self.out = None
+                    if self.buf:
+                        self.data_received(b"")
+                    return
+                self.transport.write(len(msg).to_bytes(2, "big") + msg)
+        except Exception:
+            log.exception("error sending a zone transfer")
+            self.close()
+            return
+        self.scheduled = True
+        asyncio.get_running_loop().call_soon(self._pump)
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf + data if self.buf else data
         now = time.monotonic()
         self.last_active = now
-        out = []
+        if self.out is not None:  # a transfer is being sent: queue
+            self.buf = buf
+            return
+        out: list[bytes] = []
+        stream = self.state.stream
         while len(buf) >= 2:
             n = (buf[0] << 8) | buf[1]
             if len(buf) < 2 + n:
                 break
             msg, buf = buf[2:2 + n], buf[2 + n:]
+            if stream is not None:
+                try:
+                    xfr = stream(msg, self.peer)
+                except Exception:
+                    log.exception("error starting a zone transfer")
+                    self.close()
+                    return
+                if xfr is not None:
+                    if out and self.transport is not None:
+                        self.transport.write(b"".join(out))
+                    self.buf = buf
+                    self.pending_since = None
+                    self.out = xfr
+                    self._pump()
+                    return
             try:
                 resp = self.state.respond(msg, True)
             except Exception:

@@ -1,7 +1,8 @@
 """Kubernetes API source: list+watch ServiceImports, EndpointSlices and ClusterProperties.
 
-One worker thread per watched collection (kind x namespace) runs the usual
-reflector loop with the official `kubernetes` client, reading raw JSON:
+One worker thread per watched collection (kind x namespace) runs the shared
+reflector loop (mcsdns/kube/reflector.py) with the official `kubernetes`
+client, reading raw JSON:
 
 - list (paged) -> the Store gets the complete set (deletions included), then
   watch from the list's resourceVersion with bookmarks; a watch that ends
@@ -22,19 +23,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from urllib3.exceptions import HTTPError, MaxRetryError, ReadTimeoutError
 
+from ..kube.reflector import Backoff, Lister, Reflector, bind, describe, error_kind
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
 from ..stats import Put
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
@@ -47,47 +46,18 @@ PREFERRED = ("v1beta1", "v1alpha1")
 Obj = dict[str, Any]
 
 
-class Expired(Exception):
-    """410 Gone: the resourceVersion or continue token is too old; relist."""
-
-
-class WatchError(Exception):
-    """The watch stream reported an error other than 410."""
-
-
-@dataclass
-class Backoff:
-    """Full-jitter exponential backoff."""
-
-    base: float = 0.2
-    cap: float = 10.0
-    attempt: int = 0
-
-    def next(self) -> float:
-        delay = random.uniform(0, min(self.cap, self.base * 2 ** self.attempt))
-        self.attempt = min(self.attempt + 1, 30)
-        return delay
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
 @dataclass
 class Collection:
     """One watched collection: a kind, in one namespace or all."""
 
     kind: str
     namespace: str | None
-    lister: Callable[..., Any]  # the typed client call, taking list/watch keyword args
+    lister: Lister  # the typed client call, taking list/watch keyword args
     required: bool  # counts for `synced`
     sole: bool  # the only collection of its kind: a relist may use Store.replace
-    rv: str | None = None
-    known: set[ObjKey] = field(default_factory=set)
     listed: bool = False  # a first list reached the Store (set on the loop)
     healthy: bool = False
-    relist: bool = False
-    resp: Any = None  # the open watch response, to interrupt it
-    thread: threading.Thread | None = None
+    reflector: Reflector | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -95,41 +65,6 @@ class Collection:
         if self.kind == CLUSTER_PROPERTY:
             return what
         return f"{what} in {self.namespace or 'all namespaces'}"
-
-
-def _error_kind(e: BaseException) -> str:
-    if isinstance(e, ApiException):
-        return f"http_{e.status}" if e.status else "unreachable"
-    if isinstance(e, WatchError):
-        return "watch_error"
-    if isinstance(e, ValueError):
-        return "bad_response"
-    return "unreachable"
-
-
-def _describe(e: BaseException) -> str:
-    """A one-line description of a client error."""
-    if isinstance(e, ApiException):
-        return f"HTTP {e.status} {e.reason}" if e.status else str(e.reason)
-    if isinstance(e, MaxRetryError) and e.reason is not None:
-        e = e.reason
-    return f"{type(e).__name__}: {e}".splitlines()[0][:300]
-
-
-def _lines(resp: Any) -> Iterator[bytes]:
-    """Complete lines of a streamed response, as soon as each chunk arrives."""
-    buf = b""
-    chunks = resp.stream(None, decode_content=True) if resp.chunked else iter(
-        lambda: resp.read1(65536), b"")
-    for chunk in chunks:
-        buf += chunk
-        if b"\n" in buf:
-            *done, buf = buf.split(b"\n")
-            for line in done:
-                if line.strip():
-                    yield line
-    if buf.strip():
-        yield buf
 
 
 class KubeSource:
@@ -179,8 +114,10 @@ class KubeSource:
     async def stop(self) -> None:
         self._stop.set()
         for c in list(self.collections):
-            self._interrupt(c)
-        threads = [t for t in [self._main, *(c.thread for c in self.collections)] if t is not None]
+            if c.reflector is not None:
+                c.reflector.interrupt()
+        threads = [t for t in [self._main, *(c.reflector.thread for c in self.collections if c.reflector)]
+                   if t is not None]
 
         def join() -> None:
             deadline = time.monotonic() + 2.0
@@ -194,8 +131,8 @@ class KubeSource:
     def reload(self) -> None:
         """Relist every collection now (SIGHUP)."""
         for c in list(self.collections):
-            c.relist = True
-            self._interrupt(c)
+            if c.reflector is not None:
+                c.reflector.request_relist()
 
     def _client(self) -> Any:
         cfg = client.Configuration()
@@ -220,7 +157,7 @@ class KubeSource:
     # ---- connection state (any thread) ----
 
     def _health(self, c: Collection | None, ok: bool, err: BaseException | None = None) -> None:
-        kind = "ok" if ok else _error_kind(err or Exception())
+        kind = "ok" if ok else error_kind(err or Exception())
         if not ok:
             self.errors[kind] += 1
         with self._lock:
@@ -239,7 +176,7 @@ class KubeSource:
                      ", ".join(x.label for x in self.collections) or "nothing yet")
         elif not ok:
             log.warning("Kubernetes API %s: %s; serving the last known data and retrying",
-                        self.host, _describe(err or Exception()))
+                        self.host, describe(err or Exception()))
 
     # ---- discovery (kube-discovery thread) ----
 
@@ -293,12 +230,12 @@ class KubeSource:
         out: list[Collection] = []
         for ns in scopes:
             if ns is None:
-                si = _bind(custom.list_cluster_custom_object, MCS_GROUP, self.mcs_version, "serviceimports")
-                es = _bind(slices.list_endpoint_slice_for_all_namespaces, label_selector=SERVICE_NAME_LABEL)
+                si = bind(custom.list_cluster_custom_object, MCS_GROUP, self.mcs_version, "serviceimports")
+                es = bind(slices.list_endpoint_slice_for_all_namespaces, label_selector=SERVICE_NAME_LABEL)
             else:
-                si = _bind(custom.list_namespaced_custom_object, MCS_GROUP, self.mcs_version, ns,
+                si = bind(custom.list_namespaced_custom_object, MCS_GROUP, self.mcs_version, ns,
                            "serviceimports")
-                es = _bind(slices.list_namespaced_endpoint_slice, ns, label_selector=SERVICE_NAME_LABEL)
+                es = bind(slices.list_namespaced_endpoint_slice, ns, label_selector=SERVICE_NAME_LABEL)
             out.append(Collection(SERVICE_IMPORT, ns, si, required=True, sole=sole))
             out.append(Collection(ENDPOINT_SLICE, ns, es, required=True, sole=sole))
         if self.about_version is not None:
@@ -307,7 +244,7 @@ class KubeSource:
 
     def _cluster_properties(self) -> Collection:
         custom = client.CustomObjectsApi(self._api)
-        lister = _bind(custom.list_cluster_custom_object, ABOUT_GROUP, self.about_version,
+        lister = bind(custom.list_cluster_custom_object, ABOUT_GROUP, self.about_version,
                        "clusterproperties")
         return Collection(CLUSTER_PROPERTY, None, lister, required=False, sole=True)
 
@@ -315,139 +252,23 @@ class KubeSource:
         with self._lock:
             self.collections.extend(cs)
         for c in cs:
-            c.thread = threading.Thread(target=self._reflect, args=(c,), daemon=True,
-                                        name=f"kube-{c.kind}-{c.namespace or 'all'}")
-            c.thread.start()
+            c.reflector = Reflector(
+                c.label, c.lister, kind=c.kind, key=obj_key, stop=self._stop, page_size=self.page_size,
+                watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout, backoff=self.backoff,
+                on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
+                on_health=partial(self._health, c),
+                on_error=self._count_error)
+            c.reflector.start(f"kube-{c.kind}-{c.namespace or 'all'}")
 
-    # ---- one collection (its worker thread) ----
+    def _count_error(self, kind: str) -> None:
+        self.errors[kind] += 1
 
-    def _reflect(self, c: Collection) -> None:
-        backoff = Backoff(*self.backoff)
-        while not self._stop.is_set():
-            try:
-                if c.rv is None or c.relist:
-                    c.relist = False
-                    self._list(c)
-                    backoff.reset()
-                started, events = time.monotonic(), self._watch(c)
-                if events == 0 and time.monotonic() - started < 1.0 and not c.relist:
-                    self._stop.wait(backoff.next())  # an empty, short watch: never spin
-                else:
-                    backoff.reset()
-            except Expired as e:
-                self.errors["expired"] += 1
-                log.info("%s: %s; relisting", c.label, e)
-                c.rv = None
-            except Exception as e:  # noqa: BLE001 - nothing may kill the thread
-                if self._stop.is_set():
-                    return
-                if c.relist:
-                    continue
-                if not isinstance(e, ApiException | HTTPError | OSError | ValueError | WatchError):
-                    log.exception("%s: unexpected error", c.label)
-                self._health(c, False, e)
-                log.debug("%s: %s", c.label, _describe(e))
-                self._stop.wait(backoff.next())
-
-    def _list(self, c: Collection) -> None:
-        items: list[Obj] = []
-        cont: str | None = None
-        while True:
-            kw: dict[str, Any] = {"limit": self.page_size}
-            if cont:
-                kw["_continue"] = cont
-            try:
-                resp = c.lister(**kw, _preload_content=False, _request_timeout=(5, 60))
-            except ApiException as e:
-                if e.status == 410:
-                    raise Expired(f"list continue token expired: {e.reason}") from e
-                raise
-            data = json.loads(resp.data)
-            for obj in data.get("items") or []:
-                if isinstance(obj, dict):
-                    obj["kind"] = c.kind
-                    items.append(obj)
-            meta = data.get("metadata") or {}
-            cont = meta.get("continue")
-            if not cont:
-                break
-        c.rv = str(meta.get("resourceVersion") or "")
-        keys = {obj_key(o) for o in items}
-        deletes, c.known = c.known - keys, keys
-        self._health(c, True)
+    def _on_list(self, c: Collection, items: list[Obj], deletes: set[ObjKey]) -> None:
         self._post(c, "list", (items, deletes))
-        log.debug("%s: listed %d at resourceVersion %s", c.label, len(items), c.rv)
 
-    def _watch(self, c: Collection) -> int:
-        """Follow one watch request; returns the number of events seen."""
-        timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
-        try:
-            resp = c.lister(watch=True, resource_version=c.rv, allow_watch_bookmarks=True,
-                            timeout_seconds=timeout, _preload_content=False,
-                            _request_timeout=(5, self.idle_timeout))
-        except ApiException as e:
-            if e.status == 410:
-                raise Expired(f"watch from resourceVersion {c.rv}: {e.reason}") from e
-            raise
-        c.resp = resp
-        if self._stop.is_set() or c.relist:
-            resp.shutdown()
-        self._health(c, True)
-        n = 0
-        try:
-            for line in _lines(resp):
-                n += 1
-                self._event(c, line)
-        except (Expired, WatchError):
-            raise
-        except Exception as e:  # noqa: BLE001 - a broken stream is not an outage until a re-watch fails
-            if _is_read_timeout(e):
-                log.debug("%s: watch idle for %.0f s; resuming", c.label, self.idle_timeout)
-                return n + 1
-            log.debug("%s: watch stream broke: %s", c.label, e)
-        finally:
-            c.resp = None
-            resp.release_conn()
-        return n
-
-    def _event(self, c: Collection, line: bytes) -> None:
-        try:
-            ev = json.loads(line)
-            typ, obj = ev["type"], ev["object"]
-            meta = obj.get("metadata") or {}
-        except (ValueError, KeyError, TypeError, AttributeError):
-            self.errors["bad_event"] += 1
-            log.warning("%s: skipped an unreadable watch event: %.200r", c.label, line)
-            return
-        if typ == "ERROR":
-            if obj.get("code") == 410:
-                raise Expired(f"watch: {obj.get('message') or 'resourceVersion expired'}")
-            raise WatchError(f"watch error event: {obj.get('code')} {obj.get('message')}")
-        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-        if rv:
-            c.rv = str(rv)
+    def _on_event(self, c: Collection, typ: str, obj: Obj) -> None:
         self.last_sync = time.time()
-        if typ == "BOOKMARK":
-            return
-        if typ not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(meta, dict):
-            self.errors["bad_event"] += 1
-            log.warning("%s: skipped a watch event of type %r", c.label, typ)
-            return
-        obj["kind"] = c.kind
-        key = obj_key(obj)
-        if typ == "DELETED":
-            c.known.discard(key)
-        else:
-            c.known.add(key)
         self._post(c, typ, obj)
-
-    def _interrupt(self, c: Collection) -> None:
-        resp = c.resp
-        if resp is not None:
-            try:
-                resp.shutdown()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
 
     # ---- hand-over to the loop ----
 
@@ -499,15 +320,3 @@ class KubeSource:
             self.store.apply(upserts, deletes)
         except Exception:  # pragma: no cover - the Store skips malformed objects itself
             log.exception("applying %d watch events failed", len(run))
-
-
-def _bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
-    return lambda **kw: fn(*args, **kwargs, **kw)
-
-
-def _is_read_timeout(e: BaseException | None) -> bool:
-    while e is not None:
-        if isinstance(e, ReadTimeoutError | TimeoutError):
-            return True
-        e = e.__context__
-    return False

@@ -1,0 +1,195 @@
+"""Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports.
+
+Each collection is listed once and then watched (mcsdns/kube/reflector.py);
+every change is turned into the (namespace, name) keys of the services it
+affects and handed to `enqueue`. A member is reachable while every one of its
+watches is healthy; `last_ok` is when it last was.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from ..kube.reflector import Backoff, Cache, path_lister
+from .clusters import ConfigError, Member, Unreachable
+from .exports import MCS_SERVICE_NAME, SERVICE_NAME, SLICES, Key, is_ours, labels
+
+log = logging.getLogger("mcsdns.controller")
+
+Obj = dict[str, Any]
+
+
+def slice_index(obj: Obj) -> Hashable | None:
+    """("ours", ns, service) for our imported slices, ("src", ns, service) for a Service's own."""
+    lb = labels(obj)
+    ns = str((obj.get("metadata") or {}).get("namespace") or "")
+    if is_ours(obj):
+        svc = lb.get(MCS_SERVICE_NAME)
+        return ("ours", ns, svc) if svc else None
+    svc = lb.get(SERVICE_NAME)
+    return ("src", ns, svc) if svc else None
+
+
+def service_index(obj: Obj) -> Hashable | None:
+    """("ours", ns, service) for our derived Services."""
+    if not is_ours(obj):
+        return None
+    svc = labels(obj).get(MCS_SERVICE_NAME)
+    return ("ours", str((obj.get("metadata") or {}).get("namespace") or ""), svc) if svc else None
+
+
+class MemberCaches:
+    KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports")
+
+    def __init__(self, member: Member, enqueue: Callable[[Key], None],
+                 enqueue_namespace: Callable[[str], None], stop: threading.Event,
+                 on_reachable: Callable[[MemberCaches, bool], None] = lambda m, ok: None,
+                 watch_timeout: int = 300, service_key: Callable[[Key], Key] = lambda k: k) -> None:
+        self.member = member
+        self.service_key = service_key  # a Service's key -> the key of the service it affects
+        self.enqueue, self.enqueue_namespace = enqueue, enqueue_namespace
+        self.stop = stop
+        self.on_reachable = on_reachable
+        self.watch_timeout = watch_timeout
+        self.caches: dict[str, Cache] = {}
+        self.healthy: dict[str, bool] = {}
+        self.reachable = False
+        self.last_ok: float | None = None  # monotonic; set from the member's Lease at start
+        self.last_sync = 0.0  # unix time of the last list, event or bookmark
+        self.error = ""
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    # --- startup ---------------------------------------------------------------------
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._start, daemon=True, name=f"member-{self.member.name}")
+        self.thread.start()
+
+    def _start(self) -> None:
+        """Discover the MCS API version and the cluster ID (retrying), then start every watch."""
+        backoff, m = Backoff(0.2, 5.0), self.member
+        while not self.stop.is_set():
+            try:
+                if m.cluster_id is None:
+                    m.cluster_id = m.read_cluster_id()
+                    log.info("cluster %s has cluster ID %s", m.name, m.cluster_id)
+                if m.mcs_version is None:
+                    m.discover()
+                if m.mcs_version is not None:
+                    break
+                self.stop.wait(5.0)
+            except (Unreachable, ConfigError) as e:
+                self._set_error(str(e))
+                self.stop.wait(backoff.next())
+            except Exception as e:  # noqa: BLE001 - a 4xx from discovery: retried
+                self._set_error(str(e))
+                self.stop.wait(backoff.next())
+        if self.stop.is_set():
+            return
+        paths = {"namespaces": "/api/v1/namespaces", "services": "/api/v1/services",
+                 "endpointslices": SLICES, "serviceexports": m.mcs_path("serviceexports"),
+                 "serviceimports": m.mcs_path("serviceimports")}
+        handlers: dict[str, Callable[[Key, Obj | None, Obj | None], None]] = {
+            "namespaces": self._namespace, "services": self._service, "endpointslices": self._slice,
+            "serviceexports": self._plain, "serviceimports": self._plain}
+        index = {"services": service_index, "endpointslices": slice_index}
+        for kind in self.KINDS:
+            self.healthy[kind] = False
+            self.caches[kind] = Cache(
+                f"{m.name} {kind}", path_lister(m.api, paths[kind]), handlers[kind], self.stop,
+                on_health=self._health_cb(kind), index=index.get(kind), watch_timeout=self.watch_timeout,
+                backoff=(0.2, 5.0))
+        for c in self.caches.values():
+            c.start()
+
+    def _set_error(self, err: str) -> None:
+        if err != self.error:
+            log.warning("cluster %s unreachable: %s", self.member.name, err)
+        self.error = err
+
+    # --- health ----------------------------------------------------------------------
+    def _health_cb(self, kind: str) -> Callable[[bool, BaseException | None], None]:
+        def cb(ok: bool, err: BaseException | None) -> None:
+            with self.lock:
+                self.healthy[kind] = ok
+                now_ok = all(self.healthy.values()) and len(self.healthy) == len(self.KINDS)
+                changed = now_ok != self.reachable
+                self.reachable = now_ok
+                if now_ok or changed:
+                    self.last_ok = time.monotonic()
+            if ok:
+                self.last_sync = time.time()
+            if changed:
+                if now_ok:
+                    log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id)
+                    self.error = ""
+                else:
+                    self._set_error(f"{kind}: {err}")
+                self.on_reachable(self, now_ok)
+        return cb
+
+    @property
+    def synced(self) -> bool:
+        """Every collection has been listed at least once."""
+        return len(self.caches) == len(self.KINDS) and all(c.synced.is_set() for c in self.caches.values())
+
+    # --- events -> keys --------------------------------------------------------------
+    def _plain(self, k: Key, old: Obj | None, new: Obj | None) -> None:
+        self.enqueue(k)
+
+    def _namespace(self, k: Key, old: Obj | None, new: Obj | None) -> None:
+        self.enqueue_namespace(k[1])
+
+    def _service(self, k: Key, old: Obj | None, new: Obj | None) -> None:
+        for o in (old, new):
+            if o is not None:
+                iv = service_index(o)
+                self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else self.service_key(k))
+
+    def _slice(self, k: Key, old: Obj | None, new: Obj | None) -> None:
+        for o in (old, new):
+            if o is not None:
+                iv = slice_index(o)
+                if isinstance(iv, tuple):
+                    self.enqueue((iv[1], iv[2]))
+
+    # --- reads -----------------------------------------------------------------------
+    def has_namespace(self, ns: str) -> bool:
+        o = self.caches["namespaces"].get(("", ns))
+        return o is not None and not (o.get("metadata") or {}).get("deletionTimestamp")
+
+    def export(self, k: Key) -> Obj | None:
+        se = self.caches["serviceexports"].get(k)
+        return None if se is None or (se.get("metadata") or {}).get("deletionTimestamp") else se
+
+    def service(self, k: Key) -> Obj | None:
+        return self.caches["services"].get(k)
+
+    def service_import(self, k: Key) -> Obj | None:
+        return self.caches["serviceimports"].get(k)
+
+    def source_slices(self, k: Key) -> list[Obj]:
+        return sorted(self.caches["endpointslices"].indexed(("src", k[0], k[1])),
+                      key=lambda s: str(s["metadata"]["name"]))
+
+    def our_slices(self, k: Key) -> list[Obj]:
+        return self.caches["endpointslices"].indexed(("ours", k[0], k[1]))
+
+    def our_services(self, k: Key) -> list[Obj]:
+        return self.caches["services"].indexed(("ours", k[0], k[1]))
+
+    def keys(self) -> set[Key]:
+        """Every service key this member has an export, or an object of ours, for."""
+        if not self.caches:
+            return set()
+        out = set(self.caches["serviceexports"].keys())
+        out.update(k for k, si in list(self.caches["serviceimports"].objs.items()) if is_ours(si))
+        for cache in (self.caches["endpointslices"], self.caches["services"]):
+            with cache.lock:
+                out.update((iv[1], iv[2]) for iv in cache.by_index
+                           if isinstance(iv, tuple) and iv[0] == "ours")
+        return out

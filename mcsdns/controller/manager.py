@@ -1,0 +1,202 @@
+"""The controller's run loop: member caches -> work queue -> reconcile workers.
+
+Events from every member's caches become (namespace, name) keys in one
+de-duplicating queue; worker threads reconcile one key at a time each. The
+loop opens the gate to writing once every member is synced (or its Endpoint
+TTL has run out), follows leader election, re-queues every key on `resync`
+and when a member comes back, re-queues a lost member's keys when its TTL
+expires, and renews the per-member Leases.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from .clusters import Member
+from .informers import MemberCaches
+from .ipam import Allocator
+from .lease import LeaderElector, MemberLeases
+from .queue import Key, WorkQueue
+from .reconcile import CIDR, Reconciler
+
+log = logging.getLogger("mcsdns.controller")
+
+TICK = 0.1  # seconds between two looks at leases, TTLs and resyncs
+
+
+class Manager:
+    def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
+                 workers: int = 4, elector: LeaderElector | None = None,
+                 member_leases: MemberLeases | None = None, watch_timeout: int = 300,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stop = threading.Event()
+        self.queue = WorkQueue()
+        self.clock = clock
+        self.caches = [MemberCaches(m, self.queue.add, self._enqueue_namespace, self.stop,
+                                    self._on_reachable, watch_timeout, self._service_key) for m in members]
+        self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock,
+                              workers)
+        self.ttl, self.resync, self.nworkers = ttl, resync, workers
+        self.elector, self.member_leases = elector, member_leases
+        self.active = threading.Event()  # writing allowed: gate open and leading
+        self.gate_open = False
+        self.ready = threading.Event()
+        self.results: Counter[str] = Counter()  # reconciles by result
+        self.expired: set[str] = set()  # members whose TTL expiry has been handled
+        self.started = clock()
+        self.threads: list[threading.Thread] = []
+        self._waited = False
+
+    # --- callbacks from member threads ----------------------------------------------------
+    def _service_key(self, k: Key) -> Key:
+        """A Service named like a derived Service (ours or someone else's) affects that import."""
+        return self.rec.derived_keys.get(k, k)
+
+    def _enqueue_namespace(self, ns: str) -> None:
+        if self.gate_open:
+            self.queue.add_all(k for k in self.rec.all_keys() if k[0] == ns)
+
+    def _on_reachable(self, mc: MemberCaches, ok: bool) -> None:
+        if ok:
+            self.expired.discard(mc.member.name)
+            if self.gate_open:  # writes to it were skipped while it was away: look at everything
+                self.queue.add_all(self.rec.all_keys())
+
+    # --- startup ------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.member_leases is not None:
+            for mc in self.caches:
+                seen = self.member_leases.load(mc.member.name)
+                if seen is not None:
+                    mc.last_ok = seen
+                    log.info("cluster %s: last reached %.1fs ago (its Lease)", mc.member.name,
+                             self.clock() - seen)
+        for mc in self.caches:
+            mc.start()
+        for i in range(self.nworkers):
+            t = threading.Thread(target=self._work, daemon=True, name=f"reconcile-{i}")
+            t.start()
+            self.threads.append(t)
+
+    def _gate(self) -> bool:
+        """Open once every member is synced or past its TTL (known from its Lease or since start)."""
+        if self.gate_open:
+            return True
+        now = self.clock()
+        waiting = []
+        for mc in self.caches:
+            if mc.synced:
+                continue
+            since = mc.last_ok if mc.last_ok is not None else self.started
+            if now - since < self.ttl:
+                waiting.append(mc.member.name)
+        if waiting:
+            if not self._waited:
+                log.info("waiting up to %gs for first contact with %s before writing", self.ttl,
+                         ", ".join(waiting))
+                self._waited = True
+            return False
+        self.rec.adopt()
+        self.gate_open = True
+        keys = self.rec.all_keys()
+        self.queue.add_all(keys)
+        log.info("caches synced; reconciling %d services", len(keys))
+        return True
+
+    # --- workers ------------------------------------------------------------------------
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            if not self.active.wait(0.5):
+                continue
+            key = self.queue.get(timeout=0.5)
+            if key is None:
+                continue
+            try:
+                r = self.rec.reconcile(key)
+            except Exception:
+                log.exception("reconcile %s/%s failed", *key)
+                self.results["error"] += 1
+                self.queue.retry(key)
+            else:
+                if r.retry:
+                    self.results["retry"] += 1
+                    self.queue.retry(key)
+                else:
+                    self.results["ok"] += 1
+                    self.queue.forget(key)
+            finally:
+                self.queue.done(key)
+
+    # --- the loop -----------------------------------------------------------------------
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def run(self) -> None:
+        """Until `stop`: leader election, gate, TTLs, Leases, resync, readiness."""
+        last_lease = last_resync = 0.0
+        renewed: dict[str, float] = {}  # member -> when its Lease was last written
+        renew_every = max(0.5, min(self.ttl / 4, 10.0))
+        while not self.stop.is_set():
+            now = self.clock()
+            if self.elector is not None and now - last_lease >= self.elector.duration / 3:
+                was = self.elector.is_leader()
+                last_lease = now
+                if self.elector.step() and not was and self.gate_open:
+                    self.queue.add_all(self.rec.all_keys())  # a new leader looks at everything
+            leading = self.leading()
+            if self._gate() and leading:
+                self.active.set()
+            else:
+                self.active.clear()
+            if not leading:
+                self.ready.set()  # a healthy follower
+            elif self.gate_open and not self.ready.is_set() and self.queue.idle():
+                log.info("first full sync done (%d reconciles)", sum(self.results.values()))
+                self.ready.set()
+            for mc in self.caches:
+                if not mc.reachable and mc.last_ok is not None and mc.member.name not in self.expired \
+                        and now - mc.last_ok >= self.ttl and self.gate_open:
+                    self.expired.add(mc.member.name)
+                    log.warning("cluster %s unreachable for %gs (endpoint TTL): dropping its endpoints",
+                                mc.member.name, self.ttl)
+                    self.queue.add_all(mc.keys())
+            if self.member_leases is not None and leading:
+                for mc in self.caches:
+                    name = mc.member.name
+                    if mc.reachable and now - renewed.get(name, -renew_every) >= renew_every:
+                        renewed[name] = now
+                        self.member_leases.renew(name, now)
+            if self.gate_open and now - last_resync >= self.resync:
+                last_resync = now
+                self.queue.add_all(self.rec.all_keys())
+            self.stop.wait(TICK)
+
+    def run_once(self, timeout: float) -> bool:
+        """--once: sync, reconcile every key (retrying failures a few times); True when all succeeded."""
+        deadline = self.clock() + timeout
+        while not self._gate():
+            if self.clock() > deadline:
+                return False
+            self.stop.wait(TICK)
+        self.active.set()
+        while self.clock() < deadline:
+            if self.queue.idle():
+                return not self.queue.failures
+            self.stop.wait(TICK)
+        return False
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        self.queue.close()
+        for mc in self.caches:
+            for c in mc.caches.values():
+                c.reflector.interrupt()
+        for t in self.threads:
+            t.join(2.0)
+
+    def writes(self) -> int:
+        return sum(mc.member.writes for mc in self.caches)

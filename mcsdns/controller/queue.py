@@ -1,0 +1,116 @@
+"""A de-duplicating work queue of (namespace, name) keys, as client-go's workqueue.
+
+A key waiting in the queue is held once however often it is added. A key
+being processed is never handed to a second worker: added meanwhile, it is
+queued again when its worker calls `done`. `add_after` delays a key (retry
+with backoff); `failures` counts consecutive failures per key for that backoff.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+
+Key = tuple[str, str]
+
+
+class WorkQueue:
+    def __init__(self, base_delay: float = 0.05, max_delay: float = 30.0) -> None:
+        self.cond = threading.Condition()
+        self.queue: deque[Key] = deque()
+        self.waiting: set[Key] = set()  # in `queue`
+        self.processing: set[Key] = set()
+        self.dirty: set[Key] = set()  # added while processing
+        self.delayed: list[tuple[float, Key]] = []
+        self.failures: dict[Key, int] = {}
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.closed = False
+
+    def add(self, key: Key) -> None:
+        with self.cond:
+            self._add(key)
+
+    def add_all(self, keys: Iterable[Key]) -> None:
+        with self.cond:
+            for k in keys:
+                self._add(k)
+
+    def _add(self, key: Key) -> None:
+        if key in self.processing:
+            self.dirty.add(key)
+        elif key not in self.waiting:
+            self.waiting.add(key)
+            self.queue.append(key)
+            self.cond.notify()
+
+    def add_after(self, key: Key, delay: float) -> None:
+        with self.cond:
+            heapq.heappush(self.delayed, (time.monotonic() + delay, key))
+            self.cond.notify()
+
+    def retry(self, key: Key) -> float:
+        """Re-queue `key` after a jittered exponential delay; returns the delay."""
+        with self.cond:
+            n = self.failures.get(key, 0)
+            self.failures[key] = n + 1
+        delay: float = min(self.max_delay, self.base_delay * 2 ** min(n, 20)) * random.uniform(0.5, 1.0)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: Key) -> None:
+        with self.cond:
+            self.failures.pop(key, None)
+
+    def _promote(self) -> float | None:
+        """Move due delayed keys into the queue; seconds until the next one (None: none)."""
+        now = time.monotonic()
+        while self.delayed and self.delayed[0][0] <= now:
+            _, k = heapq.heappop(self.delayed)
+            self._add(k)
+        return self.delayed[0][0] - now if self.delayed else None
+
+    def get(self, timeout: float | None = None) -> Key | None:
+        """The next key (marked processing), or None on timeout or close."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            while True:
+                nxt = self._promote()
+                if self.closed:
+                    return None
+                if self.queue:
+                    k = self.queue.popleft()
+                    self.waiting.discard(k)
+                    self.processing.add(k)
+                    return k
+                wait = nxt
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self.cond.wait(wait)
+
+    def done(self, key: Key) -> None:
+        with self.cond:
+            self.processing.discard(key)
+            if key in self.dirty:
+                self.dirty.discard(key)
+                self._add(key)
+
+    def depth(self) -> int:
+        with self.cond:
+            return len(self.queue) + len(self.delayed)
+
+    def idle(self) -> bool:
+        """Nothing queued, delayed or being processed."""
+        with self.cond:
+            return not self.queue and not self.processing and not self.delayed
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()

@@ -1,0 +1,165 @@
+"""Zone versions: a content digest, the SOA serial per version, and a bounded
+journal of per-version differences for IXFR (RFC 1995).
+
+`Versions.commit()` runs after every applied batch of service changes (and
+on a timer, to adopt a serial another worker allocated for the same content).
+The digest is an XOR of one 128-bit hash per service, so it is updated in
+O(changed services) and is the same in every process serving the same data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .records import Names
+from .serial import SerialClock, serial_lt
+from .stats import Put, define
+from .store import ServiceKey
+from .wire import decode_name
+from .zone import Zone
+
+log = logging.getLogger("mcsdns.journal")
+
+JOURNAL_MAX_RRS = 200_000  # records kept in the journal, removed + added, all versions
+JOURNAL_MAX_VERSIONS = 1000
+
+Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
+
+ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before the first sync).")
+
+
+def service_digest(key: ServiceKey, names: Names) -> int:
+    """Hash of one service's records (0 for none); independent of RRset order and rotation."""
+    if not names:
+        return 0
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{key[0]}/{key[1]}".encode())
+    for n in sorted(names):
+        rrsets = names[n]
+        for t in sorted(rrsets):
+            h.update(b"\x00" + n + t.to_bytes(2, "big"))
+            for rd in sorted(rrsets[t].rdatas):
+                h.update(len(rd).to_bytes(2, "big") + rd)
+    return int.from_bytes(h.digest(), "big")
+
+
+def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
+    """(removed, added) records between two versions of one service's names."""
+    removed: list[Record] = []
+    added: list[Record] = []
+    for n in old.keys() | new.keys():
+        o, w = old.get(n, {}), new.get(n, {})
+        for t in o.keys() | w.keys():
+            ords = o[t].rdatas if t in o else ()
+            nrds = w[t].rdatas if t in w else ()
+            if ords == nrds:
+                continue
+            ns, os_ = set(nrds), set(ords)
+            removed += [(n, t, rd) for rd in dict.fromkeys(ords) if rd not in ns]
+            added += [(n, t, rd) for rd in dict.fromkeys(nrds) if rd not in os_]
+    return removed, added
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """The change from serial `old` to serial `new`."""
+
+    old: int
+    new: int
+    removed: tuple[Record, ...]
+    added: tuple[Record, ...]
+
+
+class Versions:
+    """Keeps the zone's serial in step with its content, and the journal."""
+
+    def __init__(self, zone: Zone, clock: SerialClock, ready: Callable[[], bool]) -> None:
+        self.zone = zone
+        self.clock = clock
+        self.ready = ready
+        self.digest = 0
+        self.svc_digest: dict[ServiceKey, int] = {}
+        self.established = False  # a serial has been assigned to synced content
+        self.journal: deque[Delta] = deque()
+        self.journal_rrs = 0
+        self.pending_removed: list[Record] = []
+        self.pending_added: list[Record] = []
+        self.pending_overflow = False
+        self.on_serial: list[Callable[[int, bool], None]] = []  # (serial, allocated here)
+        zone.changes = []
+
+    def publish(self, put: Put) -> None:
+        put(ZONE_SERIAL, self.zone.serial if self.established else 0)
+
+    def commit(self) -> None:
+        """Fold the zone's recorded changes into the digest (and the pending diff);
+        once the sources are synced, give the content its serial."""
+        changes = self.zone.changes
+        assert changes is not None
+        if changes:
+            self.zone.changes = []
+            for key, old, new in changes:
+                d = service_digest(key, new)
+                self.digest ^= self.svc_digest.pop(key, 0) ^ d
+                if d:
+                    self.svc_digest[key] = d
+                if self.established and not self.pending_overflow:
+                    r, a = diff(old, new)
+                    self.pending_removed += r
+                    self.pending_added += a
+                    if len(self.pending_removed) + len(self.pending_added) > JOURNAL_MAX_RRS:
+                        self.pending_overflow = True
+                        self.pending_removed, self.pending_added = [], []
+        if not self.ready():
+            return
+        prev = self.zone.serial if self.established else None
+        try:
+            serial, allocated = self.clock.assign(self.digest.to_bytes(16, "big"), prev)
+        except OSError as e:
+            log.warning("serial state unavailable: %s", e)
+            return
+        if self.established and serial == prev:
+            return
+        self._record(prev, serial)
+        self.zone.set_serial(serial)
+        self.established = True
+        log.info("zone %s serial %d%s", decode_name(self.zone.origin), serial,
+                 " (new)" if allocated else "")
+        for fn in self.on_serial:
+            fn(serial, allocated)
+
+    def _record(self, prev: int | None, serial: int) -> None:
+        removed, added, overflow = self.pending_removed, self.pending_added, self.pending_overflow
+        self.pending_removed, self.pending_added, self.pending_overflow = [], [], False
+        if prev is None:
+            return
+        if overflow:  # too large to journal: older versions can no longer be diffed
+            self.journal.clear()
+            self.journal_rrs = 0
+            return
+        self.journal.append(Delta(prev, serial, tuple(removed), tuple(added)))
+        self.journal_rrs += len(removed) + len(added)
+        while self.journal and (self.journal_rrs > JOURNAL_MAX_RRS
+                                or len(self.journal) > JOURNAL_MAX_VERSIONS):
+            d = self.journal.popleft()
+            self.journal_rrs -= len(d.removed) + len(d.added)
+
+    def deltas_since(self, serial: int) -> list[Delta] | None:
+        """The journal from `serial` to the current one ([] if `serial` is current or
+        newer), or None when `serial` is not in the journal (send the whole zone)."""
+        cur = self.zone.serial
+        if serial == cur or serial_lt(cur, serial):
+            return []
+        out: list[Delta] = []
+        for d in self.journal:
+            if out:
+                out.append(d)
+            elif d.old == serial:
+                out.append(d)
+        if not out or out[-1].new != cur:
+            return None
+        return out

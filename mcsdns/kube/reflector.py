@@ -1,0 +1,421 @@
+"""List+watch of one collection in a worker thread (the client-go reflector loop), and a cache on top.
+
+- list (paged) -> `on_list(items, deleted_keys)` with the complete set, then watch from the
+  list's resourceVersion with bookmarks; a watch that ends (timeoutSeconds, idle read
+  timeout) resumes from the last resourceVersion; 410 Gone (HTTP status or ERROR event)
+  relists;
+- every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
+- errors back off with full jitter; `on_health(ok, error)` reports each list/watch outcome.
+
+Listers are callables taking the typed client's keyword arguments (`limit`, `_continue`,
+`watch`, `resource_version`, `allow_watch_bookmarks`, `timeout_seconds`, `_preload_content`,
+`_request_timeout`) and returning the raw urllib3 response: a bound typed client call
+(`bind`) or a plain API path (`path_lister`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError, MaxRetryError, ReadTimeoutError
+
+log = logging.getLogger("mcsdns.kube")
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+Lister = Callable[..., Any]
+
+
+class Expired(Exception):
+    """410 Gone: the resourceVersion or continue token is too old; relist."""
+
+
+class WatchError(Exception):
+    """The watch stream reported an error other than 410."""
+
+
+@dataclass
+class Backoff:
+    """Full-jitter exponential backoff."""
+
+    base: float = 0.2
+    cap: float = 10.0
+    attempt: int = 0
+
+    def next(self) -> float:
+        delay = random.uniform(0, min(self.cap, self.base * 2 ** self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return delay
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+def error_kind(e: BaseException) -> str:
+    """A short metric label for a client error."""
+    if isinstance(e, ApiException):
+        return f"http_{e.status}" if e.status else "unreachable"
+    if isinstance(e, WatchError):
+        return "watch_error"
+    if isinstance(e, ValueError):
+        return "bad_response"
+    return "unreachable"
+
+
+def describe(e: BaseException) -> str:
+    """A one-line description of a client error."""
+    if isinstance(e, ApiException):
+        return f"HTTP {e.status} {e.reason}" if e.status else str(e.reason)
+    if isinstance(e, MaxRetryError) and e.reason is not None:
+        e = e.reason
+    return f"{type(e).__name__}: {e}".splitlines()[0][:300]
+
+
+def is_read_timeout(e: BaseException | None) -> bool:
+    while e is not None:
+        if isinstance(e, ReadTimeoutError | TimeoutError):
+            return True
+        e = e.__context__
+    return False
+
+
+def lines(resp: Any) -> Iterator[bytes]:
+    """Complete lines of a streamed response, as soon as each chunk arrives."""
+    buf = b""
+    chunks = resp.stream(None, decode_content=True) if resp.chunked else iter(
+        lambda: resp.read1(65536), b"")
+    for chunk in chunks:
+        buf += chunk
+        if b"\n" in buf:
+            *done, buf = buf.split(b"\n")
+            for line in done:
+                if line.strip():
+                    yield line
+    if buf.strip():
+        yield buf
+
+
+def bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Lister:
+    """A typed client call with its positional/fixed arguments bound."""
+    return lambda **kw: fn(*args, **kwargs, **kw)
+
+
+_QUERY = {"limit": "limit", "_continue": "continue", "watch": "watch",
+          "resource_version": "resourceVersion", "allow_watch_bookmarks": "allowWatchBookmarks",
+          "timeout_seconds": "timeoutSeconds", "label_selector": "labelSelector"}
+
+
+def path_lister(api: Any, path: str, label_selector: str | None = None) -> Lister:
+    """A lister for any collection path, with the typed client's calling convention."""
+
+    def call(**kw: Any) -> Any:
+        if label_selector:
+            kw.setdefault("label_selector", label_selector)
+        timeout = kw.pop("_request_timeout", None)
+        kw.pop("_preload_content", None)
+        query = [(_QUERY[k], str(v).lower() if isinstance(v, bool) else str(v))
+                 for k, v in kw.items() if v is not None]
+        req = api.param_serialize("GET", path, query_params=query,
+                                  header_params={"Accept": "application/json"},
+                                  auth_settings=["BearerToken"])
+        resp = api.call_api(*req, _request_timeout=timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
+
+    return call
+
+
+def default_key(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class Reflector:
+    """One collection, listed then watched in its own daemon thread until `stop` is set."""
+
+    def __init__(self, label: str, lister: Lister, *,
+                 on_list: Callable[[list[Obj], set[Key]], None],
+                 on_event: Callable[[str, Obj], None],
+                 on_health: Callable[[bool, BaseException | None], None] = lambda ok, e: None,
+                 on_error: Callable[[str], None] = lambda kind: None,
+                 stop: threading.Event | None = None, kind: str | None = None,
+                 key: Callable[[Obj], Key] = default_key, page_size: int = 500,
+                 watch_timeout: int = 300, idle_timeout: float = 75.0,
+                 backoff: tuple[float, float] = (0.2, 10.0)) -> None:
+        self.label, self.lister, self.kind, self.key = label, lister, kind, key
+        self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
+        self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
+        self.stop = stop or threading.Event()
+        self.page_size, self.watch_timeout, self.idle_timeout = page_size, watch_timeout, idle_timeout
+        self.backoff = backoff
+        self.rv: str | None = None
+        self.known: set[Key] = set()
+        self.relist = False
+        self.lists = 0  # completed lists (the first one and every relist)
+        self.resp: Any = None  # the open watch response, to interrupt it
+        self.thread: threading.Thread | None = None
+
+    def start(self, name: str | None = None) -> None:
+        self.thread = threading.Thread(target=self.run, daemon=True, name=name or f"reflector-{self.label}")
+        self.thread.start()
+
+    def request_relist(self) -> None:
+        """Relist now (SIGHUP)."""
+        self.relist = True
+        self.interrupt()
+
+    def interrupt(self) -> None:
+        resp = self.resp
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
+    def run(self) -> None:
+        backoff = Backoff(*self.backoff)
+        while not self.stop.is_set():
+            try:
+                if self.rv is None or self.relist:
+                    self.relist = False
+                    self._list()
+                    backoff.reset()
+                started, events = time.monotonic(), self._watch()
+                if events == 0 and time.monotonic() - started < 1.0 and not self.relist:
+                    self.stop.wait(backoff.next())  # an empty, short watch: never spin
+                else:
+                    backoff.reset()
+            except Expired as e:
+                self.on_error("expired")
+                log.info("%s: %s; relisting", self.label, e)
+                self.rv = None
+            except Exception as e:  # noqa: BLE001 - nothing may kill the thread
+                if self.stop.is_set():
+                    return
+                if self.relist:
+                    continue
+                if not isinstance(e, ApiException | HTTPError | OSError | ValueError | WatchError):
+                    log.exception("%s: unexpected error", self.label)
+                self.on_health(False, e)
+                log.debug("%s: %s", self.label, describe(e))
+                self.stop.wait(backoff.next())
+
+    def _list(self) -> None:
+        items: list[Obj] = []
+        cont: str | None = None
+        while True:
+            kw: dict[str, Any] = {"limit": self.page_size}
+            if cont:
+                kw["_continue"] = cont
+            try:
+                resp = self.lister(**kw, _preload_content=False, _request_timeout=(5, 60))
+            except ApiException as e:
+                if e.status == 410:
+                    raise Expired(f"list continue token expired: {e.reason}") from e
+                raise
+            data = json.loads(resp.data)
+            for obj in data.get("items") or []:
+                if isinstance(obj, dict):
+                    if self.kind is not None:
+                        obj["kind"] = self.kind
+                    items.append(obj)
+            meta = data.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                break
+        self.rv = str(meta.get("resourceVersion") or "")
+        keys = {self.key(o) for o in items}
+        deletes, self.known = self.known - keys, keys
+        self.lists += 1
+        self.on_health(True, None)
+        self.on_list(items, deletes)
+        log.debug("%s: listed %d at resourceVersion %s", self.label, len(items), self.rv)
+
+    def _watch(self) -> int:
+        """Follow one watch request; returns the number of events seen."""
+        timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
+        try:
+            resp = self.lister(watch=True, resource_version=self.rv, allow_watch_bookmarks=True,
+                               timeout_seconds=timeout, _preload_content=False,
+                               _request_timeout=(5, self.idle_timeout))
+        except ApiException as e:
+            if e.status == 410:
+                raise Expired(f"watch from resourceVersion {self.rv}: {e.reason}") from e
+            raise
+        self.resp = resp
+        if self.stop.is_set() or self.relist:
+            resp.shutdown()
+        self.on_health(True, None)
+        n = 0
+        try:
+            for line in lines(resp):
+                n += 1
+                self._event(line)
+        except (Expired, WatchError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a broken stream is not an outage until a re-watch fails
+            if is_read_timeout(e):
+                log.debug("%s: watch idle for %.0f s; resuming", self.label, self.idle_timeout)
+                return n + 1
+            log.debug("%s: watch stream broke: %s", self.label, e)
+        finally:
+            self.resp = None
+            resp.release_conn()
+        return n
+
+    def _event(self, line: bytes) -> None:
+        try:
+            ev = json.loads(line)
+            typ, obj = ev["type"], ev["object"]
+            meta = obj.get("metadata") or {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.on_error("bad_event")
+            log.warning("%s: skipped an unreadable watch event: %.200r", self.label, line)
+            return
+        if typ == "ERROR":
+            if obj.get("code") == 410:
+                raise Expired(f"watch: {obj.get('message') or 'resourceVersion expired'}")
+            raise WatchError(f"watch error event: {obj.get('code')} {obj.get('message')}")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if rv:
+            self.rv = str(rv)
+        if typ == "BOOKMARK":
+            self.on_health(True, None)
+            return
+        if typ not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(meta, dict):
+            self.on_error("bad_event")
+            log.warning("%s: skipped a watch event of type %r", self.label, typ)
+            return
+        if self.kind is not None:
+            obj["kind"] = self.kind
+        key = self.key(obj)
+        if typ == "DELETED":
+            self.known.discard(key)
+        else:
+            self.known.add(key)
+        self.on_event(typ, obj)
+
+
+def rv_int(obj: Obj | None) -> int | None:
+    try:
+        return int((obj or {}).get("metadata", {}).get("resourceVersion"))
+    except (TypeError, ValueError):
+        return None
+
+
+class Cache:
+    """A thread-safe dict of one collection's objects, kept by a Reflector.
+
+    `on_change(key, old, new)` runs on the reflector thread after every change
+    (new is None on delete; a relist reports only what differs). `index(obj)`,
+    when given, files every object under one index value (None: not indexed),
+    read back with `indexed`. `note_written` puts an object one of our writes
+    returned into the cache, so a reconcile racing its own watch event does not
+    write twice; an event not newer than what is held is ignored when
+    resourceVersions compare as integers (they do on etcd-backed servers).
+    """
+
+    def __init__(self, label: str, lister: Lister, on_change: Callable[[Key, Obj | None, Obj | None], None],
+                 stop: threading.Event, on_health: Callable[[bool, BaseException | None], None]
+                 = lambda ok, e: None, index: Callable[[Obj], Hashable | None] | None = None,
+                 **reflector_kw: Any) -> None:
+        self.objs: dict[Key, Obj] = {}
+        self.by_index: dict[Hashable, dict[Key, Obj]] = {}
+        self.index = index
+        self.lock = threading.Lock()
+        self.on_change = on_change
+        self.synced = threading.Event()
+        self.reflector = Reflector(label, lister, on_list=self._on_list, on_event=self._on_event,
+                                   on_health=on_health, stop=stop, **reflector_kw)
+
+    def start(self) -> None:
+        self.reflector.start()
+
+    def get(self, key: Key) -> Obj | None:
+        return self.objs.get(key)
+
+    def values(self) -> list[Obj]:
+        with self.lock:
+            return list(self.objs.values())
+
+    def keys(self) -> list[Key]:
+        with self.lock:
+            return list(self.objs)
+
+    def indexed(self, value: Hashable) -> list[Obj]:
+        with self.lock:
+            return list((self.by_index.get(value) or {}).values())
+
+    def _put(self, key: Key, new: Obj | None) -> Obj | None:
+        """Replace one object (lock held); returns the old one. managedFields are not kept."""
+        if new is not None and isinstance(new.get("metadata"), dict):
+            new["metadata"].pop("managedFields", None)
+        old = self.objs.pop(key, None) if new is None else self.objs.get(key)
+        if new is not None:
+            self.objs[key] = new
+        if self.index is not None:
+            if old is not None:
+                iv = self.index(old)
+                if iv is not None:
+                    bucket = self.by_index.get(iv)
+                    if bucket is not None:
+                        bucket.pop(key, None)
+                        if not bucket:
+                            del self.by_index[iv]
+            if new is not None:
+                iv = self.index(new)
+                if iv is not None:
+                    self.by_index.setdefault(iv, {})[key] = new
+        return old
+
+    def _set(self, key: Key, new: Obj | None, force: bool) -> tuple[Obj | None, bool]:
+        """(the previous object, whether `new` was applied)."""
+        with self.lock:
+            old = self.objs.get(key)
+            if not force and new is not None and old is not None:
+                a, b = rv_int(old), rv_int(new)
+                if a is not None and b is not None and b <= a:
+                    return old, False  # not newer than what we already hold
+            self._put(key, new)
+        return old, True
+
+    def _on_list(self, items: list[Obj], deletes: set[Key]) -> None:
+        changes: list[tuple[Key, Obj | None, Obj | None]] = []
+        with self.lock:
+            fresh = {default_key(o): o for o in items}
+            for k in list(self.objs):
+                if k not in fresh:
+                    changes.append((k, self._put(k, None), None))
+            for k, o in fresh.items():
+                old = self.objs.get(k)
+                if old is None or old.get("metadata", {}).get("resourceVersion") != \
+                        o.get("metadata", {}).get("resourceVersion"):
+                    changes.append((k, old, o))
+                self._put(k, o)
+        self.synced.set()
+        for k, old, new in changes:
+            self.on_change(k, old, new)
+
+    def _on_event(self, typ: str, obj: Obj) -> None:
+        k = default_key(obj)
+        old, applied = self._set(k, None if typ == "DELETED" else obj, typ == "DELETED")
+        if applied and not (old is None and typ == "DELETED"):
+            self.on_change(k, old, None if typ == "DELETED" else obj)
+
+    def note_written(self, obj: Obj | None, key: Key | None = None) -> None:
+        """Record the result of our own write (None with `key`: deleted)."""
+        if obj is None:
+            if key is not None:
+                self._set(key, None, True)
+            return
+        self._set(default_key(obj), obj, False)

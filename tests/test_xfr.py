@@ -1,0 +1,275 @@
+"""Zone transfers, TSIG and the SOA serial, over real sockets (dnspython as the client)."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from unittest import mock
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+import dns.tsig
+import dns.tsigkeyring
+import dns.xfr
+import dns.zone
+import pytest
+from helpers import REPO, Server, copy_example, headless, run_server, wait_for
+
+ZONE = "clusterset.local."
+SECRET = base64.b64encode(b"mcsdns-test-transfer-key-0123456").decode()
+KEY = f"xfr-key:hmac-sha256:{SECRET}"
+KEYRING = dns.tsigkeyring.from_text({"xfr-key.": ("hmac-sha256", SECRET)})
+BADRING = dns.tsigkeyring.from_text({"xfr-key.": ("hmac-sha256", base64.b64encode(b"x" * 32).decode())})
+OTHERRING = dns.tsigkeyring.from_text({"other.": ("hmac-sha256", SECRET)})
+
+
+def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
+    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: {ns}}}
+spec: {{type: ClusterSetIP, ips: ["{ip}"], ports: [{{name: http, protocol: TCP, port: 80}}]}}
+"""
+
+
+def records_text(mdir: Path) -> set[tuple[str, str, str]]:
+    """(name, type, rdata) of `mcsdns records` for a manifest directory, SOA excluded."""
+    out = subprocess.run([sys.executable, "-m", "mcsdns", "records", "--manifests", str(mdir)],
+                         capture_output=True, text=True, check=True, cwd=REPO).stdout
+    z = dns.zone.from_text(out, origin=ZONE, relativize=False, check_origin=False)
+    return {(n.to_text(), dns.rdatatype.to_text(rds.rdtype), rd.to_text())
+            for n, rds in z.iterate_rdatasets() for rd in rds if rds.rdtype != dns.rdatatype.SOA}
+
+
+def axfr(srv: Server, **kw: object) -> list[dns.message.Message]:
+    return list(dns.query.xfr("127.0.0.1", ZONE, port=srv.port, timeout=5, lifetime=20,
+                              relativize=False, **kw))  # type: ignore[arg-type]
+
+
+def flatten(msgs: list[dns.message.Message]) -> list[tuple[str, str, str]]:
+    return [(rrs.name.to_text(), dns.rdatatype.to_text(rrs.rdtype), rd.to_text())
+            for m in msgs for rrs in m.answer for rd in rrs]
+
+
+def soa_serial(srv: Server) -> int:
+    r = srv.query(ZONE, "SOA")
+    return int(r.answer[0][0].serial)
+
+
+def one_query(srv: Server, q: dns.message.Message, tcp: bool = True) -> dns.message.Message:
+    """Send q, return the first response without TSIG validation (raw parse)."""
+    wire = q.to_wire()
+    if tcp:
+        with socket.create_connection(srv.addr, timeout=3) as s:
+            s.sendall(struct.pack("!H", len(wire)) + wire)
+            n = struct.unpack("!H", s.recv(2))[0]
+            data = b""
+            while len(data) < n:
+                data += s.recv(n - len(data))
+    else:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(3)
+            s.sendto(wire, srv.addr)
+            data = s.recv(65535)
+    r = dns.message.from_wire(data, keyring=False, ignore_trailing=False, one_rr_per_rrset=True)
+    return r
+
+
+@pytest.fixture
+def mdir(tmp_path: Path) -> Path:
+    return copy_example(tmp_path / "manifests")
+
+
+def test_axfr_is_soa_zone_soa_and_equals_mcsdns_records(mdir: Path, tmp_path: Path) -> None:
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.0/8"], tmp_path) as srv:
+        msgs = axfr(srv)
+        rrs = flatten(msgs)
+        serial = soa_serial(srv)
+    assert rrs[0][1] == "SOA" and rrs[-1][1] == "SOA" and rrs[0] == rrs[-1]
+    assert int(rrs[0][2].split()[2]) == serial
+    assert sum(1 for r in rrs if r[1] == "SOA") == 2
+    body = rrs[1:-1]
+    assert len(body) == len(set(body))
+    assert set(body) == records_text(mdir)
+    assert ("db.shop.svc.clusterset.local.", "A", "10.1.1.11") in set(body)
+    assert all(m.flags & dns.flags.AA and m.rcode() == dns.rcode.NOERROR for m in msgs)
+
+
+def test_large_axfr_is_split_into_messages(mdir: Path, tmp_path: Path) -> None:
+    (mdir / "big.yaml").write_text(headless("h3000", 3000))
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.1"], tmp_path) as srv:
+        msgs = axfr(srv)
+    rrs = flatten(msgs)
+    assert len(msgs) > 5
+    assert all(len(m.to_wire()) <= 65535 for m in msgs)
+    assert set(rrs[1:-1]) == records_text(mdir)
+    # 3000 pod names, the service's A and SRV sets, the port's SRV set
+    assert sum(1 for r in rrs if r[0] == "h3000.big.svc.clusterset.local." and r[1] == "A") == 3000
+
+
+def test_transfers_refused_by_default_over_udp_and_outside_the_acl(mdir: Path, tmp_path: Path) -> None:
+    with run_server(["--manifests", str(mdir)], tmp_path) as srv:
+        q = dns.message.make_query(ZONE, "AXFR")
+        assert one_query(srv, q).rcode() == dns.rcode.REFUSED
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.2/32"], tmp_path) as srv:
+        for rdtype in ("AXFR", "IXFR"):
+            q = dns.message.make_query(ZONE, rdtype)
+            if rdtype == "IXFR":
+                q.authority.append(dns.rrset.from_text(
+                    ZONE, 0, "IN", "SOA", f"ns.dns.{ZONE} hostmaster.{ZONE} 1 7200 1800 86400 5"))
+            r = one_query(srv, q)  # from 127.0.0.1
+            assert r.rcode() == dns.rcode.REFUSED and not r.answer
+            assert not r.flags & dns.flags.AA
+        q = dns.message.make_query(ZONE, "AXFR")
+        assert one_query(srv, q, tcp=False).rcode() == dns.rcode.REFUSED  # UDP: never
+        assert flatten(axfr(srv, source="127.0.0.2"))[0][1] == "SOA"  # inside the ACL
+        q = dns.message.make_query("other.example.", "AXFR")
+        assert one_query(srv, q).rcode() == dns.rcode.REFUSED
+        # ordinary queries on the same connection kind still answered
+        assert srv.query("web.shop.svc.clusterset.local.", "A", tcp=True).answer
+
+
+def test_tsig_required_for_transfers_when_a_key_is_configured(mdir: Path, tmp_path: Path) -> None:
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.1",
+                     "--tsig-key", KEY], tmp_path) as srv:
+        assert one_query(srv, dns.message.make_query(ZONE, "AXFR")).rcode() == dns.rcode.REFUSED
+        # good key: every message verified by dnspython
+        msgs = axfr(srv, keyring=KEYRING, keyname="xfr-key.")
+        assert flatten(msgs)[0][1] == "SOA" and all(m.had_tsig for m in msgs)
+        # wrong secret: NOTAUTH, BADSIG, unsigned
+        q = dns.message.make_query(ZONE, "AXFR")
+        q.use_tsig(BADRING, keyname="xfr-key.")
+        r = one_query(srv, q)
+        assert r.rcode() == dns.rcode.NOTAUTH and r.tsig_error == dns.rcode.BADSIG
+        assert r.tsig is not None and r.tsig[0].mac == b"" and not r.answer
+        # unknown key: BADKEY
+        q = dns.message.make_query(ZONE, "AXFR")
+        q.use_tsig(OTHERRING, keyname="other.")
+        r = one_query(srv, q)
+        assert r.rcode() == dns.rcode.NOTAUTH and r.tsig_error == dns.rcode.BADKEY
+        # stale time: BADTIME, signed
+        rq = dns.message.make_query(ZONE, "SOA")
+        rq.use_tsig(KEYRING, keyname="xfr-key.")
+        with mock.patch("time.time", return_value=time.time() - 1000):
+            stale = rq.to_wire()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(3)
+            s.sendto(stale, srv.addr)
+            r = dns.message.from_wire(s.recv(65535), keyring=False)
+        assert r.rcode() == dns.rcode.NOTAUTH and r.tsig_error == dns.rcode.BADTIME
+        assert r.tsig is not None and len(r.tsig[0].mac) == 32
+
+
+def test_signed_queries_without_keys_get_badkey_and_with_a_key_are_signed(
+        mdir: Path, tmp_path: Path) -> None:
+    name = "web.shop.svc.clusterset.local."
+    with run_server(["--manifests", str(mdir)], tmp_path) as srv:
+        for tcp in (False, True):
+            q = dns.message.make_query(name, "A", use_edns=0)
+            q.use_tsig(KEYRING, keyname="xfr-key.")
+            r = one_query(srv, q, tcp=tcp)
+            assert r.rcode() == dns.rcode.NOTAUTH and r.tsig_error == dns.rcode.BADKEY
+            assert r.tsig is not None and r.tsig[0].mac == b"" and not r.answer
+            assert r.question[0].name == dns.name.from_text(name)
+        assert srv.query(name).answer  # unsigned queries unaffected
+    with run_server(["--manifests", str(mdir), "--tsig-key", KEY], tmp_path) as srv:
+        for tcp in (False, True):
+            q = dns.message.make_query(name, "A", use_edns=0)
+            q.use_tsig(KEYRING, keyname="xfr-key.")
+            # dnspython verifies the response's TSIG against the request's MAC
+            r = (dns.query.tcp if tcp else dns.query.udp)(q, "127.0.0.1", port=srv.port, timeout=3)
+            assert r.had_tsig and r.rcode() == dns.rcode.NOERROR
+            assert {rd.to_text() for rr in r.answer for rd in rr} == {"10.42.0.10"}
+            q = dns.message.make_query(name, "A")
+            q.use_tsig(BADRING, keyname="xfr-key.")
+            r = one_query(srv, q, tcp=tcp)
+            assert r.rcode() == dns.rcode.NOTAUTH and r.tsig_error == dns.rcode.BADSIG
+
+
+def test_serial_grows_per_change_and_ixfr_follows(mdir: Path, tmp_path: Path) -> None:
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.1"], tmp_path) as srv:
+        zone = dns.zone.Zone(ZONE, relativize=False)
+        dns.query.inbound_xfr("127.0.0.1", zone, port=srv.port, timeout=5)
+        s0 = soa_serial(srv)
+        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.1"))
+        assert wait_for(lambda: soa_serial(srv) != s0, 5)
+        s1 = soa_serial(srv)
+        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.2"))
+        assert wait_for(lambda: soa_serial(srv) != s1, 5)
+        s2 = soa_serial(srv)
+        assert s0 < s1 < s2
+        # IXFR from s0: two deltas, applied by dnspython to its copy of the zone
+        q, _ = dns.xfr.make_query(zone)
+        raw = one_query(srv, q)
+        rrs = [(rr.name.to_text(), dns.rdatatype.to_text(rr.rdtype), rd.to_text())
+               for rr in raw.answer for rd in rr]
+        assert [int(r[2].split()[2]) for r in rrs if r[1] == "SOA"] == [s2, s0, s1, s1, s2, s2]
+        dns.query.inbound_xfr("127.0.0.1", zone, port=srv.port, timeout=5)
+        fresh = dns.zone.Zone(ZONE, relativize=False)
+        dns.query.inbound_xfr("127.0.0.1", fresh, port=srv.port, timeout=5)
+        assert zone == fresh
+        assert zone.find_rdataset("api.live.svc.clusterset.local.", "A")[0].to_text() == "10.77.0.2"
+        # an up-to-date client gets one SOA; an unknown serial gets the whole zone
+        q, _ = dns.xfr.make_query(zone)
+        assert [r.rdtype for r in one_query(srv, q).answer] == [dns.rdatatype.SOA]
+        q = dns.message.make_query(ZONE, "IXFR")
+        q.authority.append(dns.rrset.from_text(
+            ZONE, 0, "IN", "SOA", f"ns.dns.{ZONE} hostmaster.{ZONE} {s0 - 100} 7200 1800 86400 5"))
+        full = one_query(srv, q)
+        assert sum(len(rr) for rr in full.answer) == sum(1 for _ in fresh.iterate_rdatas()) + 1
+        # negative answers carry the current serial too
+        r = srv.query("nope.clusterset.local.", "A")
+        assert r.rcode() == dns.rcode.NXDOMAIN and r.authority[0][0].serial == s2
+
+
+def test_serial_survives_restart_with_state_dir(mdir: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    args = ["--manifests", str(mdir), "--state-dir", str(state)]
+    with run_server(args, tmp_path) as srv:
+        assert wait_for(lambda: (state / "serial").exists(), 5)
+        s0 = soa_serial(srv)
+        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.1"))
+        assert wait_for(lambda: soa_serial(srv) != s0, 5)
+        s1 = soa_serial(srv)
+        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.2"))
+        assert wait_for(lambda: soa_serial(srv) != s1, 5)
+        s2 = soa_serial(srv)
+    assert s2 > s1 > s0
+    with run_server(args, tmp_path) as srv:  # same content: same serial
+        assert wait_for(lambda: soa_serial(srv) == s2, 5)
+    (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.3"))
+    with run_server(args, tmp_path) as srv:  # changed while down: a newer one
+        assert wait_for(lambda: soa_serial(srv) > s2, 5)
+    (state / "serial").write_text("{corrupt")
+    with run_server(args, tmp_path) as srv:  # unreadable state: reported, time-based serial
+        assert wait_for(lambda: "ignoring unreadable serial state" in srv.logs(), 5)
+        assert soa_serial(srv) >= int(time.time()) - 60
+
+
+def test_workers_answer_one_serial_for_the_same_content(mdir: Path, tmp_path: Path) -> None:
+    with run_server(["--manifests", str(mdir), "--workers", "2", "--allow-transfer", "127.0.0.1"],
+                    tmp_path, timeout=30) as srv:
+
+        def serials() -> set[int]:
+            return {soa_serial(srv) for _ in range(40)}  # new source port each: both workers
+
+        assert wait_for(lambda: len(serials()) == 1, 5)
+        (s0,) = serials()
+        for i in range(3):
+            (mdir / "live.yaml").write_text(clusterset_ip("api", f"10.77.0.{i + 1}"))
+            time.sleep(0.1)
+        assert wait_for(lambda: (lambda s: len(s) == 1 and s != {s0})(serials()), 10)
+        (s1,) = serials()
+        assert s1 > s0
+        msgs = axfr(srv)
+        assert int(flatten(msgs)[0][2].split()[2]) == s1
