@@ -178,7 +178,7 @@ def test_secondary_answers_like_mcsdns(secondary: Secondary) -> None:
 
 def test_secondary_follows_a_change_within_two_seconds(secondary: Secondary) -> None:
     primary = secondary.primary
-    ixfr_before = metric_sum(primary, "mcsdns_zone_transfers_total", 'type="IXFR"', 'outcome="ixfr"')
+    ixfr_before = primary.metric_sum("mcsdns_zone_transfers_total", 'type="IXFR"', 'outcome="ixfr"')
     name = "api.follow.svc.clusterset.local."
     for i in range(1, 4):
         before = primary.query(ZONE, "SOA").answer[0][0].serial
@@ -197,16 +197,7 @@ spec: {{type: ClusterSetIP, ips: ["10.78.0.{i}"], ports: [{{name: http, protocol
         assert after > before
         assert secondary.serial() == after
     # followed by IXFR (journal), not by a full transfer
-    assert metric_sum(primary, "mcsdns_zone_transfers_total", 'type="IXFR"', 'outcome="ixfr"') \
+    assert primary.metric_sum("mcsdns_zone_transfers_total", 'type="IXFR"', 'outcome="ixfr"') \
         >= ixfr_before + 3
-    assert metric_sum(primary, "mcsdns_notify_total", 'outcome="answered"') >= 4
+    assert primary.metric_sum("mcsdns_notify_total", 'outcome="answered"') >= 4
 
-
-def metric_sum(srv: Server, name: str, *labels: str) -> float:
-    """Sum of the /metrics samples of `name` whose labels include all of `labels`."""
-    _, text = srv.http("/metrics")
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(lab in line for lab in labels):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
