@@ -273,3 +273,82 @@ def test_workers_answer_one_serial_for_the_same_content(mdir: Path, tmp_path: Pa
         assert s1 > s0
         msgs = axfr(srv)
         assert int(flatten(msgs)[0][2].split()[2]) == s1
+
+
+def _raw_transfer(sock: socket.socket, head: bytes = b"") -> list[bytes]:
+    """The messages of one transfer, until its closing SOA or EOF."""
+    out: list[bytes] = []
+    soas = 0
+    buf = head
+    while soas < 2:
+        while len(buf) >= 2 and len(buf) >= 2 + struct.unpack("!H", buf[:2])[0]:
+            n = struct.unpack("!H", buf[:2])[0]
+            m, buf = buf[2:2 + n], buf[2 + n:]
+            out.append(m)
+            if b"\x00\x06\x00\x01" in m:
+                soas += sum(1 for rr in dns.message.from_wire(m, one_rr_per_rrset=True).answer
+                            if rr.rdtype == dns.rdatatype.SOA)
+        if soas >= 2:
+            break
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+    return out
+
+
+def _serials(msgs: list[bytes]) -> list[int]:
+    return [int(rr[0].serial) for m in (msgs[0], msgs[-1])
+            for rr in dns.message.from_wire(m, one_rr_per_rrset=True).answer
+            if rr.rdtype == dns.rdatatype.SOA]
+
+
+def _count(msgs: list[bytes]) -> int:
+    return sum(struct.unpack_from("!H", m, 6)[0] for m in msgs)
+
+
+def test_transfer_is_a_snapshot_and_a_stalled_reader_is_dropped(mdir: Path, tmp_path: Path) -> None:
+    for k in range(4):  # 40,000 endpoints: a transfer of several MB, more than socket buffers hold
+        (mdir / f"big{k}.yaml").write_text(headless(f"h{k}", 10000))
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.1",
+                     "--tcp-idle-timeout", "1"], tmp_path, timeout=60) as srv:
+        q = dns.message.make_query(ZONE, "AXFR").to_wire()
+        with socket.create_connection(srv.addr, timeout=10) as s:
+            s.sendall(struct.pack("!H", len(q)) + q)
+            msgs = _raw_transfer(s)
+        full = sum(len(m) + 2 for m in msgs)
+        s0 = soa_serial(srv)
+        assert _serials(msgs) == [s0, s0] and full > 4_000_000
+        # the zone changes while a slow client is in the middle of a transfer: it gets the
+        # zone as it was when its transfer started
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(srv.addr)
+            s.settimeout(10)
+            s.sendall(struct.pack("!H", len(q)) + q)
+            head = s.recv(2048)
+            (mdir / "big0.yaml").write_text(headless("h0", 9999))
+            soa = dns.message.make_query(ZONE, "SOA").to_wire()
+
+            def changed() -> bool:  # a query on the connection keeps it from idling out
+                s.sendall(struct.pack("!H", len(soa)) + soa)
+                return soa_serial(srv) != s0
+
+            assert wait_for(changed, 10, interval=0.3)
+            assert srv.query("pod-9999.cluster-a.h0.big.svc.clusterset.local.").rcode() == dns.rcode.NXDOMAIN
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            during = _raw_transfer(s, head)
+        assert _serials(during) == [s0, s0] and _count(during) == _count(msgs)
+        assert any(b"\x08pod-9999" in m for m in during)
+        # a client that stops reading: the server stops producing, then drops it when idle
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(srv.addr)
+            s.sendall(struct.pack("!H", len(q)) + q)
+            time.sleep(3.5)
+            assert srv.query("web.shop.svc.clusterset.local.").answer  # others still answered
+            s.settimeout(10)
+            cut = _raw_transfer(s)
+        got = sum(len(m) + 2 for m in cut)
+        assert got < full / 2, (got, full)
+        assert srv.metric("mcsdns_tcp_connections_timed_out_total") >= 1
