@@ -25,6 +25,8 @@ import dns.xfr
 import dns.zone
 import pytest
 from helpers import REPO, Server, copy_example, headless, run_server, wait_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ZONE = "clusterset.local."
 SECRET = base64.b64encode(b"mcsdns-test-transfer-key-0123456").decode()
@@ -352,3 +354,63 @@ def test_transfer_is_a_snapshot_and_a_stalled_reader_is_dropped(mdir: Path, tmp_
         got = sum(len(m) + 2 for m in cut)
         assert got < full / 2, (got, full)
         assert srv.metric("mcsdns_tcp_connections_timed_out_total") >= 1
+
+
+def _templates() -> list[bytes]:
+    out = []
+    for rdtype in ("AXFR", "IXFR", "SOA", "A"):
+        for signed in (False, True):
+            q = dns.message.make_query(ZONE, rdtype, use_edns=0 if rdtype == "A" else False)
+            if rdtype == "IXFR":
+                q.authority.append(dns.rrset.from_text(
+                    ZONE, 0, "IN", "SOA", f"ns.dns.{ZONE} hostmaster.{ZONE} 5 7200 1800 86400 5"))
+            if signed:
+                q.use_tsig(KEYRING, keyname="xfr-key.")
+            out.append(q.to_wire())
+    return out
+
+
+TEMPLATES = _templates()
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.integers(0, len(TEMPLATES) - 1), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)),
+                                                    max_size=4),
+       st.integers(0, 400), st.binary(max_size=30))
+def test_mutated_transfer_and_tsig_queries_never_raise(i: int, flips: list[tuple[int, int]], cut: int,
+                                                       junk: bytes) -> None:
+    """In-process: hostile AXFR/IXFR/TSIG shapes get responses or nothing, never an exception."""
+    zone, handler, transfers = _XFR_STACK
+    msg = bytearray(TEMPLATES[i])
+    for pos, val in flips:
+        if pos < len(msg):
+            msg[pos] = val
+    for m in (bytes(msg[:cut]), bytes(msg) + junk, bytes(msg)):
+        stream = transfers.stream(m, ("127.0.0.1", 5353))
+        if stream is not None:
+            for out in stream:
+                assert len(out) >= 12 and out[:2] == m[:2]
+        else:
+            out2 = handler.respond(m, True)
+            assert out2 is None or len(out2) >= 12
+
+
+def _xfr_stack() -> tuple[object, object, object]:
+    from mcsdns.handler import Handler
+    from mcsdns.journal import Versions
+    from mcsdns.serial import SerialClock
+    from mcsdns.tsig import parse_key
+    from mcsdns.xfr import Transfers
+    from mcsdns.zone import Zone
+
+    zone = Zone()
+    zone.set_loaded()
+    versions = Versions(zone, SerialClock(None), lambda: True)
+    versions.commit()
+    key = parse_key(KEY)
+    handler = Handler(zone)
+    handler.tsig_keys[key.name] = key
+    return zone, handler, Transfers(zone, versions, ["127.0.0.0/8"], key)
+
+
+_XFR_STACK: tuple = _xfr_stack()  # type: ignore[type-arg]
