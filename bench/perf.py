@@ -59,12 +59,14 @@ def http_status(port: int, path: str) -> int:
 class Proc:
     """A server process started in its own process group; stopped with `stop()`."""
 
-    def __init__(self, name: str, cmd: list[str], log: Path, port: int) -> None:
+    def __init__(self, name: str, cmd: list[str], log: Path, port: int,
+                 env: dict[str, str] | None = None) -> None:
         self.name, self.cmd, self.log, self.port = name, cmd, log, port
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
             self.p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                      env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+                                      env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+                                      start_new_session=True)
         self.started = time.monotonic()
 
     @property
@@ -208,32 +210,65 @@ def parse_dnsperf(text: str) -> PerfResult:
     return r
 
 
+def combine(parts: list[PerfResult], latencies: list[float]) -> PerfResult:
+    """One result from several dnsperf processes run at the same time."""
+    r = PerfResult()
+    for p in parts:
+        r.sent += p.sent
+        r.completed += p.completed
+        r.lost += p.lost
+        r.qps += p.qps
+        for k, v in p.rcodes.items():
+            r.rcodes[k] = r.rcodes.get(k, 0) + v
+    r.avg_ms = sum(p.avg_ms * p.completed for p in parts) / r.completed if r.completed else 0.0
+    lat = sorted(latencies)
+    if lat:
+        r.p50_ms = lat[len(lat) // 2] * 1000
+        r.p99_ms = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+    return r
+
+
+_LAT = re.compile(r"^> [A-Z]+ \S+ \S+ ([0-9.]+)$", re.M)
+
+
 def dnsperf(port: int, queries: Path, seconds: float, clients: int = 4, outstanding: int = 200,
             tcp: bool = False, rate: int | None = None, verbose: bool = False,
-            out: Path | None = None, server_pid: int | None = None) -> PerfResult:
-    """Run dnsperf (pinned to the client CPU) against 127.0.0.1:port and parse its report."""
+            out: Path | None = None, server_pid: int | None = None, loaders: int = 1) -> PerfResult:
+    """Run `loaders` dnsperf processes at once (pinned to the client CPU) against
+    127.0.0.1:port, each with `clients`, `outstanding` and 1/loaders of `rate`,
+    and combine their reports."""
     cmd = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(queries), "-l", str(seconds),
            "-c", str(clients), "-q", str(outstanding), "-t", "2"]
     if tcp:
         cmd += ["-m", "tcp"]
     if rate:
-        cmd += ["-Q", str(rate)]
+        cmd += ["-Q", str(max(1, rate // loaders))]
     if verbose:
         cmd += ["-v"]
-    path = out or Path(f"/tmp/dnsperf-{os.getpid()}.out")
+    base = out or Path(f"/tmp/dnsperf-{os.getpid()}.out")
+    paths = [base.with_name(f"{base.name}.{i}") for i in range(loaders)]
     s0 = cpu_seconds(server_pid) if server_pid else 0.0
     b0, c0, t0 = machine_busy(), children_cpu(), time.monotonic()
-    with open(path, "wb") as f:
-        subprocess.run(pinned(CLIENT_CPU, cmd), stdout=f, stderr=subprocess.STDOUT, check=False,
-                       timeout=seconds + 30)
+    procs = []
+    for path in paths:
+        with open(path, "wb") as f:
+            procs.append(subprocess.Popen(pinned(CLIENT_CPU, cmd), stdout=f, stderr=subprocess.STDOUT))
+    for p in procs:
+        try:
+            p.wait(timeout=seconds + 30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
     elapsed = time.monotonic() - t0
     server = (cpu_seconds(server_pid) - s0) if server_pid else 0.0
     client = children_cpu() - c0
-    res = parse_dnsperf(path.read_text(errors="replace"))
+    texts = [path.read_text(errors="replace") for path in paths]
+    res = combine([parse_dnsperf(t) for t in texts],
+                  [float(x) for t in texts for x in _LAT.findall(t)] if verbose else [])
     res.rate = rate
     res.server_cpu, res.server_cpu_s = server / elapsed, server
     res.other_cpu = max(0.0, (machine_busy() - b0 - server - client) / elapsed)
-    if out is None:
+    for path in paths:
         path.unlink()
     return res
 

@@ -52,7 +52,8 @@ def mcsdns_help() -> str:
                           cwd=REPO, check=False).stdout
 
 
-def start_mcsdns(data: Path, workers: int = 1) -> Proc:
+def start_mcsdns(data: Path, workers: int = 1, env: dict[str, str] | None = None,
+                 name: str = "mcsdns") -> Proc:
     port, health = free_port(), free_port()
     cmd = [python(), "-m", "mcsdns", "serve", "--listen", f"127.0.0.1:{port}", "--health",
            f"127.0.0.1:{health}", "--manifests", str(data / "manifests"), "--log-level", "WARNING"]
@@ -62,7 +63,7 @@ def start_mcsdns(data: Path, workers: int = 1) -> Proc:
             raise SystemExit("this mcsdns has no --workers option")
         cmd += ["--workers", str(workers)]
         cpus = f"0-{min(workers, os.cpu_count() or 1) - 1}"
-    proc = Proc("mcsdns", pinned(cpus, cmd), data / "logs" / "mcsdns.log", port)
+    proc = Proc(name, pinned(cpus, cmd), data / "logs" / f"{name}.log", port, env)
     proc.health = health  # type: ignore[attr-defined]
     proc.wait_dns()
     deadline = time.monotonic() + 120
@@ -168,7 +169,6 @@ def bench_server(server: str, proc: Proc, data: Path, mixes: list[str], a: argpa
             wait_quiet(a.wait_quiet)
             lat = dnsperf(proc.port, qfile, a.latency_duration, a.clients, a.outstanding, tcp, rate=rate,
                           verbose=True, out=out, server_pid=proc.pid)
-            out.unlink()
             row["latency"] = lat.as_dict()
         results.setdefault(mix, {})[server] = row
         lr = row.get("latency", {})

@@ -26,7 +26,7 @@ from .records import service_records
 from .serial import SerialClock
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
-from .server.udp import bind_udp, serve_udp
+from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 from .sources import Source
 from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
@@ -105,7 +105,7 @@ class App:
             self.notifier = Notifier(self.zone.origin, cfg.ttl, cfg.notify, key)
             notifier = self.notifier
             self.versions.on_serial.append(lambda serial, _new: notifier.update(serial))
-        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport] = []
+        self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -118,9 +118,11 @@ class App:
         self.state_rejected = 0  # state files found unusable
         self._dirty = asyncio.Event()
         self.store.subscribe(lambda _keys: self._dirty.set())
+        self.udp_timer = RequestTimer()
         self.stats = Stats()
-        for publish in (self.handler.publish, self.tcp_state.publish, self.store.publish,
-                        self.zone.publish, self.publish, self.versions.publish, self.transfers.publish):
+        for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
+                        self.store.publish, self.zone.publish, self.publish, self.versions.publish,
+                        self.transfers.publish):
             self.stats.register(publish)
         if self.notifier is not None:
             self.stats.register(self.notifier.publish)
@@ -198,9 +200,10 @@ class App:
         for host, port in self.cfg.listen:
             udp = bind_udp(host, port, self.cfg.reuse_port)
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
-            self._listeners.append(await serve_udp(loop, udp, respond))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
-            log.info("listening on %s:%d (UDP, TCP) for zone %s", host, port, self.cfg.zone)
+            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
+                     "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)
 
     async def _keep_serial(self) -> None:
         """Give the zone its serial once loaded, and adopt a serial that another worker

@@ -185,6 +185,36 @@ def test_bad_input_is_reported_and_foreign_objects_are_left_alone(clusters2: lis
                    what="web gets a ClusterSetIP")
         eventually(lambda: a.kube.conditions("ns", "web").get("Ready", {}).get("status") == "True",
                    what="web Ready")
+        # the exported Service itself is deleted: its import goes, the export says why
+        a.api.delete("Service", "ns", "api")
+        c = eventually(lambda: (lambda v: v if v and v["status"] == "False" else None)(
+            a.kube.conditions("ns", "api").get("Valid")), what="Valid=False after the Service went")
+        assert c["reason"] == "NoService"
+        for cl in (a, b):
+            eventually(lambda cl=cl: cl.api.get("ServiceImport", "ns", "api") is None
+                       and svc_of(cl, "ns", "api") is None, what=f"api import gone in {cl.name}")
+
+
+def test_an_ip_family_the_importing_cluster_lacks_falls_back_to_its_default(tmp_path: Path) -> None:
+    a = Cluster("a", "east", tmp_path, service_cidrs=("fd00:10:96::/112",))  # IPv6 only
+    b = Cluster("b", "west", tmp_path, service_cidrs=("10.96.0.0/16",))  # IPv4 only
+    try:
+        for cl in (a, b):
+            cl.kube.namespace("ns")
+        a.kube.service("ns", "web")
+        a.kube.export("ns", "web")
+        with run_controller(args_for(a, b), tmp_path) as ctl:
+            si = eventually(lambda: (lambda s: s if s and s["spec"].get("ips") else None)(
+                b.kube.serviceimport("ns", "web")), what="ips in B")
+            assert si["spec"]["ipFamilies"] == ["IPv4"]
+            assert ipaddress.ip_address(si["spec"]["ips"][0]).version == 4
+            assert "rejected" in ctl.logs()
+            own = eventually(lambda: (a.kube.serviceimport("ns", "web") or {}).get("spec", {}).get("ips"),
+                             what="ips in A")
+            assert ipaddress.ip_address(own[0]).version == 6
+    finally:
+        a.close()
+        b.close()
 
 
 def test_steady_state_changes_make_writes_only_no_lists(tmp_path: Path) -> None:

@@ -454,11 +454,30 @@ def containerfile() -> list[list[str]]:
     return [[ln.split(None, 1)[0].upper(), ln.split(None, 1)[1]] for ln in lines]
 
 
+def base_args() -> dict[str, str]:
+    """ARG defaults declared before the first FROM (the only ones a FROM line can use)."""
+    inst = containerfile()
+    first = next(i for i, (k, _) in enumerate(inst) if k == "FROM")
+    return dict(v.split("=", 1) for k, v in inst[:first] if k == "ARG")
+
+
+def test_containerfile_bases_are_build_args_with_matching_public_defaults() -> None:
+    """scripts/container-test (CI) replaces both bases with ones made by debootstrap; the
+    defaults are a build image with a compiler and a slim runtime of the same Python."""
+    args = base_args()
+    froms = [v.split() for k, v in containerfile() if k == "FROM"]
+    assert [f[0] for f in froms] == ["${BUILD_BASE}", "${BASE}"] and froms[0][1:] == ["AS", "build"]
+    assert args == {"BUILD_BASE": "python:3.11", "BASE": "python:3.11-slim"}
+    script = (REPO / "scripts" / "container-test").read_text()
+    assert all(f'--build-arg "{a}=${a}"' in script for a in args)
+
+
 def test_containerfile_runs_mcsdns_non_root_on_unprivileged_ports() -> None:
     inst = containerfile()
     stages = [i for i, (k, _) in enumerate(inst) if k == "FROM"]
-    assert len(stages) >= 2 and all(inst[i][1].startswith("python:3.11-slim") for i in stages)
+    assert len(stages) >= 2
     final = inst[stages[-1]:]
+    assert [v for k, v in final if k == "COPY"] == ["--from=build /opt/mcsdns /opt/mcsdns"]
     users = [v for k, v in final if k == "USER"]
     assert users and users[-1].split(":")[0] == "65532"
     exposed = {p for k, v in final if k == "EXPOSE" for p in v.split()}
@@ -481,6 +500,8 @@ def test_containerfile_copies_only_what_exists_and_is_not_dockerignored() -> Non
     assert "pyproject.toml" in sources and "mcsdns" in sources
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["readme"] in sources  # setuptools reads it while building the wheel
+    build_files = {"setup.py", "setup.cfg", "MANIFEST.in"}  # read by setuptools too, where present
+    assert {f for f in build_files if (REPO / f).exists()} <= set(sources)
     assert not [p for p in ignored if p.startswith("!")]  # the check below has no negation
 
     def excluded(rel: Path) -> bool:  # docker: the path or one of its parents matches a pattern

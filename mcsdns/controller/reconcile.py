@@ -377,7 +377,18 @@ class Reconciler:
         if have is None:
             log.info("cluster %s: create Service %s/%s for ServiceImport %s", mc.member.name, k[0], name,
                      k[1])
-            return self._create(mc, "services", path, want)
+            try:
+                return self._create(mc, "services", path, want)
+            except ApiException as e:
+                if e.status != 422 or "ipFamilies" not in want["spec"]:
+                    raise
+                # the exporters' IP family is not configured here: take this cluster's default
+                log.warning("cluster %s: Service %s/%s with ipFamilies %s rejected (%s); creating it with "
+                            "the cluster's default IP family", mc.member.name, k[0], name,
+                            want["spec"]["ipFamilies"], e.reason)
+                want["spec"].pop("ipFamilies")
+                want["spec"].pop("ipFamilyPolicy", None)
+                return self._create(mc, "services", path, want)
         if service_view(have) == service_view(want):
             return have
         log.info("cluster %s: update Service %s/%s", mc.member.name, k[0], name)

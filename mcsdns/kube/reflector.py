@@ -357,7 +357,9 @@ class Cache:
             return list((self.by_index.get(value) or {}).values())
 
     def _put(self, key: Key, new: Obj | None) -> Obj | None:
-        """Replace one object (lock held); returns the old one."""
+        """Replace one object (lock held); returns the old one. managedFields are not kept."""
+        if new is not None and isinstance(new.get("metadata"), dict):
+            new["metadata"].pop("managedFields", None)
         old = self.objs.pop(key, None) if new is None else self.objs.get(key)
         if new is not None:
             self.objs[key] = new
