@@ -113,6 +113,8 @@ class App:
         # --state-dir (Kubernetes source only: manifests are their own state)
         self.state_path: Path | None = (
             state.objects_path(cfg.state_dir) if cfg.state_dir and not cfg.manifests else None)
+        if cfg.state_dir and cfg.manifests:
+            log.warning("--state-dir is not used with --manifests (the files are the state)")
         self.restored_as_of: float | None = None  # set while serving restored state
         self.state_writes: Counter[str] = Counter()  # snapshot writes by result (ok, error)
         self.state_rejected = 0  # state files found unusable
@@ -256,7 +258,13 @@ class App:
         if saved is None:
             log.info("no saved state in %s yet", self.state_path)
             return
-        self.store.restore(saved.objects)
+        try:
+            self.store.restore(saved.objects)
+        except Exception:  # noqa: BLE001 - the Store skips malformed objects; this is a last guard
+            log.exception("state file %s ignored: restoring it failed", self.state_path)
+            self.state_rejected += 1
+            self.store.drop_restored()
+            return
         self.restored_as_of = saved.as_of
         self._set_loaded()
         when = datetime.fromtimestamp(saved.as_of, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -110,11 +110,13 @@ class Store:
         """Load saved objects (malformed ones skipped as usual), marked as restored."""
         events = Counter(self.events)
         changed: set[ServiceKey] = set()
-        for obj in objs:
-            changed |= self._upsert(obj)
-        self.events = events  # restored objects are not watch events
-        self.restored = {(SERVICE_IMPORT, k) for k in self.imports}
-        self.restored |= {(ENDPOINT_SLICE, k) for k in self.slices}
+        try:
+            for obj in objs:
+                changed |= self._upsert(obj)
+        finally:
+            self.events = events  # restored objects are not watch events
+            self.restored = {(SERVICE_IMPORT, k) for k in self.imports}
+            self.restored |= {(ENDPOINT_SLICE, k) for k in self.slices}
         self._notify(changed)
 
     def drop_restored(self) -> int:

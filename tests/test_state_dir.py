@@ -289,3 +289,26 @@ def test_restarted_worker_takes_no_queries_before_its_first_sync(tmp_path: Path)
             assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
             for _ in range(50):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+
+
+def test_workers_restore_the_state_worker_0_wrote(tmp_path: Path) -> None:
+    """--workers 2 --state-dir: worker 0 saves; after a restart with the API down both
+    workers serve the saved state, so the supervisor is ready and every query is answered."""
+    api, kubeconfig = down_api(tmp_path)
+    api.start()
+    api.put(service_import("web", "shop", ["10.6.0.1"]))
+    args = ["--kubeconfig", str(kubeconfig), "--workers", "2", "--state-dir", str(tmp_path / "state")]
+    try:
+        with run_server(args, tmp_path) as srv:
+            assert wait_for(lambda: srv.metric(WRITES) == 1, timeout=5)
+            time.sleep(0.5)
+            assert srv.metric(WRITES) == 1  # summed over workers: worker 0 alone writes
+        api.stop()
+        with run_server(args, tmp_path, wait_ready=False) as srv:
+            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=10)
+            assert srv.metric("mcsdns_state_restored ") == 1
+            for _ in range(50):
+                assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+            assert srv.logs().count("serving restored state until the first sync") == 2
+    finally:
+        api.stop()
