@@ -51,10 +51,16 @@ class FakeSecondary:
                 continue
             m = dns.message.from_wire(data)
             serial = int(m.answer[0][0].serial) if m.answer else -1
-            self.got.append((time.monotonic(), serial, m))
+            at = time.monotonic()
             if self.check is not None:  # like a secondary: ask the primary's SOA at once
-                self.served_at_notify.append(
-                    {int(self.check.query(ZONE, "SOA").answer[0][0].serial) for _ in range(10)})
+                seen: set[int] = set()
+                for _ in range(10):
+                    try:
+                        seen.add(int(self.check.query(ZONE, "SOA").answer[0][0].serial))
+                    except Exception:  # a lost UDP answer on a loaded machine: ask again
+                        continue
+                self.served_at_notify.append(seen)
+            self.got.append((at, serial, m))
             if self.answering.is_set():
                 r = dns.message.make_response(m)
                 self.sock.sendto(r.to_wire(), addr)
@@ -147,7 +153,7 @@ def test_workers_send_one_notify_per_serial_once_all_serve_it(mdir: Path, tmp_pa
             assert serials == sorted(serials)
             # at each NOTIFY, every SOA answer (from either worker) already had that serial
             for s, seen in zip(serials, sec.served_at_notify, strict=True):
-                assert min(seen) >= s, (s, seen)
+                assert seen and min(seen) >= s, (s, seen)
     finally:
         if sec is not None:
             sec.close()
