@@ -71,13 +71,16 @@ def size_bucket(n: int) -> int:
 
 
 class Canned:
-    """A whole response minus its ID, with its hit count and metrics labels."""
+    """A whole response minus its ID, with its hit count and metrics labels.
+    For an answer that rotates (`rotating` set), `out` is header + question and
+    each use appends the Answer's next rotation and `tail` (its OPT record)."""
 
-    __slots__ = ("out", "hits", "key", "bucket")
+    __slots__ = ("out", "hits", "key", "size", "bucket", "rotating", "tail")
 
-    def __init__(self, out: bytes, key: tuple[int, int]) -> None:
-        self.out, self.hits, self.key = out, 1, key
-        self.bucket = size_bucket(len(out) + 2)
+    def __init__(self, out: bytes, key: tuple[int, int], size: int,
+                 rotating: Answer | None = None, tail: bytes = b"") -> None:
+        self.out, self.hits, self.key, self.rotating, self.tail = out, 1, key, rotating, tail
+        self.size, self.bucket = size, size_bucket(size)  # of the whole response
 
 
 class SizeHistogram:
@@ -120,7 +123,7 @@ class Handler:
                                          strict=True):
             for c in canned.values():
                 counts[c.key] = counts.get(c.key, 0) + c.hits
-                sizes.add(len(c.out) + 2, c.hits)
+                sizes.add(c.size, c.hits)
                 self._folded_hits += c.hits - 1
             canned.clear()
 
@@ -141,7 +144,7 @@ class Handler:
         buckets, total = list(h.buckets), h.total
         for c in list(self.canned[tcp].values()):
             buckets[c.bucket] += c.hits
-            total += (len(c.out) + 2) * c.hits
+            total += c.size * c.hits
         return buckets, total
 
     def publish(self, put: Put) -> None:
@@ -163,7 +166,9 @@ class Handler:
         canned = self.canned[tcp].get(data[2:])
         if canned is not None:
             canned.hits += 1
-            return data[:2] + canned.out
+            if canned.rotating is None:
+                return data[:2] + canned.out
+            return data[:2] + canned.out + canned.rotating.body() + canned.tail
         try:
             if data[2] & 0xF8 or data[4:10] != _QD1:
                 return self._slow(data, tcp)
@@ -194,17 +199,21 @@ class Handler:
             ans = self._lookup(q)
             if ans is None:
                 return self._slow(data, tcp)
-        if ans.size + len(q) + len(opt) + 12 <= limit:
+        fits = ans.size + len(q) + len(opt) + 12 <= limit
+        if fits:
             out = data[:2] + ans.hdrs[idx] + q + (ans.bodies[0] if ans.n == 1 else ans.body()) + opt
         else:
             out = self._fit(data[:2], ans, idx, q, opt, limit)
-        if ans.n == 1 and not self.log_queries:
-            table = self.canned[tcp]
-            if len(table) >= CANNED_MAX:
-                self.invalidate()
-            table[data[2:]] = Canned(out[2:], ans.key)
-        else:
+        if self.log_queries or (ans.n > 1 and not fits):
             self._count(ans, tcp, out)
+            return out
+        table = self.canned[tcp]
+        if len(table) >= CANNED_MAX:
+            self.invalidate()
+        if ans.n == 1:
+            table[data[2:]] = Canned(out[2:], ans.key, len(out))
+        else:  # every rotation has the same size
+            table[data[2:]] = Canned(ans.hdrs[idx] + q, ans.key, len(out), ans, opt)
         return out
 
     def _count(self, ans: Answer, tcp: bool, out: bytes) -> None:

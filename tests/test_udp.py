@@ -4,6 +4,7 @@ their own answers, counts and the request duration histogram add up."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import socket
@@ -97,3 +98,64 @@ def test_extension_survives_a_failing_answer_and_drops_none() -> None:
         assert [client.recv(100) for _ in range(2)] == [b"OK-1", b"OK-2"]
         assert len(errors) == 1 and errors[0][0] == b"boom" and isinstance(errors[0][1], ValueError)
         assert batchio.serve(server.fileno(), respond, errors.append) == (0, 0, None)  # nothing left
+
+
+def _drain(sock: socket.socket) -> list[bytes]:
+    out = []
+    try:
+        while True:
+            out.append(sock.recv(65535))
+    except BlockingIOError:
+        return out
+
+
+def test_extension_returns_what_the_socket_would_not_take() -> None:
+    # A Unix datagram pair with the smallest send buffer: answers beyond it get EAGAIN.
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with server, client:
+        server.setblocking(False)
+        client.setblocking(False)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+        for i in range(40):
+            client.send(b"%02d" % i)
+        n, _, unsent = batchio.serve(server.fileno(), lambda d, tcp: d * 500, print)
+        assert n == 40 and unsent and len(unsent) < 40
+        got = _drain(client)
+        while unsent:
+            done = batchio.send(server.fileno(), unsent)
+            assert done > 0
+            del unsent[:done]
+            got += _drain(client)
+        assert got == [b"%02d" % i * 500 for i in range(40)]  # all of them, in order
+
+
+def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    from mcsdns.server.udp import BatchedUDP, RequestTimer
+
+    async def run() -> list[bytes]:
+        server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        server.setblocking(False)
+        client.setblocking(False)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+        listener = BatchedUDP(asyncio.get_running_loop(), server, lambda d, tcp: d * 500, RequestTimer(),
+                              batchio)
+        got: list[bytes] = []
+        try:
+            for i in range(100):
+                client.send(b"%03d" % i)
+                if i % 30 == 29:
+                    await asyncio.sleep(0.01)  # let the listener answer into a full socket
+            await asyncio.sleep(0.02)
+            assert listener.unsent  # nothing read yet: answers wait for the socket
+            deadline = time.monotonic() + 5
+            while len(got) < 100 and time.monotonic() < deadline:
+                got += _drain(client)
+                await asyncio.sleep(0.005)
+        finally:
+            listener.close()
+            client.close()
+        return got
+
+    assert asyncio.run(run()) == [b"%03d" % i * 500 for i in range(100)]
