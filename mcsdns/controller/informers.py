@@ -42,6 +42,37 @@ def service_index(obj: Obj) -> Hashable | None:
     return ("ours", str((obj.get("metadata") or {}).get("namespace") or ""), svc) if svc else None
 
 
+def trim_namespace(obj: Obj) -> None:
+    """Only the name, resourceVersion and deletionTimestamp of a namespace are used."""
+    md = obj.get("metadata") or {}
+    keep = {k: md[k] for k in ("name", "resourceVersion", "deletionTimestamp") if k in md}
+    obj.clear()
+    obj["metadata"] = keep
+
+
+def trim_service(obj: Obj) -> None:
+    """Others' Services are only read: no annotations or status."""
+    if not is_ours(obj):
+        obj.pop("status", None)
+        (obj.get("metadata") or {}).pop("annotations", None)
+
+
+_ENDPOINT_UNUSED = ("targetRef", "nodeName", "hints", "deprecatedTopology")
+
+
+def trim_slice(obj: Obj) -> None:
+    """A Service's own EndpointSlices are only read: addresses, conditions, hostname, zone."""
+    if is_ours(obj):
+        return
+    md = obj.get("metadata") or {}
+    md.pop("annotations", None)
+    md.pop("ownerReferences", None)
+    for e in obj.get("endpoints") or []:
+        if isinstance(e, dict):
+            for f in _ENDPOINT_UNUSED:
+                e.pop(f, None)
+
+
 class MemberCaches:
     KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports")
 
@@ -97,11 +128,13 @@ class MemberCaches:
             "namespaces": self._namespace, "services": self._service, "endpointslices": self._slice,
             "serviceexports": self._plain, "serviceimports": self._plain}
         index = {"services": service_index, "endpointslices": slice_index}
+        trim = {"namespaces": trim_namespace, "services": trim_service, "endpointslices": trim_slice}
         for kind in self.KINDS:
             self.healthy[kind] = False
             self.caches[kind] = Cache(
                 f"{m.name} {kind}", path_lister(m.api, paths[kind]), handlers[kind], self.stop,
-                on_health=self._health_cb(kind), index=index.get(kind), watch_timeout=self.watch_timeout,
+                on_health=self._health_cb(kind), index=index.get(kind), transform=trim.get(kind),
+                watch_timeout=self.watch_timeout,
                 backoff=(0.2, 5.0))
         for c in self.caches.values():
             c.start()

@@ -317,7 +317,8 @@ class Cache:
     """A thread-safe dict of one collection's objects, kept by a Reflector.
 
     `on_change(key, old, new)` runs on the reflector thread after every change
-    (new is None on delete; a relist reports only what differs). `index(obj)`,
+    (new is None on delete; a relist reports only what differs). `transform`
+    trims objects in place before they are kept (managedFields never are). `index(obj)`,
     when given, files every object under one index value (None: not indexed),
     read back with `indexed`. `note_written` puts an object one of our writes
     returned into the cache, so a reconcile racing its own watch event does not
@@ -328,10 +329,11 @@ class Cache:
     def __init__(self, label: str, lister: Lister, on_change: Callable[[Key, Obj | None, Obj | None], None],
                  stop: threading.Event, on_health: Callable[[bool, BaseException | None], None]
                  = lambda ok, e: None, index: Callable[[Obj], Hashable | None] | None = None,
-                 **reflector_kw: Any) -> None:
+                 transform: Callable[[Obj], None] | None = None, **reflector_kw: Any) -> None:
         self.objs: dict[Key, Obj] = {}
         self.by_index: dict[Hashable, dict[Key, Obj]] = {}
         self.index = index
+        self.transform = transform  # trims an object in place before it is cached
         self.lock = threading.Lock()
         self.on_change = on_change
         self.synced = threading.Event()
@@ -360,6 +362,8 @@ class Cache:
         """Replace one object (lock held); returns the old one. managedFields are not kept."""
         if new is not None and isinstance(new.get("metadata"), dict):
             new["metadata"].pop("managedFields", None)
+            if self.transform is not None:
+                self.transform(new)
         old = self.objs.pop(key, None) if new is None else self.objs.get(key)
         if new is not None:
             self.objs[key] = new
