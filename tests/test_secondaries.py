@@ -18,7 +18,7 @@ import dns.rcode
 import dns.rdatatype
 import dns.zone
 import pytest
-from helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process
+from helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, wait_for
 
 ZONE = "clusterset.local."
 SECRET = base64.b64encode(b"mcsdns-secondaries-test-key-4567").decode()
@@ -196,8 +196,8 @@ spec: {{type: ClusterSetIP, ips: ["10.78.0.{i}"], ports: [{{name: http, protocol
         after = primary.query(ZONE, "SOA").answer[0][0].serial
         assert after > before
         assert secondary.serial() == after
-    # followed by IXFR (journal), not by a full transfer
-    assert primary.metric_sum("mcsdns_zone_transfers_total", 'type="IXFR"', 'outcome="ixfr"') \
-        >= ixfr_before + 3
-    assert primary.metric_sum("mcsdns_notify_total", 'outcome="answered"') >= 4
-
+    # followed by IXFR (journal), not by a full transfer; each change's NOTIFY answered (the answer may
+    # be counted a moment after the secondary acted on it)
+    assert wait_for(lambda: primary.metric_sum("mcsdns_zone_transfers_total", 'type="IXFR"',
+                                               'outcome="ixfr"') >= ixfr_before + 3, 5)
+    assert wait_for(lambda: primary.metric_sum("mcsdns_notify_total", 'outcome="answered"') >= 3, 5)
