@@ -8,7 +8,8 @@ changed service, and optionally how long knotd takes to transfer the zone
 as a real secondary and then to follow one change (NOTIFY + IXFR).
 
     python bench/xfr.py
-    python bench/xfr.py --services 2000 --endpoints 20000 --knotd
+    python bench/xfr.py --knotd --headless 1.0   # every endpoint in a headless service
+    python bench/xfr.py --services 2000 --endpoints 20000
 """
 
 from __future__ import annotations
@@ -158,11 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--services", type=int, default=10000)
     p.add_argument("--endpoints", type=int, default=100000)
     p.add_argument("--clusters", type=int, default=5)
+    p.add_argument("--headless", type=float, default=0.2,
+                   help="fraction of headless services (default 0.2; 1.0: every endpoint has records)")
     p.add_argument("--parallel", type=int, default=3, help="concurrent AXFRs for the RSS check")
     p.add_argument("--knotd", action="store_true", help="also time knotd as a secondary")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
-    meta = generate(a.data, a.services, a.endpoints, a.clusters)
+    meta = generate(a.data, a.services, a.endpoints, a.clusters, a.headless)
     print(f"clusterset: {meta['services']} services ({meta['headless']} headless), "
           f"{meta['endpoints']} endpoints in {meta['clusters']} clusters", flush=True)
     port, health = free_port(), free_port()

@@ -114,7 +114,8 @@ class App:
         self.state_path: Path | None = (
             state.objects_path(cfg.state_dir) if cfg.state_dir and not cfg.manifests else None)
         if cfg.state_dir and cfg.manifests:
-            log.warning("--state-dir is not used with --manifests (the files are the state)")
+            log.warning("--state-dir keeps only the SOA serial with --manifests "
+                        "(the files are the state of the objects)")
         self.restored_as_of: float | None = None  # set while serving restored state
         self.state_writes: Counter[str] = Counter()  # snapshot writes by result (ok, error)
         self.state_rejected = 0  # state files found unusable

@@ -56,7 +56,8 @@ SIZE_BOUNDS = (0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16000, 32000,
 RESPONSES = define("mcsdns_dns_responses_total", "counter",
                    "DNS responses by transport, query type and rcode.", ("proto", "type", "rcode"))
 SLOW_PATH = define("mcsdns_dns_slow_path_total", "counter", "Queries off the fast path, by outcome "
-                   "(parsed, formerr, notimp, badvers, dropped).", ("outcome",))
+                   "(parsed, formerr, notimp, badvers, dropped; tsig_signed, tsig_badkey, tsig_badsig, "
+                   "tsig_badtime, tsig_badtrunc).", ("outcome",))
 RESPONSE_SIZE = define("mcsdns_dns_response_size_bytes", "histogram",
                        "Size of the responses counted in mcsdns_dns_responses_total.", ("proto",))
 CACHE_HITS = define("mcsdns_cache_hits_total", "counter", "Responses served whole from the response cache.")

@@ -66,6 +66,15 @@ class Server:
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
 
+    def metric_sum(self, name: str, *labels: str) -> float:
+        """Sum of the /metrics samples of `name` having every one of `labels` (k="v")."""
+        _, text = self.http("/metrics")
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name + "{") and all(lab in line for lab in labels):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
