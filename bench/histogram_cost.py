@@ -51,6 +51,9 @@ async def measure(a: argparse.Namespace) -> None:
     app.sources = app.make_sources()
     for s in app.sources:
         await s.start(asyncio.get_running_loop())
+    while not app.synced():  # answer from the data, not SERVFAIL
+        await asyncio.sleep(0.01)
+    app.zone.set_loaded()
     respond = app.handler.respond
     qs = queries(data / "queries" / f"{a.mix}.txt", 1000)
     srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

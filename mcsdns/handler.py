@@ -40,6 +40,11 @@ from .wire import (
 )
 from .zone import Zone
 
+try:  # the C base lets the batched UDP path answer cache hits without calling respond()
+    from .server._batchio import Canned as _CannedBase
+except ImportError:  # not built: the same fields in Python
+    from ._canned import CannedBase as _CannedBase  # type: ignore[assignment]
+
 log = logging.getLogger("mcsdns.query")
 
 _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
@@ -70,16 +75,18 @@ def size_bucket(n: int) -> int:
     return bisect_left(SIZE_BOUNDS, n)
 
 
-class Canned:
+class Canned(_CannedBase):
     """A whole response minus its ID, with its hit count and metrics labels.
-    For an answer that rotates (`rotating` set), `out` is header + question and
-    each use appends the Answer's next rotation and `tail` (its OPT record)."""
+    For an answer that rotates, `out` is header + question and each use
+    appends `bodies[rot]` (rot then advances) and `tail` (its OPT record);
+    otherwise `bodies` is None and `out` is all of it."""
 
-    __slots__ = ("out", "hits", "key", "size", "bucket", "rotating", "tail")
+    __slots__ = ("key", "size", "bucket")
 
     def __init__(self, out: bytes, key: tuple[int, int], size: int,
                  rotating: Answer | None = None, tail: bytes = b"") -> None:
-        self.out, self.hits, self.key, self.rotating, self.tail = out, 1, key, rotating, tail
+        self.out, self.hits, self.key, self.tail = out, 1, key, tail
+        self.bodies, self.rot = (rotating.bodies, rotating.rot) if rotating is not None else (None, 0)
         self.size, self.bucket = size, size_bucket(size)  # of the whole response
 
 
@@ -166,9 +173,12 @@ class Handler:
         canned = self.canned[tcp].get(data[2:])
         if canned is not None:
             canned.hits += 1
-            if canned.rotating is None:
+            bodies = canned.bodies
+            if bodies is None:
                 return data[:2] + canned.out
-            return data[:2] + canned.out + canned.rotating.body() + canned.tail
+            r = canned.rot
+            canned.rot = r + 1 if r + 1 < len(bodies) else 0
+            return data[:2] + canned.out + bodies[r] + canned.tail
         try:
             if data[2] & 0xF8 or data[4:10] != _QD1:
                 return self._slow(data, tcp)

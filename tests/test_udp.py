@@ -18,6 +18,8 @@ import dns.rcode
 import pytest
 from helpers import EXAMPLE, Server, run_server
 
+from mcsdns.handler import Handler
+
 SVC = "web.shop.svc.clusterset.local."
 NX = "nope.shop.svc.clusterset.local."
 
@@ -159,3 +161,88 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
         return got
 
     assert asyncio.run(run()) == [b"%03d" % i * 500 for i in range(100)]
+
+
+def _example_handler() -> Handler:
+    from mcsdns.app import App, Config
+
+    async def load() -> Handler:
+        app = App(Config(listen=[], manifests=str(EXAMPLE)))
+        app.sources = app.make_sources()
+        for s in app.sources:
+            await s.start(asyncio.get_running_loop())
+        while not app.synced():
+            await asyncio.sleep(0.01)
+        app.zone.set_loaded()
+        return app.handler
+
+    return asyncio.run(load())
+
+
+def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    handler = _example_handler()
+    calls: list[bytes] = []
+
+    def respond(data: bytes, tcp: bool) -> bytes | None:
+        calls.append(data)
+        return handler.respond(data, tcp)
+
+    db = "db.shop.svc.clusterset.local."
+    asks = [(SVC, "A", False), (SVC, "A", True), (NX, "A", False), (SVC, "SRV", True), (db, "A", False),
+            (db, "A", True)]
+    rounds: list[list[dns.message.Message]] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        server.bind(("127.0.0.1", 0))
+        server.setblocking(False)
+        client.settimeout(2)
+        for rnd in range(4):
+            for i, (name, rtype, edns) in enumerate(asks):
+                q = dns.message.make_query(name, rtype, use_edns=0 if edns else False)
+                q.id = 100 * rnd + i
+                client.sendto(q.to_wire(), server.getsockname())
+            time.sleep(0.05)
+            n, _, unsent = batchio.serve(server.fileno(), respond, print, handler.canned[False])
+            assert (n, unsent) == (len(asks), None)
+            got = sorted((dns.message.from_wire(client.recv(4096)) for _ in asks), key=lambda m: m.id)
+            assert [m.id for m in got] == [100 * rnd + i for i in range(len(asks))]
+            rounds.append(got)
+    for m, (name, _, _) in zip(rounds[0], asks, strict=True):  # answers from the data, not SERVFAIL
+        assert m.rcode() == (dns.rcode.NXDOMAIN if name == NX else dns.rcode.NOERROR)
+        assert bool(m.answer) == (name != NX)
+    assert len(calls) == len(asks)  # only the first round reached respond(): the rest were cache hits
+    first = rounds[0]
+    for got in rounds[1:]:
+        for i, (name, _, edns) in enumerate(asks):
+            assert got[i].question == first[i].question and got[i].rcode() == first[i].rcode()
+            assert (got[i].edns >= 0) == edns and got[i].flags == first[i].flags
+            if name != db:
+                assert got[i].answer == first[i].answer and got[i].authority == first[i].authority
+    for i in (4, 5):  # the headless answer rotates through its endpoints, hit after hit
+        orders = [tuple(rd.to_text() for rr in got[i].answer for rd in rr) for got in rounds]
+        assert len(set(orders)) > 1 and len({frozenset(o) for o in orders}) == 1
+    counts = handler.counts(False)
+    assert sum(counts.values()) == 4 * len(asks)  # hits in C count like any other response
+    assert handler.cache_hits() == 3 * len(asks)
+
+
+def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    from mcsdns.handler import Canned
+
+    table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, (1, 0), 70_002),
+                                  b"-odd": "not a Canned", b"-ok": Canned(b"cached", (1, 0), 8)}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        server.bind(("127.0.0.1", 0))
+        server.setblocking(False)
+        client.settimeout(2)
+        for msg in (b"01-big", b"02-odd", b"03-ok", b"04"):
+            client.sendto(msg, server.getsockname())
+        time.sleep(0.05)
+        n, _, _ = batchio.serve(server.fileno(), lambda d, tcp: b"R" + d, print, table)
+        assert n == 4
+        assert sorted(client.recv(100) for _ in range(4)) == [b"03cached", b"R01-big", b"R02-odd", b"R04"]
+        with pytest.raises(TypeError):
+            batchio.serve(server.fileno(), print, print, [])

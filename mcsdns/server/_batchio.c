@@ -1,8 +1,12 @@
 /* Batched UDP I/O for the DNS hot path (Linux recvmmsg/sendmmsg).
  *
- * serve(fd, respond, on_error) reads up to BATCH datagrams with one
- * recvmmsg(MSG_DONTWAIT), calls respond(data, False) for each, and sends the
- * answers back to their sources with sendmmsg(MSG_DONTWAIT). It returns
+ * serve(fd, respond, on_error, table) reads up to BATCH datagrams with one
+ * recvmmsg(MSG_DONTWAIT) and sends their answers back to their sources with
+ * sendmmsg(MSG_DONTWAIT). A datagram whose bytes after the ID are a key of
+ * `table` (a dict of Canned) is answered here, with no Python call: its ID,
+ * then the entry's `out`, then (if `bodies` is a tuple) its next body and
+ * `tail`, gathered straight from the entry's bytes. Every other datagram is
+ * answered by respond(data, False) (bytes, or None for no answer). It returns
  * (received, elapsed_ns, unsent): elapsed_ns is the time from the end of the
  * read to the end of the send (what each query of the batch waited in the
  * server); unsent lists (response, address) pairs the socket would not take
@@ -14,6 +18,7 @@
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -22,15 +27,106 @@
 #define BATCH 64
 #define BUFSIZE 65536
 
+#define SBUFSIZE 4096 /* a cached answer, copied for sending; larger ones go through respond() */
+
 static struct mmsghdr rmsgs[BATCH], smsgs[BATCH];
 static struct iovec riov[BATCH], siov[BATCH];
 static struct sockaddr_storage names[BATCH];
 static char *bufs; /* BATCH * BUFSIZE, allocated at import */
+static char sbufs[BATCH * SBUFSIZE];
 
 static long long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A whole response minus its ID, kept in the response cache (handler.Canned
+ * subclasses it). bodies: None, or a tuple of bytes rotated through by rot. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *out, *bodies, *tail;
+    Py_ssize_t hits, rot;
+} Canned;
+
+static int canned_traverse(Canned *self, visitproc visit, void *arg) {
+    Py_VISIT(self->out);
+    Py_VISIT(self->bodies);
+    Py_VISIT(self->tail);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int canned_clear(Canned *self) {
+    Py_CLEAR(self->out);
+    Py_CLEAR(self->bodies);
+    Py_CLEAR(self->tail);
+    return 0;
+}
+
+static void canned_dealloc(Canned *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    canned_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef canned_members[] = {
+    {"out", T_OBJECT, offsetof(Canned, out), 0, "the response after its ID (up to the rotating body)"},
+    {"bodies", T_OBJECT, offsetof(Canned, bodies), 0, "None, or the Answer's rotations (bytes)"},
+    {"tail", T_OBJECT, offsetof(Canned, tail), 0, "what follows a rotating body (its OPT record)"},
+    {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry"},
+    {"rot", T_PYSSIZET, offsetof(Canned, rot), 0, "index of the next body"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot canned_slots[] = {
+    {Py_tp_doc, "A cached response: out [+ bodies[rot] + tail], after the query's ID."},
+    {Py_tp_members, canned_members},
+    {Py_tp_traverse, canned_traverse},
+    {Py_tp_clear, canned_clear},
+    {Py_tp_dealloc, canned_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec canned_spec = {"mcsdns.server._batchio.Canned", sizeof(Canned), 0,
+                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, canned_slots};
+
+static PyTypeObject *CannedType;
+
+/* Copy the cached answer `v` for datagram i into sbufs[k] and point smsgs[k]
+ * at it; returns 0, or -1 if `v` cannot answer it here. */
+static int from_cache(PyObject *v, int i, int k) {
+    if (!PyObject_TypeCheck(v, CannedType)) return -1;
+    Canned *c = (Canned *)v;
+    if (c->out == NULL || !PyBytes_Check(c->out)) return -1;
+    Py_ssize_t len = 2 + PyBytes_GET_SIZE(c->out);
+    PyObject *body = NULL;
+    if (c->bodies != NULL && c->bodies != Py_None) {
+        if (!PyTuple_Check(c->bodies) || c->tail == NULL || !PyBytes_Check(c->tail)) return -1;
+        Py_ssize_t n = PyTuple_GET_SIZE(c->bodies), r = c->rot;
+        if (r < 0 || r >= n) return -1;
+        body = PyTuple_GET_ITEM(c->bodies, r);
+        if (!PyBytes_Check(body)) return -1;
+        len += PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(c->tail);
+        if (len > SBUFSIZE) return -1;
+        c->rot = r + 1 < n ? r + 1 : 0;
+    } else if (len > SBUFSIZE) {
+        return -1;
+    }
+    c->hits++;
+    char *p = sbufs + (size_t)k * SBUFSIZE;
+    memcpy(p, riov[i].iov_base, 2); /* the query's ID */
+    memcpy(p + 2, PyBytes_AS_STRING(c->out), (size_t)PyBytes_GET_SIZE(c->out));
+    if (body != NULL) {
+        char *b = p + 2 + PyBytes_GET_SIZE(c->out);
+        memcpy(b, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+        memcpy(b + PyBytes_GET_SIZE(body), PyBytes_AS_STRING(c->tail), (size_t)PyBytes_GET_SIZE(c->tail));
+    }
+    siov[k].iov_base = p;
+    siov[k].iov_len = (size_t)len;
+    return 0;
 }
 
 /* Send smsgs[first..n); skip messages the kernel refuses for good (e.g. an
@@ -53,13 +149,15 @@ static int send_all(int fd, int first, int n) {
     return off;
 }
 
-static PyObject *unsent_list(PyObject **outs, int *which, int from, int n) {
+static PyObject *unsent_list(int *which, int from, int n) {
     PyObject *list = PyList_New(n - from);
     if (list == NULL) return NULL;
     for (int k = from; k < n; k++) {
         int i = which[k];
-        PyObject *addr = PyBytes_FromStringAndSize((const char *)&names[i], rmsgs[i].msg_hdr.msg_namelen);
-        PyObject *pair = addr ? PyTuple_Pack(2, outs[k], addr) : NULL;
+        PyObject *out = PyBytes_FromStringAndSize(siov[k].iov_base, (Py_ssize_t)siov[k].iov_len);
+        PyObject *addr = out ? PyBytes_FromStringAndSize((const char *)&names[i], rmsgs[i].msg_hdr.msg_namelen) : NULL;
+        PyObject *pair = addr ? PyTuple_Pack(2, out, addr) : NULL;
+        Py_XDECREF(out);
         Py_XDECREF(addr);
         if (pair == NULL) {
             Py_DECREF(list);
@@ -72,8 +170,12 @@ static PyObject *unsent_list(PyObject **outs, int *which, int from, int n) {
 
 static PyObject *batch_serve(PyObject *self, PyObject *args) {
     int fd;
-    PyObject *respond, *on_error;
-    if (!PyArg_ParseTuple(args, "iOO:serve", &fd, &respond, &on_error)) return NULL;
+    PyObject *respond, *on_error, *table = Py_None;
+    if (!PyArg_ParseTuple(args, "iOO|O:serve", &fd, &respond, &on_error, &table)) return NULL;
+    if (table != Py_None && !PyDict_CheckExact(table)) {
+        PyErr_SetString(PyExc_TypeError, "serve(): table must be a dict or None");
+        return NULL;
+    }
     for (int i = 0; i < BATCH; i++) {
         riov[i].iov_base = bufs + (size_t)i * BUFSIZE;
         riov[i].iov_len = BUFSIZE;
@@ -93,8 +195,7 @@ static PyObject *batch_serve(PyObject *self, PyObject *args) {
             if (PyErr_CheckSignals() < 0) return NULL;
             continue;
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return Py_BuildValue("iLO", 0, 0LL, Py_None);
-        /* a pending socket error (e.g. ICMP) is consumed by this call: report nothing read */
+        /* EAGAIN, or a pending socket error (e.g. ICMP) consumed by this call: nothing read */
         return Py_BuildValue("iLO", 0, 0LL, Py_None);
     }
     long long t0 = now_ns();
@@ -104,37 +205,56 @@ static PyObject *batch_serve(PyObject *self, PyObject *args) {
     PyObject *argv[3];
     argv[2] = Py_False;
     for (int i = 0; i < n; i++) {
-        PyObject *data = PyBytes_FromStringAndSize(riov[i].iov_base, rmsgs[i].msg_len);
-        if (data == NULL) goto fail;
-        argv[1] = data;
-        PyObject *out = PyObject_Vectorcall(respond, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        const char *q = riov[i].iov_base;
+        Py_ssize_t qlen = (Py_ssize_t)rmsgs[i].msg_len;
+        PyObject *out = NULL;
+        if (table != Py_None && qlen > 2) {
+            PyObject *key = PyBytes_FromStringAndSize(q + 2, qlen - 2);
+            if (key == NULL) goto fail;
+            PyObject *v = PyDict_GetItemWithError(table, key); /* borrowed */
+            Py_DECREF(key);
+            if (v != NULL) {
+                if (from_cache(v, i, k) == 0) {
+                    out = Py_None; /* nothing to hold: the answer is in sbufs */
+                    Py_INCREF(out);
+                }
+            } else if (PyErr_Occurred()) {
+                goto fail;
+            }
+        }
         if (out == NULL) {
-            /* never let one packet stop the listener: hand the error to on_error(data, exc) */
-            PyObject *type, *exc, *tb;
-            PyErr_Fetch(&type, &exc, &tb);
-            PyErr_NormalizeException(&type, &exc, &tb);
-            if (exc != NULL && tb != NULL) PyException_SetTraceback(exc, tb);
-            PyObject *r = PyObject_CallFunctionObjArgs(on_error, data, exc ? exc : Py_None, NULL);
-            Py_XDECREF(type);
-            Py_XDECREF(exc);
-            Py_XDECREF(tb);
+            PyObject *data = PyBytes_FromStringAndSize(q, qlen);
+            if (data == NULL) goto fail;
+            argv[1] = data;
+            out = PyObject_Vectorcall(respond, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            if (out == NULL) {
+                /* never let one packet stop the listener: hand the error to on_error(data, exc) */
+                PyObject *type, *exc, *tb;
+                PyErr_Fetch(&type, &exc, &tb);
+                PyErr_NormalizeException(&type, &exc, &tb);
+                if (exc != NULL && tb != NULL) PyException_SetTraceback(exc, tb);
+                PyObject *r = PyObject_CallFunctionObjArgs(on_error, data, exc ? exc : Py_None, NULL);
+                Py_XDECREF(type);
+                Py_XDECREF(exc);
+                Py_XDECREF(tb);
+                Py_DECREF(data);
+                if (r == NULL) goto fail;
+                Py_DECREF(r);
+                continue;
+            }
             Py_DECREF(data);
-            if (r == NULL) goto fail;
-            Py_DECREF(r);
-            continue;
+            if (out == Py_None) {
+                Py_DECREF(out);
+                continue;
+            }
+            if (!PyBytes_Check(out)) {
+                Py_DECREF(out);
+                PyErr_SetString(PyExc_TypeError, "respond() must return bytes or None");
+                goto fail;
+            }
+            siov[k].iov_base = PyBytes_AS_STRING(out);
+            siov[k].iov_len = (size_t)PyBytes_GET_SIZE(out);
         }
-        Py_DECREF(data);
-        if (out == Py_None) {
-            Py_DECREF(out);
-            continue;
-        }
-        if (!PyBytes_Check(out)) {
-            Py_DECREF(out);
-            PyErr_SetString(PyExc_TypeError, "respond() must return bytes or None");
-            goto fail;
-        }
-        siov[k].iov_base = PyBytes_AS_STRING(out);
-        siov[k].iov_len = (size_t)PyBytes_GET_SIZE(out);
         smsgs[k].msg_hdr.msg_iov = &siov[k];
         smsgs[k].msg_hdr.msg_iovlen = 1;
         smsgs[k].msg_hdr.msg_name = &names[i];
@@ -153,12 +273,11 @@ static PyObject *batch_serve(PyObject *self, PyObject *args) {
     Py_INCREF(Py_None);
     if (sent < k) {
         Py_DECREF(Py_None);
-        unsent = unsent_list(outs, which, sent, k);
+        unsent = unsent_list(which, sent, k);
         if (unsent == NULL) goto fail;
     }
     for (int j = 0; j < k; j++) Py_DECREF(outs[j]);
-    PyObject *res = Py_BuildValue("iLN", n, elapsed, unsent);
-    return res;
+    return Py_BuildValue("iLN", n, elapsed, unsent);
 fail:
     for (int j = 0; j < k; j++) Py_DECREF(outs[j]);
     return NULL;
@@ -200,7 +319,7 @@ static PyObject *batch_send(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"serve", batch_serve, METH_VARARGS,
-     "serve(fd, respond, on_error) -> (received, elapsed_ns, unsent or None)"},
+     "serve(fd, respond, on_error, table=None) -> (received, elapsed_ns, unsent or None)"},
     {"send", batch_send, METH_VARARGS, "send(fd, [(response, address), ...]) -> number done"},
     {NULL, NULL, 0, NULL},
 };
@@ -214,7 +333,10 @@ PyMODINIT_FUNC PyInit__batchio(void) {
         if (bufs == NULL) return PyErr_NoMemory();
     }
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "BATCH", BATCH) < 0) {
+    if (m == NULL) return NULL;
+    if (CannedType == NULL) CannedType = (PyTypeObject *)PyType_FromSpec(&canned_spec);
+    if (CannedType == NULL || PyModule_AddIntConstant(m, "BATCH", BATCH) < 0
+        || PyModule_AddObjectRef(m, "Canned", (PyObject *)CannedType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -4,5 +4,15 @@ BATCH: int
 Unsent = list[tuple[bytes, bytes]]
 
 def serve(fd: int, respond: Callable[[bytes, bool], bytes | None],
-          on_error: Callable[[bytes, BaseException], None], /) -> tuple[int, int, Unsent | None]: ...
+          on_error: Callable[[bytes, BaseException], None],
+          table: dict[bytes, Canned] | None = None, /) -> tuple[int, int, Unsent | None]: ...
 def send(fd: int, unsent: Unsent, /) -> int: ...
+
+class Canned:
+    """A cached response after its ID: out [+ bodies[rot] + tail]; hits counts its uses."""
+
+    out: bytes
+    bodies: tuple[bytes, ...] | None
+    tail: bytes
+    hits: int
+    rot: int

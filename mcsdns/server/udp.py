@@ -2,9 +2,10 @@
 
 Two implementations, chosen by `serve_udp`:
 - batched (the C extension `_batchio`, Linux): on readable, one recvmmsg
-  reads up to 64 queries, each is answered by the handler, and one sendmmsg
-  sends the answers; a batch of 64 is followed by another read (at most
-  `ROUNDS` before the loop runs other callbacks);
+  reads up to 64 queries, each is answered from the handler's response
+  cache in C or else by the handler, and one sendmmsg sends the answers; a
+  batch of 64 is followed by another read (at most `ROUNDS` before the loop
+  runs other callbacks);
 - plain: uvloop's datagram transport, one recvfrom/sendto per query. Used
   when the extension is not built or MCSDNS_BATCHIO=0.
 Both time each request into the `mcsdns_dns_request_duration_seconds`
@@ -25,6 +26,7 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import cast
 
+from ..handler import Canned
 from ..stats import Put, define, put_histogram
 from . import bound_socket
 
@@ -127,8 +129,9 @@ class BatchedUDP:
     no query is read meanwhile."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                 timer: RequestTimer, batchio: ModuleType) -> None:
+                 timer: RequestTimer, batchio: ModuleType, cache: dict[bytes, Canned] | None = None) -> None:
         self.loop, self.sock, self.respond, self.timer, self.io = loop, sock, respond, timer, batchio
+        self.cache = cache  # query after its ID -> Canned: answered in C without calling respond
         self.fd = sock.fileno()
         self.unsent: list[tuple[bytes, bytes]] = []
         self.observe = timer.observe if timing() else None
@@ -136,8 +139,9 @@ class BatchedUDP:
 
     def _readable(self) -> None:
         serve, fd, respond, batch, observe = self.io.serve, self.fd, self.respond, self.io.BATCH, self.observe
+        cache = self.cache
         for _ in range(ROUNDS):
-            n, elapsed, unsent = serve(fd, respond, _error)
+            n, elapsed, unsent = serve(fd, respond, _error, cache)
             if n and observe is not None:
                 observe(elapsed, n)
             if unsent:
@@ -167,11 +171,13 @@ def bind_udp(host: str, port: int, reuse_port: bool) -> socket.socket:
 
 
 async def serve_udp(loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                    timer: RequestTimer) -> asyncio.DatagramTransport | BatchedUDP:
-    """Answer queries on `sock`, batched when the extension is available."""
+                    timer: RequestTimer, cache: dict[bytes, Canned] | None = None
+                    ) -> asyncio.DatagramTransport | BatchedUDP:
+    """Answer queries on `sock`, batched when the extension is available. `cache`
+    is the dict `respond` keeps its UDP responses in (Handler.canned[False])."""
     batchio = batch_module()
     timer.batched = batchio is not None
     if batchio is not None:
-        return BatchedUDP(loop, sock, respond, timer, batchio)
+        return BatchedUDP(loop, sock, respond, timer, batchio, cache)
     transport, _ = await loop.create_datagram_endpoint(lambda: UDPProtocol(respond, timer), sock=sock)
     return transport
