@@ -9,6 +9,8 @@ import os
 import select
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -246,3 +248,29 @@ def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
         assert sorted(client.recv(100) for _ in range(4)) == [b"03cached", b"R01-big", b"R02-odd", b"R04"]
         with pytest.raises(TypeError):
             batchio.serve(server.fileno(), print, print, [])
+
+
+def test_response_cache_works_without_the_extension() -> None:
+    # where _batchio is not built, handler.Canned gets its fields from mcsdns._canned
+    code = """
+import sys
+sys.modules["mcsdns.server._batchio"] = None  # as if it were not built
+sys.path.insert(0, "tests")
+import dns.message
+from mcsdns import handler
+from test_udp import _example_handler
+assert handler.Canned.__mro__[1].__module__ == "mcsdns._canned"
+h = _example_handler()
+orders = set()
+for i in range(4):
+    q = dns.message.make_query("db.shop.svc.clusterset.local.", "A")
+    q.id = i
+    r = dns.message.from_wire(h.respond(q.to_wire(), False))
+    assert r.id == i and r.answer
+    orders.add(tuple(rd.to_text() for rr in r.answer for rd in rr))
+assert len(orders) > 1 and h.cache_hits() == 3 and sum(h.counts(False).values()) == 4
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
