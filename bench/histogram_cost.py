@@ -1,14 +1,14 @@
 """What the request duration histogram costs per query, measured in one process
 with no load generator in the way.
 
-The real handler (the 1000-service bench clusterset loaded from its
-manifests) answers real UDP datagrams on 127.0.0.1 through the batched path
-(`_batchio.serve`, cache hits answered in C as in the server), in bursts of
-B queries; blocks with and without the histogram's `observe` alternate, and only the server side is timed (CPU time
-of this thread). As that A/B difference is within the noise of a shared
-machine, the histogram's own work (`observe`, once per batch; the plain
-path's timing statements, once per query) is also timed alone, and its cost
-per query is set against the per-query time at each burst size.
+The real handler (the 1000-service bench clusterset loaded from its manifests)
+answers real UDP datagrams on 127.0.0.1 through the batched path
+(`_batchio.serve`, cache hits answered in C as in the server), in bursts of B
+queries; blocks with and without the histogram's `observe` alternate, and only
+the server side is timed (CPU time of this thread). As that A/B difference is
+within the noise of a shared machine, the histogram's own work (`observe`,
+once per batch; the plain path's timing statements, once per query) is also
+timed alone, and its cost per query is set against the per-query time at each burst size.
 
     python bench/histogram_cost.py --bursts 1,4,16,64
 """
@@ -96,7 +96,7 @@ async def measure(a: argparse.Namespace) -> None:
                     cli.sendto(qs[k % len(qs)], addr)
                     k += 1
                 t0 = clock()
-                n, elapsed, _ = _batchio.serve(fd, respond, _error, cache)
+                n, elapsed, _ = _batchio.serve(fd, respond, _error, cache, app.handler.serial)
                 if timed:
                     timer.observe(elapsed, n)
                 spent += clock() - t0

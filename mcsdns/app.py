@@ -203,8 +203,8 @@ class App:
         for host, port in self.cfg.listen:
             udp = bind_udp(host, port, self.cfg.reuse_port)
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
-            cache = self.handler.canned[False]
-            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache))
+            cache, serial = self.handler.canned[False], self.handler.serial
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
                      "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)

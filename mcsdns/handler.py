@@ -10,8 +10,10 @@ drops the packet.
 from __future__ import annotations
 
 import logging
+import struct
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Collection
 
 from . import tsig
 from .stats import Put, define, put_histogram
@@ -84,8 +86,9 @@ class Canned(_CannedBase):
     __slots__ = ("key", "size", "bucket")
 
     def __init__(self, out: bytes, key: tuple[int, int], size: int,
-                 rotating: Answer | None = None, tail: bytes = b"") -> None:
+                 rotating: Answer | None = None, tail: bytes = b"", serial_at: int = 0) -> None:
         self.out, self.hits, self.key, self.tail = out, 1, key, tail
+        self.serial_at = serial_at  # a negative answer: the current serial goes this far before the end
         self.bodies, self.rot = (rotating.bodies, rotating.rot) if rotating is not None else (None, 0)
         self.size, self.bucket = size, size_bucket(size)  # of the whole response
 
@@ -114,25 +117,41 @@ class Handler:
         self.tcp_counts: dict[tuple[int, int], int] = {}
         # question exactly as received -> Answer; a memo emptied on every zone change
         self.hot: dict[bytes, Answer] = {}
-        # whole query after the ID -> its response after the ID, per transport, for
-        # answers that do not rotate; emptied on every zone change
+        # whole query after the ID -> its response after the ID, per transport; a zone
+        # change drops the entries of the names it changed (found by `keys`)
         self.canned: tuple[dict[bytes, Canned], dict[bytes, Canned]] = ({}, {})
+        self.keys: tuple[dict[bytes, list[bytes]], dict[bytes, list[bytes]]] = ({}, {})  # by lowercase name
         self.sizes = (SizeHistogram(), SizeHistogram())  # by tcp; canned entries not yet folded
         self.cache_misses = 0  # responses not served whole from `canned`
         self._folded_hits = 0  # canned hits of entries already forgotten
         self.tsig_keys: dict[bytes, tsig.Key] = {}  # by lowercase wire name
+        # the zone's SOA serial, written into every negative answer sent (also by _batchio)
+        self.serial = bytearray(struct.pack("!I", zone.serial))
         zone.on_change.append(self.invalidate)
 
-    def invalidate(self) -> None:
-        """Forget memoised answers (the zone changed); keep their counts."""
+    def invalidate(self, names: Collection[bytes] | None = None, serial: bytes | None = None) -> None:
+        """The zone changed: forget what was memoised for `names` (None: everything),
+        keeping the counts; negative answers carry the new SOA `serial` from now on."""
         self.hot.clear()
-        for canned, counts, sizes in zip(self.canned, (self.udp_counts, self.tcp_counts), self.sizes,
-                                         strict=True):
-            for c in canned.values():
+        if serial is not None:
+            self.serial[:] = serial
+        for canned, keys, counts, sizes in zip(self.canned, self.keys, (self.udp_counts, self.tcp_counts),
+                                               self.sizes, strict=True):
+            if names is None:
+                gone = list(canned.values())
+                canned.clear()
+                keys.clear()
+            else:
+                gone = []
+                for n in names:
+                    for k in keys.pop(n, ()):
+                        c = canned.pop(k, None)
+                        if c is not None:
+                            gone.append(c)
+            for c in gone:
                 counts[c.key] = counts.get(c.key, 0) + c.hits
                 sizes.add(c.size, c.hits)
                 self._folded_hits += c.hits - 1
-            canned.clear()
 
     def cache_hits(self) -> int:
         """Responses served whole from `canned` (each entry's first use is a miss)."""
@@ -175,6 +194,10 @@ class Handler:
             canned.hits += 1
             bodies = canned.bodies
             if bodies is None:
+                at = canned.serial_at
+                if at:
+                    out = canned.out
+                    return data[:2] + out[:-at] + self.serial + out[-at + 4:]
                 return data[:2] + canned.out
             r = canned.rot
             canned.rot = r + 1 if r + 1 < len(bodies) else 0
@@ -212,6 +235,9 @@ class Handler:
         fits = ans.size + len(q) + len(opt) + 12 <= limit
         if fits:
             out = data[:2] + ans.hdrs[idx] + q + (ans.bodies[0] if ans.n == 1 else ans.body()) + opt
+            if ans.serial_at:
+                at = ans.serial_at + len(opt)
+                out = out[:-at] + self.serial + out[-at + 4:]
         else:
             out = self._fit(data[:2], ans, idx, q, opt, limit)
         if self.log_queries or (ans.n > 1 and not fits):
@@ -220,10 +246,13 @@ class Handler:
         table = self.canned[tcp]
         if len(table) >= CANNED_MAX:
             self.invalidate()
+        key = data[2:]
         if ans.n == 1:
-            table[data[2:]] = Canned(out[2:], ans.key, len(out))
+            at = ans.serial_at + len(opt) if ans.serial_at and fits else 0
+            table[key] = Canned(out[2:], ans.key, len(out), serial_at=at)
         else:  # every rotation has the same size
-            table[data[2:]] = Canned(ans.hdrs[idx] + q, ans.key, len(out), ans, opt)
+            table[key] = Canned(ans.hdrs[idx] + q, ans.key, len(out), ans, opt)
+        self.keys[tcp].setdefault(q[:-4].lower(), []).append(key)
         return out
 
     def _count(self, ans: Answer, tcp: bool, out: bytes) -> None:
@@ -298,6 +327,9 @@ class Handler:
         limit -= reserve
         if ans.size + len(q.question) + len(opt) + 12 <= limit:
             out = q.id + ans.hdrs[idx] + q.question + ans.body() + opt
+            if ans.serial_at:
+                at = ans.serial_at + len(opt)
+                out = out[:-at] + self.serial + out[-at + 4:]
         else:
             out = self._fit(q.id, ans, idx, q.question, opt, limit)
         self._count(ans, tcp, out)

@@ -88,7 +88,7 @@ class Answer:
     bodies holds one or more rotations of the same records (same size).
     """
 
-    __slots__ = ("hdrs", "tc_hdrs", "bodies", "size", "rot", "rcode", "n", "fallback", "key")
+    __slots__ = ("hdrs", "tc_hdrs", "bodies", "size", "rot", "rcode", "n", "fallback", "key", "serial_at")
 
     def __init__(self, rcode: int, counts: tuple[int, int, int], bodies: list[bytes],
                  qtype: int = 0, aa: bool = True) -> None:
@@ -99,6 +99,9 @@ class Answer:
         self.size = len(bodies[0])
         self.rot = 0
         self.fallback: Answer | None = None  # same answer without Additional
+        # a negative answer: its SOA serial starts this far before the body's end, and the
+        # handler writes the zone's current serial there in every response it sends
+        self.serial_at = 0
         an, ns, ar = counts
         hdrs, tc = [], []
         for i in range(8):

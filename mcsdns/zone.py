@@ -2,8 +2,12 @@
 
 Each Node holds its RRsets and caches the Answers rendered from them, keyed by
 the question's type+class bytes. A service change replaces only its nodes
-(unchanged nodes keep their cache); names that are not in the zone get
-negative Answers from a bounded cache that any change empties. Updates run on
+(unchanged nodes keep their cache); negative Answers (NXDOMAIN, NODATA) come
+from a bounded cache by name, from which a change drops only the names it
+touched. Their SOA serial is written into each response by the handler
+(`Answer.serial_at`), so a new serial invalidates none of them. Listeners
+(`on_change`) hear which names changed (None: all of them) and the new
+serial. Updates run on
 the event-loop thread in one synchronous step, so a query sees the zone
 either before or after a service change, never half of one.
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from .records import Names, RRset
 from .stats import Put, define
@@ -95,7 +99,8 @@ class Zone:
         self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
         self.svc = _label("svc") + self.origin
         self.names: dict[bytes, Node] = {}
-        self.negative: dict[bytes, Answer] = {}
+        self.negative: dict[bytes, dict[bytes, Answer]] = {}  # name -> type+class -> Answer
+        self.negative_count = 0
         self.svc_names: dict[ServiceKey, set[bytes]] = {}
         self.ns_refs: dict[str, int] = {}
         self.soa = RR(self.origin, SOA, ttl, soa_rdata(self.origin, ttl, self.serial))
@@ -110,7 +115,9 @@ class Zone:
         self.names[_label("dns") + self.origin] = Node({})
         self.names[ns_target] = Node({})
         self.version = 0  # bumped on every applied change
-        self.on_change: list[Callable[[], None]] = []
+        # fn(names, serial): the names whose answers changed (None: every name), and the
+        # new SOA serial (4 octets) that negative answers now carry, or None
+        self.on_change: list[Callable[[Collection[bytes] | None, bytes | None], None]] = []
         # (service, its old names' RRsets, its new names) per set_service, for the
         # serial and journal (mcsdns.journal); None while nobody collects them
         self.changes: list[tuple[ServiceKey, Names, Names]] | None = None
@@ -124,13 +131,19 @@ class Zone:
         self.loaded = True
         for node in self.names.values():
             node.clear()
-        self._changed()
-
-    def _changed(self) -> None:
         self.negative.clear()
+        self.negative_count = 0
+        self._changed(None)
+
+    def _changed(self, names: Collection[bytes] | None) -> None:
+        if names is not None:
+            for n in names:
+                gone = self.negative.pop(n, None)
+                if gone is not None:
+                    self.negative_count -= len(gone)
         self.version += 1
         for fn in self.on_change:
-            fn()
+            fn(names, None)
 
     def publish(self, put: Put) -> None:
         put(NAMES, len(self.names))
@@ -144,35 +157,38 @@ class Zone:
         names = self.names
         if self.changes is not None:
             self.changes.append((key, {n: names[n].rrsets for n in old}, new))
-        for n in old.difference(new):
+        changed = old.difference(new)
+        for n in changed:
             del names[n]
         for n, rrsets in new.items():
             cur = names.get(n)
             if cur is None or cur.rrsets != rrsets:
                 names[n] = Node(rrsets)
+                changed.add(n)
         ns_name = _label(key[0]) + self.svc
         if old and not new:
             self.ns_refs[key[0]] -= 1
             if not self.ns_refs[key[0]]:
                 del self.ns_refs[key[0]]
                 del names[ns_name]
+                changed.add(ns_name)
         elif new and not old:
             self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
             if ns_name not in names:
                 names[ns_name] = Node({})
+                changed.add(ns_name)
         if new:
             self.svc_names[key] = set(new)
-        self._changed()
+        self._changed(changed)
 
     def set_serial(self, serial: int) -> None:
-        """Serve a new SOA serial (at the apex and in every negative answer)."""
+        """Serve a new SOA serial (at the apex and, through the handler, in every negative answer)."""
         self.serial = serial
         self.soa = RR(self.origin, SOA, self.ttl, soa_rdata(self.origin, self.ttl, serial))
         apex = self.names[self.origin].rrsets
         self.names[self.origin] = Node({**apex, SOA: RRset(SOA, (self.soa.rdata,))})
-        self.negative.clear()
         for fn in self.on_change:
-            fn()
+            fn((self.origin,), struct.pack("!I", serial))
 
     # ---- answers (slow path: rendering on a cache miss) ----
 
@@ -194,28 +210,37 @@ class Zone:
         return self.missing(qname, tail)
 
     def node_answer(self, qname: bytes, node: Node, tail: bytes) -> Answer:
-        key = qname + tail
-        ans = self.negative.get(key)
+        by_type = self.negative.get(qname)
+        ans = by_type.get(tail) if by_type is not None else None
         if ans is not None:
             return ans
         ans = self._render_node(qname, node, tail)
-        if ans.rcode == NOERROR and ans.hdrs[0][4:6] == b"\x00\x00":
-            # NODATA carries the SOA: kept with the negative answers, which a new serial empties
-            if len(self.negative) >= NEGATIVE_CACHE_MAX:
-                self.negative.clear()
-            self.negative[key] = ans
+        if ans.serial_at:  # NODATA carries the SOA: kept with the negative answers
+            self._keep_negative(qname, tail, ans)
         else:
             node[tail] = ans
         return ans
 
     def missing(self, qname: bytes, tail: bytes) -> Answer:
         """The Answer for a name that has no node: NXDOMAIN or REFUSED."""
-        key = qname + tail
-        ans = self.negative.get(key)
+        by_type = self.negative.get(qname)
+        ans = by_type.get(tail) if by_type is not None else None
         if ans is None:
-            if len(self.negative) >= NEGATIVE_CACHE_MAX:
-                self.negative.clear()
-            ans = self.negative[key] = self._render_missing(qname, tail)
+            ans = self._render_missing(qname, tail)
+            self._keep_negative(qname, tail, ans)
+        return ans
+
+    def _keep_negative(self, qname: bytes, tail: bytes, ans: Answer) -> None:
+        if self.negative_count >= NEGATIVE_CACHE_MAX:
+            self.negative.clear()
+            self.negative_count = 0
+        self.negative.setdefault(qname, {})[tail] = ans
+        self.negative_count += 1
+
+    def _negative(self, qname: bytes, qtype: int, rcode: int) -> Answer:
+        """NXDOMAIN or NODATA: the SOA alone in Authority, its serial 20 octets from the end."""
+        ans = render(qname, qtype, rcode, [], [self.soa], [])
+        ans.serial_at = 20
         return ans
 
     def _render_missing(self, qname: bytes, tail: bytes) -> Answer:
@@ -224,7 +249,7 @@ class Zone:
             return render(qname, qtype, REFUSED, [], [], [])
         if not self.loaded:
             return render(qname, qtype, SERVFAIL, [], [], [])
-        return render(qname, qtype, NXDOMAIN, [], [self.soa], [])
+        return self._negative(qname, qtype, NXDOMAIN)
 
     def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
         qtype, qclass = struct.unpack("!HH", tail)
@@ -237,7 +262,7 @@ class Zone:
             rtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
         rrset = node.rrsets.get(rtype)
         if rrset is None:
-            return render(qname, qtype, NOERROR, [], [self.soa], [])
+            return self._negative(qname, qtype, NOERROR)
         ttl = self.ttl
         rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
         rotations = [rrs]

@@ -20,6 +20,7 @@ import dns.rcode
 import pytest
 from helpers import EXAMPLE, Server, run_server
 
+from mcsdns.app import App, Config
 from mcsdns.handler import Handler
 
 SVC = "web.shop.svc.clusterset.local."
@@ -165,20 +166,26 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
     assert asyncio.run(run()) == [b"%03d" % i * 500 for i in range(100)]
 
 
-def _example_handler() -> Handler:
-    from mcsdns.app import App, Config
+def _example_app() -> App:
+    """The example clusterset loaded, its sources stopped (changes go through app.store)."""
 
-    async def load() -> Handler:
+    async def load() -> App:
         app = App(Config(listen=[], manifests=str(EXAMPLE)))
         app.sources = app.make_sources()
         for s in app.sources:
             await s.start(asyncio.get_running_loop())
         while not app.synced():
             await asyncio.sleep(0.01)
-        app.zone.set_loaded()
-        return app.handler
+        app._set_loaded()  # as at the first sync: answers from the data, a serial per change
+        for s in app.sources:
+            await s.stop()
+        return app
 
     return asyncio.run(load())
+
+
+def _example_handler() -> Handler:
+    return _example_app().handler
 
 
 def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
@@ -205,7 +212,8 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
                 q.id = 100 * rnd + i
                 client.sendto(q.to_wire(), server.getsockname())
             time.sleep(0.05)
-            n, _, unsent = batchio.serve(server.fileno(), respond, print, handler.canned[False])
+            n, _, unsent = batchio.serve(server.fileno(), respond, print, handler.canned[False],
+                                         handler.serial)
             assert (n, unsent) == (len(asks), None)
             got = sorted((dns.message.from_wire(client.recv(4096)) for _ in asks), key=lambda m: m.id)
             assert [m.id for m in got] == [100 * rnd + i for i in range(len(asks))]
@@ -274,3 +282,59 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_zone_change_keeps_other_cached_answers_and_negatives_get_the_new_serial() -> None:
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    app = _example_app()
+    handler = app.handler
+    calls: list[bytes] = []
+
+    def respond(data: bytes, tcp: bool) -> bytes | None:
+        calls.append(data)
+        return handler.respond(data, tcp)
+
+    new = "new.shop.svc.clusterset.local."
+    asks = [(SVC, "A", False), (SVC, "AAAA", True), (NX, "A", False), (new, "A", True)]
+
+    def ask(server: socket.socket, client: socket.socket) -> list[dns.message.Message]:
+        for i, (name, rtype, edns) in enumerate(asks):
+            q = dns.message.make_query(name, rtype, use_edns=0 if edns else False)
+            q.id = i
+            client.sendto(q.to_wire(), server.getsockname())
+        time.sleep(0.05)
+        n, _, _ = batchio.serve(server.fileno(), respond, print, handler.canned[False], handler.serial)
+        assert n == len(asks)
+        return sorted((dns.message.from_wire(client.recv(4096)) for _ in asks), key=lambda m: m.id)
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        server.bind(("127.0.0.1", 0))
+        server.setblocking(False)
+        client.settimeout(2)
+        ask(server, client)
+        before = ask(server, client)  # all four from the cache now
+        assert len(calls) == len(asks)
+        serial0 = app.zone.serial
+        assert [m.rcode() for m in before] == [dns.rcode.NOERROR, dns.rcode.NOERROR, dns.rcode.NXDOMAIN,
+                                               dns.rcode.NXDOMAIN]
+        assert all(m.authority[0][0].serial == serial0 for m in before[1:])
+        app.store.apply([{"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                          "metadata": {"name": "new", "namespace": "shop"},
+                          "spec": {"type": "ClusterSetIP", "ips": ["10.42.9.9"],
+                                   "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}], [])
+        assert app.zone.serial != serial0
+        calls.clear()
+        after = ask(server, client)
+    # the new name was NXDOMAIN in the cache: now it answers; nothing else was asked again
+    assert after[3].rcode() == dns.rcode.NOERROR and after[3].answer[0][0].address == "10.42.9.9"
+    assert len(calls) == 1 and b"\x03new" in calls[0]
+    assert after[0].answer == before[0].answer
+    # the negative answers still cached (NODATA, NXDOMAIN) carry the new serial
+    assert [m.rcode() for m in after[1:3]] == [dns.rcode.NOERROR, dns.rcode.NXDOMAIN]
+    assert [m.authority[0][0].serial for m in after[1:3]] == [app.zone.serial] * 2
+    # and so does the Python path (TCP, and the plain UDP path)
+    q = dns.message.make_query(NX, "A")
+    for tcp in (False, True, True):
+        r = dns.message.from_wire(handler.respond(q.to_wire(), tcp) or b"")
+        assert r.rcode() == dns.rcode.NXDOMAIN and r.authority[0][0].serial == app.zone.serial

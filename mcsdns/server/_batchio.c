@@ -5,7 +5,9 @@
  * sendmmsg(MSG_DONTWAIT). A datagram whose bytes after the ID are a key of
  * `table` (a dict of Canned) is answered here, with no Python call: its ID,
  * then the entry's `out`, then (if `bodies` is a tuple) its next body and
- * `tail`, gathered straight from the entry's bytes. Every other datagram is
+ * `tail`; for a negative answer (serial_at > 0) the 4 octets of `serial` (a
+ * bytearray, the zone's SOA serial) go serial_at octets before the end.
+ * Every other datagram is
  * answered by respond(data, False) (bytes, or None for no answer). It returns
  * (received, elapsed_ns, unsent): elapsed_ns is the time from the end of the
  * read to the end of the send (what each query of the batch waited in the
@@ -46,7 +48,7 @@ static long long now_ns(void) {
 typedef struct {
     PyObject_HEAD
     PyObject *out, *bodies, *tail;
-    Py_ssize_t hits, rot;
+    Py_ssize_t hits, rot, serial_at;
 } Canned;
 
 static int canned_traverse(Canned *self, visitproc visit, void *arg) {
@@ -78,6 +80,8 @@ static PyMemberDef canned_members[] = {
     {"tail", T_OBJECT, offsetof(Canned, tail), 0, "what follows a rotating body (its OPT record)"},
     {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry"},
     {"rot", T_PYSSIZET, offsetof(Canned, rot), 0, "index of the next body"},
+    {"serial_at", T_PYSSIZET, offsetof(Canned, serial_at), 0,
+     "> 0: the zone's serial goes this many octets before the response's end"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -97,11 +101,12 @@ static PyTypeObject *CannedType;
 
 /* Copy the cached answer `v` for datagram i into sbufs[k] and point smsgs[k]
  * at it; returns 0, or -1 if `v` cannot answer it here. */
-static int from_cache(PyObject *v, int i, int k) {
+static int from_cache(PyObject *v, int i, int k, const char *serial) {
     if (!PyObject_TypeCheck(v, CannedType)) return -1;
     Canned *c = (Canned *)v;
     if (c->out == NULL || !PyBytes_Check(c->out)) return -1;
     Py_ssize_t len = 2 + PyBytes_GET_SIZE(c->out);
+    if (c->serial_at != 0 && (serial == NULL || c->serial_at < 4 || c->serial_at > len - 2)) return -1;
     PyObject *body = NULL;
     if (c->bodies != NULL && c->bodies != Py_None) {
         if (!PyTuple_Check(c->bodies) || c->tail == NULL || !PyBytes_Check(c->tail)) return -1;
@@ -124,6 +129,8 @@ static int from_cache(PyObject *v, int i, int k) {
         memcpy(b, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
         memcpy(b + PyBytes_GET_SIZE(body), PyBytes_AS_STRING(c->tail), (size_t)PyBytes_GET_SIZE(c->tail));
     }
+    if (c->serial_at > 0) /* checked above: 4 <= serial_at <= len - 2, serial known */
+        memcpy(p + len - c->serial_at, serial, 4);
     siov[k].iov_base = p;
     siov[k].iov_len = (size_t)len;
     return 0;
@@ -170,11 +177,22 @@ static PyObject *unsent_list(int *which, int from, int n) {
 
 static PyObject *batch_serve(PyObject *self, PyObject *args) {
     int fd;
-    PyObject *respond, *on_error, *table = Py_None;
-    if (!PyArg_ParseTuple(args, "iOO|O:serve", &fd, &respond, &on_error, &table)) return NULL;
+    PyObject *respond, *on_error, *table = Py_None, *serial_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "iOO|OO:serve", &fd, &respond, &on_error, &table, &serial_obj)) return NULL;
     if (table != Py_None && !PyDict_CheckExact(table)) {
         PyErr_SetString(PyExc_TypeError, "serve(): table must be a dict or None");
         return NULL;
+    }
+    if (serial_obj != Py_None && !(PyByteArray_CheckExact(serial_obj) && PyByteArray_GET_SIZE(serial_obj) == 4)) {
+        PyErr_SetString(PyExc_TypeError, "serve(): serial must be a bytearray of 4 octets or None");
+        return NULL;
+    }
+    /* the zone's serial, for the negative answers of this batch */
+    char serial_buf[4];
+    const char *serial = NULL;
+    if (serial_obj != Py_None) {
+        memcpy(serial_buf, PyByteArray_AS_STRING(serial_obj), 4);
+        serial = serial_buf;
     }
     for (int i = 0; i < BATCH; i++) {
         riov[i].iov_base = bufs + (size_t)i * BUFSIZE;
@@ -214,7 +232,7 @@ static PyObject *batch_serve(PyObject *self, PyObject *args) {
             PyObject *v = PyDict_GetItemWithError(table, key); /* borrowed */
             Py_DECREF(key);
             if (v != NULL) {
-                if (from_cache(v, i, k) == 0) {
+                if (from_cache(v, i, k, serial) == 0) {
                     out = Py_None; /* nothing to hold: the answer is in sbufs */
                     Py_INCREF(out);
                 }
@@ -319,7 +337,7 @@ static PyObject *batch_send(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"serve", batch_serve, METH_VARARGS,
-     "serve(fd, respond, on_error, table=None) -> (received, elapsed_ns, unsent or None)"},
+     "serve(fd, respond, on_error, table=None, serial=None) -> (received, elapsed_ns, unsent or None)"},
     {"send", batch_send, METH_VARARGS, "send(fd, [(response, address), ...]) -> number done"},
     {NULL, NULL, 0, NULL},
 };

@@ -5,7 +5,8 @@ Unsent = list[tuple[bytes, bytes]]
 
 def serve(fd: int, respond: Callable[[bytes, bool], bytes | None],
           on_error: Callable[[bytes, BaseException], None],
-          table: dict[bytes, Canned] | None = None, /) -> tuple[int, int, Unsent | None]: ...
+          table: dict[bytes, Canned] | None = None, serial: bytearray | None = None,
+          /) -> tuple[int, int, Unsent | None]: ...
 def send(fd: int, unsent: Unsent, /) -> int: ...
 
 class Canned:
@@ -16,3 +17,4 @@ class Canned:
     tail: bytes
     hits: int
     rot: int
+    serial_at: int

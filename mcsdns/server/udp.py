@@ -129,9 +129,11 @@ class BatchedUDP:
     no query is read meanwhile."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                 timer: RequestTimer, batchio: ModuleType, cache: dict[bytes, Canned] | None = None) -> None:
+                 timer: RequestTimer, batchio: ModuleType, cache: dict[bytes, Canned] | None = None,
+                 serial: bytearray | None = None) -> None:
         self.loop, self.sock, self.respond, self.timer, self.io = loop, sock, respond, timer, batchio
         self.cache = cache  # query after its ID -> Canned: answered in C without calling respond
+        self.serial = serial  # the zone's SOA serial, which negative answers from `cache` carry
         self.fd = sock.fileno()
         self.unsent: list[tuple[bytes, bytes]] = []
         self.observe = timer.observe if timing() else None
@@ -139,9 +141,9 @@ class BatchedUDP:
 
     def _readable(self) -> None:
         serve, fd, respond, batch, observe = self.io.serve, self.fd, self.respond, self.io.BATCH, self.observe
-        cache = self.cache
+        cache, serial = self.cache, self.serial
         for _ in range(ROUNDS):
-            n, elapsed, unsent = serve(fd, respond, _error, cache)
+            n, elapsed, unsent = serve(fd, respond, _error, cache, serial)
             if n and observe is not None:
                 observe(elapsed, n)
             if unsent:
@@ -171,13 +173,14 @@ def bind_udp(host: str, port: int, reuse_port: bool) -> socket.socket:
 
 
 async def serve_udp(loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                    timer: RequestTimer, cache: dict[bytes, Canned] | None = None
-                    ) -> asyncio.DatagramTransport | BatchedUDP:
+                    timer: RequestTimer, cache: dict[bytes, Canned] | None = None,
+                    serial: bytearray | None = None) -> asyncio.DatagramTransport | BatchedUDP:
     """Answer queries on `sock`, batched when the extension is available. `cache`
-    is the dict `respond` keeps its UDP responses in (Handler.canned[False])."""
+    is the dict `respond` keeps its UDP responses in (Handler.canned[False]),
+    `serial` the SOA serial it writes into negative answers (Handler.serial)."""
     batchio = batch_module()
     timer.batched = batchio is not None
     if batchio is not None:
-        return BatchedUDP(loop, sock, respond, timer, batchio, cache)
+        return BatchedUDP(loop, sock, respond, timer, batchio, cache, serial)
     transport, _ = await loop.create_datagram_endpoint(lambda: UDPProtocol(respond, timer), sock=sock)
     return transport
