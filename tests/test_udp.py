@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dns.message
@@ -81,13 +82,20 @@ def test_burst_from_many_sockets_each_gets_its_own_answers(srv: Server) -> None:
 
 
 
-def test_extension_survives_a_failing_answer_and_drops_none() -> None:
-    batchio = pytest.importorskip("mcsdns.server._batchio")
+@contextmanager
+def _udp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A non-blocking server socket on 127.0.0.1 and a client with a 2 s timeout."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
         server.bind(("127.0.0.1", 0))
         server.setblocking(False)
         client.settimeout(2)
+        yield server, client
+
+
+def test_extension_survives_a_failing_answer_and_drops_none() -> None:
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    with _udp_pair() as (server, client):
         for msg in (b"ok-1", b"boom", b"none", b"ok-2"):
             client.sendto(msg, server.getsockname())
         time.sleep(0.1)
@@ -201,11 +209,7 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
     asks = [(SVC, "A", False), (SVC, "A", True), (NX, "A", False), (SVC, "SRV", True), (db, "A", False),
             (db, "A", True)]
     rounds: list[list[dns.message.Message]] = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
-            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
-        server.bind(("127.0.0.1", 0))
-        server.setblocking(False)
-        client.settimeout(2)
+    with _udp_pair() as (server, client):
         for rnd in range(4):
             for i, (name, rtype, edns) in enumerate(asks):
                 q = dns.message.make_query(name, rtype, use_edns=0 if edns else False)
@@ -243,11 +247,7 @@ def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
 
     table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, (1, 0), 70_002),
                                   b"-odd": "not a Canned", b"-ok": Canned(b"cached", (1, 0), 8)}
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
-            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
-        server.bind(("127.0.0.1", 0))
-        server.setblocking(False)
-        client.settimeout(2)
+    with _udp_pair() as (server, client):
         for msg in (b"01-big", b"02-odd", b"03-ok", b"04"):
             client.sendto(msg, server.getsockname())
         time.sleep(0.05)
@@ -307,11 +307,7 @@ def test_a_zone_change_keeps_other_cached_answers_and_negatives_get_the_new_seri
         assert n == len(asks)
         return sorted((dns.message.from_wire(client.recv(4096)) for _ in asks), key=lambda m: m.id)
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
-            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
-        server.bind(("127.0.0.1", 0))
-        server.setblocking(False)
-        client.settimeout(2)
+    with _udp_pair() as (server, client):
         ask(server, client)
         before = ask(server, client)  # all four from the cache now
         assert len(calls) == len(asks)
