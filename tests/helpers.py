@@ -136,6 +136,15 @@ def wait_for(pred: object, timeout: float = 3.0, interval: float = 0.05) -> bool
     return bool(pred())  # type: ignore[operator]
 
 
+def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
+    """Manifest text of a ClusterSetIP service with one VIP and port 80."""
+    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: {ns}}}
+spec: {{type: ClusterSetIP, ips: ["{ip}"], ports: [{{name: http, protocol: TCP, port: 80}}]}}
+"""
+
+
 def headless(name: str, n: int, cluster: str = "cluster-a", ns: str = "big") -> str:
     """Manifest text of a headless service with n ready, named endpoints."""
     eps = "\n".join(

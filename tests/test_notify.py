@@ -15,17 +15,9 @@ import dns.message
 import dns.opcode
 import dns.rdatatype
 import pytest
-from helpers import Server, copy_example, free_port, run_server, wait_for
+from helpers import Server, clusterset_ip, copy_example, free_port, run_server, wait_for
 
 ZONE = "clusterset.local."
-
-
-def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
-    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceImport
-metadata: {{name: {name}, namespace: {ns}}}
-spec: {{type: ClusterSetIP, ips: ["{ip}"], ports: [{{name: http, protocol: TCP, port: 80}}]}}
-"""
 
 
 class FakeSecondary:

@@ -12,17 +12,9 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import pytest
-from helpers import Server, copy_example, headless, run_server, wait_for
+from helpers import Server, clusterset_ip, copy_example, headless, run_server, wait_for
 
 SVC = "web.shop.svc.clusterset.local."
-
-
-def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
-    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceImport
-metadata: {{name: {name}, namespace: {ns}}}
-spec: {{type: ClusterSetIP, ips: ["{ip}"], ports: [{{name: http, protocol: TCP, port: 80}}]}}
-"""
 
 
 def a_records(srv: Server, name: str) -> set[str]:

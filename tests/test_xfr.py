@@ -25,7 +25,7 @@ import dns.tsigkeyring
 import dns.xfr
 import dns.zone
 import pytest
-from helpers import REPO, Server, copy_example, headless, run_server, wait_for
+from helpers import REPO, Server, clusterset_ip, copy_example, headless, run_server, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,14 +35,6 @@ KEY = f"xfr-key:hmac-sha256:{SECRET}"
 KEYRING = dns.tsigkeyring.from_text({"xfr-key.": ("hmac-sha256", SECRET)})
 BADRING = dns.tsigkeyring.from_text({"xfr-key.": ("hmac-sha256", base64.b64encode(b"x" * 32).decode())})
 OTHERRING = dns.tsigkeyring.from_text({"other.": ("hmac-sha256", SECRET)})
-
-
-def clusterset_ip(name: str, ip: str, ns: str = "live") -> str:
-    return f"""apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceImport
-metadata: {{name: {name}, namespace: {ns}}}
-spec: {{type: ClusterSetIP, ips: ["{ip}"], ports: [{{name: http, protocol: TCP, port: 80}}]}}
-"""
 
 
 def records_text(mdir: Path) -> set[tuple[str, str, str]]:
