@@ -45,7 +45,7 @@ from .zone import Zone
 try:  # the C base lets the batched UDP path answer cache hits without calling respond()
     from .server._batchio import Canned as _CannedBase
 except ImportError:  # not built: the same fields in Python
-    from ._canned import CannedBase as _CannedBase  # type: ignore[assignment]
+    from ._canned import CannedBase as _CannedBase
 
 log = logging.getLogger("mcsdns.query")
 
@@ -70,6 +70,11 @@ RESPONSE_SIZE = define("mcsdns_dns_response_size_bytes", "histogram",
 CACHE_HITS = define("mcsdns_cache_hits_total", "counter", "Responses served whole from the response cache.")
 CACHE_MISSES = define("mcsdns_cache_misses_total", "counter",
                       "Fast-path responses assembled from pre-rendered answers.")
+
+
+def with_serial(out: bytes, at: int, serial: bytearray) -> bytes:
+    """A negative response with the zone's current SOA serial `at` octets before its end."""
+    return out[:-at] + serial + out[-at + 4:]
 
 
 def size_bucket(n: int) -> int:
@@ -194,10 +199,8 @@ class Handler:
             canned.hits += 1
             bodies = canned.bodies
             if bodies is None:
-                at = canned.serial_at
-                if at:
-                    out = canned.out
-                    return data[:2] + out[:-at] + self.serial + out[-at + 4:]
+                if canned.serial_at:
+                    return with_serial(data[:2] + canned.out, canned.serial_at, self.serial)
                 return data[:2] + canned.out
             r = canned.rot
             canned.rot = r + 1 if r + 1 < len(bodies) else 0
@@ -236,8 +239,7 @@ class Handler:
         if fits:
             out = data[:2] + ans.hdrs[idx] + q + (ans.bodies[0] if ans.n == 1 else ans.body()) + opt
             if ans.serial_at:
-                at = ans.serial_at + len(opt)
-                out = out[:-at] + self.serial + out[-at + 4:]
+                out = with_serial(out, ans.serial_at + len(opt), self.serial)
         else:
             out = self._fit(data[:2], ans, idx, q, opt, limit)
         if self.log_queries or (ans.n > 1 and not fits):
@@ -328,8 +330,7 @@ class Handler:
         if ans.size + len(q.question) + len(opt) + 12 <= limit:
             out = q.id + ans.hdrs[idx] + q.question + ans.body() + opt
             if ans.serial_at:
-                at = ans.serial_at + len(opt)
-                out = out[:-at] + self.serial + out[-at + 4:]
+                out = with_serial(out, ans.serial_at + len(opt), self.serial)
         else:
             out = self._fit(q.id, ans, idx, q.question, opt, limit)
         self._count(ans, tcp, out)
