@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import __version__, state, tsig
-from .handler import Handler
+from .handler import CACHE_BYTES, Handler
 from .journal import Versions
 from .locality import OFF, Locality
 from .metrics import render
@@ -62,6 +62,7 @@ class Config:
     workers: int = 1
     reuse_port: bool = False
     log_queries: bool = False
+    cache_mib: int = CACHE_BYTES >> 20  # response cache budget (--cache-size)
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
     locality: Locality = OFF
     serial: int = field(default_factory=lambda: int(time.time()) & 0xFFFFFFFF)  # SOA, same in every worker
@@ -88,7 +89,7 @@ class App:
         self.cfg = cfg
         self.store = Store()
         self.zone = Zone(cfg.zone, cfg.ttl, cfg.serial)
-        self.handler = Handler(self.zone, cfg.log_queries)
+        self.handler = Handler(self.zone, cfg.log_queries, cfg.cache_mib << 20)
         self.sources: list[Source] = []
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)

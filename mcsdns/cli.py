@@ -12,6 +12,7 @@ import sys
 import time
 
 from .app import App, Config, run, run_loop
+from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
 from .objects import valid_cluster_id
 from .server.tcp import TCPLimits
@@ -38,6 +39,16 @@ def tsig_key(s: str) -> str:
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"--tsig-key: {e}") from None
     return s
+
+
+def non_negative(s: str) -> int:
+    try:
+        n = int(s)
+    except ValueError:
+        n = -1
+    if n < 0 or n > 1 << 20:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {1 << 20}, got {s!r}")
+    return n
 
 
 def key_value(s: str) -> tuple[str, str]:
@@ -91,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
+    s.add_argument("--cache-size", type=non_negative, default=CACHE_BYTES >> 20, metavar="MIB",
+                   help=f"response cache budget in MiB, UDP and TCP together "
+                        f"(default {CACHE_BYTES >> 20}; 0: no response cache)")
     s.add_argument("--state-dir", metavar="DIR",
                    help="keep the last synced Kubernetes objects in DIR/objects.json and serve "
                         "them after a restart until the API answers; the SOA serial in DIR/serial")
@@ -143,6 +157,7 @@ def config_from(args: argparse.Namespace) -> Config:
         cfg.listen = args.listen or [("0.0.0.0", 53)]
         cfg.health, cfg.metrics = args.health, args.metrics
         cfg.log_queries, cfg.workers = args.log_queries, max(1, args.workers)
+        cfg.cache_mib = args.cache_size
         cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
         cfg.allow_transfer, cfg.notify, cfg.tsig_key = args.allow_transfer, args.notify, args.tsig_key

@@ -29,7 +29,6 @@ from .wire import (
     OPT_DO0,
     OPT_DO1,
     RCODE_NAMES,
-    TYPE_NAMES,
     Answer,
     Drop,
     FormErr,
@@ -39,6 +38,7 @@ from .wire import (
     is_wire_name,
     opt_record,
     parse_query,
+    qtype_label,
 )
 from .zone import Zone
 
@@ -53,8 +53,10 @@ _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
 _AR0, _AR1 = b"\x00\x00", b"\x00\x01"
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
 _XFR_TYPES = (AXFR, IXFR)
-HOT_MAX = 100_000
-CANNED_MAX = 50_000
+HOT_MAX = 16_384  # question memo entries (each key at most 259 octets)
+CANNED_MAX = 50_000  # response cache entries per transport
+CACHE_BYTES = 32 << 20  # default response cache budget, both transports together
+ENTRY_COST = 320  # octets a response cache entry costs beyond its key and response (measured)
 
 
 # Upper bounds of the response size histogram (octets), as CoreDNS uses.
@@ -70,6 +72,10 @@ RESPONSE_SIZE = define("mcsdns_dns_response_size_bytes", "histogram",
 CACHE_HITS = define("mcsdns_cache_hits_total", "counter", "Responses served whole from the response cache.")
 CACHE_MISSES = define("mcsdns_cache_misses_total", "counter",
                       "Fast-path responses assembled from pre-rendered answers.")
+CACHE_BYTES_USED = define("mcsdns_cache_bytes", "gauge",
+                          "Octets the response cache holds (keys, responses and overhead, estimated).")
+CACHE_FLUSHES = define("mcsdns_cache_flushes_total", "counter",
+                       "Times the response cache was emptied because it reached its byte or entry limit.")
 
 
 def with_serial(out: bytes, at: int, serial: bytearray) -> bytes:
@@ -113,9 +119,17 @@ class SizeHistogram:
 
 
 class Handler:
-    def __init__(self, zone: Zone, log_queries: bool = False) -> None:
+    """Answers queries from `zone`. Response cache: a query of the common shape
+    (one question, no EDNS option, so at most 282 octets) is kept with its
+    response while the cache holds under `cache_bytes`; reaching it empties
+    the cache. Larger queries and those with EDNS options are answered, never kept."""
+
+    def __init__(self, zone: Zone, log_queries: bool = False, cache_bytes: int = CACHE_BYTES) -> None:
         self.zone = zone
         self.log_queries = log_queries
+        self.cache_bytes = cache_bytes
+        self.cache_used = 0  # estimated octets in `canned`, both transports
+        self.cache_flushes = 0
         self.slow_count: Counter[str] = Counter()  # slow-path outcomes
         # (qtype, rcode) -> responses per transport; read by `publish`
         self.udp_counts: dict[tuple[int, int], int] = {}
@@ -140,6 +154,8 @@ class Handler:
         self.hot.clear()
         if serial is not None:
             self.serial[:] = serial
+        if names is None:
+            self.cache_used = 0
         for canned, keys, counts, sizes in zip(self.canned, self.keys, (self.udp_counts, self.tcp_counts),
                                                self.sizes, strict=True):
             if names is None:
@@ -153,6 +169,7 @@ class Handler:
                         c = canned.pop(k, None)
                         if c is not None:
                             gone.append(c)
+                            self.cache_used -= len(k) + c.size + ENTRY_COST
             for c in gone:
                 counts[c.key] = counts.get(c.key, 0) + c.hits
                 sizes.add(c.size, c.hits)
@@ -181,14 +198,19 @@ class Handler:
     def publish(self, put: Put) -> None:
         """Samples of the counters above (`stats.Publisher`)."""
         for proto, tcp in (("udp", False), ("tcp", True)):
+            by_label: dict[tuple[str, str], int] = {}
             for (qtype, rcode), n in self.counts(tcp).items():
-                put(RESPONSES, n, proto=proto, type=TYPE_NAMES.get(qtype, f"TYPE{qtype}"),
-                    rcode=RCODE_NAMES.get(rcode, str(rcode)))
+                lk = (qtype_label(qtype), RCODE_NAMES.get(rcode, "other"))
+                by_label[lk] = by_label.get(lk, 0) + n
+            for (type_, rcode_), n in by_label.items():
+                put(RESPONSES, n, proto=proto, type=type_, rcode=rcode_)
         for proto, tcp in (("udp", False), ("tcp", True)):
             buckets, total = self.size_histogram(tcp)
             put_histogram(put, RESPONSE_SIZE, SIZE_BOUNDS, buckets, total, proto=proto)
         put(CACHE_HITS, self.cache_hits())
         put(CACHE_MISSES, self.cache_misses)
+        put(CACHE_BYTES_USED, self.cache_used)
+        put(CACHE_FLUSHES, self.cache_flushes)
         for k, v in list(self.slow_count.items()):
             put(SLOW_PATH, v, outcome=k)
 
@@ -242,13 +264,19 @@ class Handler:
                 out = with_serial(out, ans.serial_at + len(opt), self.serial)
         else:
             out = self._fit(data[:2], ans, idx, q, opt, limit)
-        if self.log_queries or (ans.n > 1 and not fits):
+        if self.log_queries or rest > 11 or (ans.n > 1 and not fits):  # rest > 11: EDNS options
             self._count(ans, tcp, out)
             return out
         table = self.canned[tcp]
-        if len(table) >= CANNED_MAX:
-            self.invalidate()
         key = data[2:]
+        cost = len(key) + len(out) + ENTRY_COST
+        if cost > self.cache_bytes:
+            self._count(ans, tcp, out)
+            return out
+        if len(table) >= CANNED_MAX or self.cache_used + cost > self.cache_bytes:
+            self.cache_flushes += 1
+            self.invalidate()
+        self.cache_used += cost
         if ans.n == 1:
             at = ans.serial_at + len(opt) if ans.serial_at and fits else 0
             table[key] = Canned(out[2:], ans.key, len(out), serial_at=at)

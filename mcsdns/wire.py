@@ -18,6 +18,9 @@ NOTAUTH = 9
 BADVERS = 16
 
 TYPE_NAMES = {A: "A", NS: "NS", SOA: "SOA", PTR: "PTR", TXT: "TXT", AAAA: "AAAA", SRV: "SRV"}
+# Query types named in metrics labels; every other type is counted as "other".
+QTYPE_LABELS = {**TYPE_NAMES, 5: "CNAME", 15: "MX", 43: "DS", 48: "DNSKEY", 64: "SVCB", 65: "HTTPS",
+                257: "CAA", IXFR: "IXFR", AXFR: "AXFR", ANY: "ANY"}
 RCODE_NAMES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
                9: "NOTAUTH", 16: "BADVERS"}
 
@@ -79,6 +82,37 @@ OPT_DO0 = opt_record(False)
 OPT_DO1 = opt_record(True)
 
 
+Headers = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # an Answer's hdrs and tc_hdrs
+_HEADERS: dict[tuple[int, tuple[int, int, int], bool], Headers] = {}
+_HEADERS_MAX = 4096
+
+
+def headers(rcode: int, counts: tuple[int, int, int], aa: bool) -> Headers:
+    """An Answer's eight headers and eight TC headers, shared by every Answer of the
+    same rcode, counts and AA (a negative answer costs no header bytes of its own)."""
+    key = (rcode, counts, aa)
+    got = _HEADERS.get(key)
+    if got is not None:
+        return got
+    an, ns, ar = counts
+    hdrs, tc = [], []
+    for i in range(8):
+        rd, cd, edns = i & 1, (i >> 1) & 1, (i >> 2) & 1
+        b2 = 0x80 | (0x04 if aa else 0) | rd
+        b3 = (0x10 if cd else 0) | (rcode & 0xF)
+        hdrs.append(bytes((b2, b3)) + struct.pack("!HHHH", 1, an, ns, ar + edns))
+        tc.append(bytes((b2 | 0x02, b3)) + struct.pack("!HHHH", 1, 0, 0, edns))
+    got = tuple(hdrs), tuple(tc)
+    if len(_HEADERS) < _HEADERS_MAX:
+        _HEADERS[key] = got
+    return got
+
+
+def qtype_label(qtype: int) -> str:
+    """The metrics label of a query type: a fixed set of names, else "other"."""
+    return QTYPE_LABELS.get(qtype, "other")
+
+
 class Answer:
     """A pre-rendered response body with its eight possible headers.
 
@@ -102,16 +136,7 @@ class Answer:
         # a negative answer: its SOA serial starts this far before the body's end, and the
         # handler writes the zone's current serial there in every response it sends
         self.serial_at = 0
-        an, ns, ar = counts
-        hdrs, tc = [], []
-        for i in range(8):
-            rd, cd, edns = i & 1, (i >> 1) & 1, (i >> 2) & 1
-            b2 = 0x80 | (0x04 if aa else 0) | rd
-            b3 = (0x10 if cd else 0) | (rcode & 0xF)
-            hdrs.append(bytes((b2, b3)) + struct.pack("!HHHH", 1, an, ns, ar + edns))
-            tc.append(bytes((b2 | 0x02, b3)) + struct.pack("!HHHH", 1, 0, 0, edns))
-        self.hdrs = tuple(hdrs)
-        self.tc_hdrs = tuple(tc)
+        self.hdrs, self.tc_hdrs = headers(rcode, counts, aa)
 
     def body(self) -> bytes:
         """The next rotation of the body."""

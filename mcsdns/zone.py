@@ -51,7 +51,7 @@ from .wire import (
 )
 
 DNS_SCHEMA_VERSION = "1.0.0"
-NEGATIVE_CACHE_MAX = 50_000
+NEGATIVE_CACHE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
 ROTATIONS_MAX = 8
 _ANY_ORDER = (A, AAAA, SRV, TXT, SOA, NS)
 
