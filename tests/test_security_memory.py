@@ -14,6 +14,7 @@ import dns.query
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import EXAMPLE, run_server  # noqa: E402
+
 from robustness.memory_abuse import (  # noqa: E402
     SERVED,
     metric_lines,
