@@ -42,6 +42,7 @@ from .zone import Zone
 log = logging.getLogger("mcsdns.xfr")
 
 MESSAGE_SIZE = 16_000  # octets of records per transfer message (before TSIG)
+MAX_ACTIVE = 10  # transfers sent at once; more are REFUSED (as BIND's transfers-out)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 TRANSFERS = define("mcsdns_zone_transfers_total", "counter",
                    "AXFR/IXFR requests over TCP by type and outcome (axfr, ixfr: what was sent; "
@@ -151,6 +152,7 @@ class Transfers:
         self.key = key
         self.keys = {key.name: key} if key else {}
         self.counts: dict[tuple[str, str], int] = {}  # (type, outcome) -> transfers
+        self.active = 0  # transfers being sent
 
     def publish(self, put: Put) -> None:
         for (kind, outcome), n in list(self.counts.items()):
@@ -212,6 +214,8 @@ class Transfers:
             rcode, why = REFUSED, "not our zone"
         elif not self.versions.established:
             rcode, why = SERVFAIL, "zone not synced yet"
+        elif self.active >= MAX_ACTIVE:
+            rcode, why = REFUSED, f"{MAX_ACTIVE} transfers already in progress"
         if rcode:
             log.info("transfer %s from %s refused: %s", "AXFR" if q.qtype == AXFR else "IXFR", peer, why)
             self._count(q.qtype, "refused" if rcode == REFUSED else "servfail")
@@ -233,12 +237,16 @@ class Transfers:
         self._count(q.qtype, "axfr" if deltas is None else "ixfr")
         records = self._axfr() if deltas is None else self._ixfr(deltas)
         w = MessageWriter(q.id, _flags(q.flags, 0, True), q.question)
-        for owner, rtype, rdata in records:
-            done = w.add(owner, rtype, self.zone.ttl, rdata)
-            if done is not None:
-                yield signer.sign(done) if signer else done
-        last = w.finish()
-        yield signer.sign(last) if signer else last
+        self.active += 1  # until this generator ends or is dropped with its connection
+        try:
+            for owner, rtype, rdata in records:
+                done = w.add(owner, rtype, self.zone.ttl, rdata)
+                if done is not None:
+                    yield signer.sign(done) if signer else done
+            last = w.finish()
+            yield signer.sign(last) if signer else last
+        finally:
+            self.active -= 1
 
     @staticmethod
     def _header(q: Query, rcode: int) -> bytes:

@@ -448,3 +448,28 @@ def _xfr_stack() -> tuple[object, object, object]:
 
 
 _XFR_STACK: tuple = _xfr_stack()  # type: ignore[type-arg]
+
+
+def test_concurrent_transfers_are_capped(mdir: Path, tmp_path: Path) -> None:
+    """Ten stalled readers hold ten transfers; the eleventh is REFUSED, and once they
+    are gone a transfer is served again (as BIND's transfers-out)."""
+    from mcsdns.xfr import MAX_ACTIVE
+
+    for k in range(4):  # several MB: more than the socket buffers of a stalled reader hold
+        (mdir / f"big{k}.json").write_text(json.dumps(_headless_list(f"h{k}", 10000)))
+    with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.1",
+                     "--tcp-idle-timeout", "30"], tmp_path, timeout=60) as srv:
+        q = dns.message.make_query(ZONE, "AXFR").to_wire()
+        held = []
+        for _ in range(MAX_ACTIVE):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(srv.addr)
+            s.sendall(struct.pack("!H", len(q)) + q)
+            held.append(s)
+        assert wait_for(lambda: srv.metric_sum("mcsdns_zone_transfers_total", 'outcome="axfr"') >= MAX_ACTIVE)
+        refused = one_query(srv, dns.message.make_query(ZONE, "AXFR"))
+        assert refused.rcode() == dns.rcode.REFUSED
+        for s in held:
+            s.close()
+        assert wait_for(lambda: flatten(axfr(srv))[0][1] == "SOA", timeout=5)
