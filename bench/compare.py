@@ -49,6 +49,7 @@ DOC = {
     "mcsdns-plain-nohist": "the plain path, MCSDNS_REQUEST_HISTOGRAM=0",
     "knot": "knotd, udp-workers: 1",
     "dnslib": "dnslib DNSServer + dict resolver",
+    "mcsdns-baseline": "mcsdns from the --baseline checkout (its extension built in place)",
 }
 SLOW = {"dnslib"}  # a few thousand QPS: shorter runs, one per mix
 
@@ -108,7 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--outstanding", type=int, default=200, help="dnsperf -q per process (default 200)")
     p.add_argument("--wait-quiet", type=float, default=3, help="max s to wait for an idle machine per run")
     p.add_argument("--json", type=Path)
+    p.add_argument("--baseline", type=Path, metavar="DIR",
+                   help="also run server mcsdns-baseline: the mcsdns of another checkout, e.g. "
+                        "`git worktree add DIR COMMIT && (cd DIR && python setup.py build_ext --inplace)`")
     a = p.parse_args(argv)
+    if a.baseline is not None:
+        base = str(a.baseline.resolve())
+        STARTERS["mcsdns-baseline"] = lambda d: start_mcsdns(
+            d, env={"PYTHONSAFEPATH": "1", "PYTHONPATH": base}, name="mcsdns-baseline")
     perf.CLIENT_CPU = a.loader_cpus
     servers = [s for s in a.servers.split(",") if s]
     mixes = [m for m in a.mix.split(",") if m]
