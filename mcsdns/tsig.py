@@ -113,11 +113,12 @@ def _bind_keys(text: str) -> list[tuple[int, Key]]:
         pos = m.end()
     out: list[tuple[int, Key]] = []
     it = iter(toks)
+    last = toks[-1][0] if toks else 1
 
     def take(what: str, punct: str | None = None) -> tuple[int, str]:
         t = next(it, None)
         if t is None:
-            raise _Bad(line, f"expected {what} before the end of the file")
+            raise _Bad(last, f"expected {what} before the end of the file")
         if (punct is None) == t[2] or (punct is not None and t[1] != punct):
             raise _Bad(t[0], f"expected {what}, got {t[1]!r}")
         return t[0], t[1]
@@ -131,7 +132,7 @@ def _bind_keys(text: str) -> list[tuple[int, Key]]:
         while True:
             t = next(it, None)
             if t is None:
-                raise _Bad(line, "expected '}' before the end of the file")
+                raise _Bad(last, "expected '}' before the end of the file")
             if t[1] == "}" and t[2]:
                 break
             if t[2] or t[1] not in ("algorithm", "secret"):
@@ -206,12 +207,19 @@ def _line_keys(text: str) -> list[tuple[int, Key]]:
     return out
 
 
-def load_keys(text: str, source: str) -> list[Key]:
+def _admit(key: Key, allow_weak: bool) -> None:
+    if key.weak and not allow_weak:
+        raise ValueError(f"key {key.text!r}: {decode_name(key.algorithm).rstrip('.')} is weak "
+                         "(RFC 8945 section 6); use hmac-sha256, or allow it with --tsig-allow-weak")
+
+
+def load_keys(text: str, source: str, allow_weak: bool = False) -> list[Key]:
     """The keys of a key file's text, in order: BIND's format, knot's, or one
-    NAME:ALGORITHM:BASE64SECRET a line. ValueError "SOURCE:LINE: why" (never the secret)."""
+    NAME:ALGORITHM:BASE64SECRET a line. ValueError "SOURCE:LINE: why" (never the secret)
+    for a malformed key, a name given twice, or a weak algorithm without `allow_weak`."""
     first = next((s for s in (raw.strip() for raw in text.splitlines())
                   if s and not s.startswith(("#", "//", "/*"))), "")
-    parse = (_knot_keys if re.match(r"key\s*:(\s|$)", first)
+    parse = (_knot_keys if re.fullmatch(r"[a-z][a-z0-9-]*\s*:", first)  # a YAML section
              else _bind_keys if re.match(r"key(\s|\"|\{|$)", first) else _line_keys)
     try:
         found = parse(text)
@@ -220,6 +228,10 @@ def load_keys(text: str, source: str) -> list[Key]:
             if key.name in seen:
                 raise _Bad(line, f"key {key.text!r} defined twice")
             seen.add(key.name)
+            try:
+                _admit(key, allow_weak)
+            except ValueError as e:
+                raise _Bad(line, str(e)) from None
     except _Bad as e:
         raise ValueError(f"{source}:{e.line}: {e}") from None
     if not found:
@@ -227,7 +239,7 @@ def load_keys(text: str, source: str) -> list[Key]:
     return [k for _, k in found]
 
 
-def load_key_file(path: str) -> list[Key]:
+def load_key_file(path: str, allow_weak: bool = False) -> list[Key]:
     """The keys of a key file (see `load_keys`); ValueError naming the file."""
     try:
         with open(path, "rb") as f:
@@ -240,7 +252,7 @@ def load_key_file(path: str) -> list[Key]:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
-    return load_keys(text, path)
+    return load_keys(text, path, allow_weak)
 
 
 def configured_keys(specs: list[str], files: list[str], env: Mapping[str, str],
@@ -252,20 +264,18 @@ def configured_keys(specs: list[str], files: list[str], env: Mapping[str, str],
     for spec in specs:
         try:
             keys.append(parse_key(spec))
+            _admit(keys[-1], allow_weak)
         except ValueError as e:
             raise ValueError(f"--tsig-key: {e}") from None
     for path in files:
-        keys += load_key_file(path)
+        keys += load_key_file(path, allow_weak)
     if not specs and not files and env.get(ENV, "").strip():
-        keys = load_keys(env[ENV], "$" + ENV)
+        keys = load_keys(env[ENV], "$" + ENV, allow_weak)
     seen: set[bytes] = set()
     for k in keys:
         if k.name in seen:
             raise ValueError(f"TSIG key {k.text!r} given twice")
         seen.add(k.name)
-        if k.weak and not allow_weak:
-            raise ValueError(f"TSIG key {k.text!r}: {decode_name(k.algorithm).rstrip('.')} is weak "
-                             "(RFC 8945 section 6); use hmac-sha256, or allow it with --tsig-allow-weak")
     return keys
 
 
