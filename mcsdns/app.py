@@ -72,7 +72,7 @@ class Config:
     bind_when_ready: bool = False  # bind the DNS sockets only once the zone is loaded (restarts)
     allow_transfer: list[str] = field(default_factory=list)  # CIDRs allowed AXFR/IXFR
     notify: list[tuple[str, int]] = field(default_factory=list)  # NOTIFY targets
-    tsig_key: str | None = None  # NAME:ALGORITHM:BASE64SECRET
+    tsig_keys: list[tsig.Key] = field(default_factory=list)  # verify with any; NOTIFY signed with the first
     serial_file: str | None = None  # shared serial state (default: STATE_DIR/serial)
 
     def serial_path(self) -> str | None:
@@ -96,14 +96,12 @@ class App:
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
         # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()), self.ready)
-        key = tsig.parse_key(cfg.tsig_key) if cfg.tsig_key else None
-        if key is not None:
-            self.handler.tsig_keys[key.name] = key
-        self.transfers = Transfers(self.zone, self.versions, cfg.allow_transfer, key)
+        self.handler.tsig_keys.update((k.name, k) for k in cfg.tsig_keys)
+        self.transfers = Transfers(self.zone, self.versions, cfg.allow_transfer, cfg.tsig_keys)
         self.tcp_state.stream = self.transfers.stream
         self.notifier: Notifier | None = None
         if cfg.notify:
-            self.notifier = Notifier(self.zone.origin, cfg.ttl, cfg.notify, key)
+            self.notifier = Notifier(self.zone.origin, cfg.ttl, cfg.notify, next(iter(cfg.tsig_keys), None))
             notifier = self.notifier
             self.versions.on_serial.append(lambda serial, _new: notifier.update(serial))
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []

@@ -8,15 +8,16 @@ import importlib
 import ipaddress
 import json
 import logging
+import os
 import sys
 import time
 
+from . import tsig
 from .app import App, Config, run, run_loop
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
 from .objects import valid_cluster_id
 from .server.tcp import TCPLimits
-from .tsig import parse_key
 
 
 def host_port(s: str) -> tuple[str, int]:
@@ -31,14 +32,6 @@ def cidr(s: str) -> str:
         return str(ipaddress.ip_network(s, strict=False))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an address or CIDR, got {s!r}") from None
-
-
-def tsig_key(s: str) -> str:
-    try:
-        parse_key(s)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"--tsig-key: {e}") from None
-    return s
 
 
 def non_negative(s: str) -> int:
@@ -115,9 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="clients allowed AXFR/IXFR (repeatable; default none)")
     x.add_argument("--notify", action="append", default=[], type=host_port, metavar="HOST:PORT",
                    help="secondary to send NOTIFY to after each change (repeatable)")
-    x.add_argument("--tsig-key", type=tsig_key, metavar="NAME:ALGORITHM:BASE64SECRET",
-                   help="TSIG key (e.g. hmac-sha256): transfers must be signed with it; "
-                        "signed queries are verified and answered signed; NOTIFY is signed")
+    x.add_argument("--tsig-key-file", action="append", default=[], metavar="PATH",
+                   help="TSIG keys (repeatable): BIND's key file (tsig-keygen), knot's (keymgr -t), "
+                        "or NAME:ALGORITHM:BASE64SECRET lines. With keys, transfers must be signed "
+                        "with one; signed queries are verified and answered signed; NOTIFY is "
+                        f"signed with the first. Without this and --tsig-key: ${tsig.ENV}")
+    x.add_argument("--tsig-key", action="append", default=[], metavar="NAME:ALGORITHM:BASE64SECRET",
+                   help="a TSIG key on the command line (repeatable; visible in ps: prefer a file)")
+    x.add_argument("--tsig-allow-weak", action="store_true",
+                   help="accept hmac-md5 and hmac-sha1 keys (refused by default)")
     r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
     _add_source_args(r)
     r.add_argument("--timeout", type=float, default=30, help="seconds to wait for the first sync")
@@ -160,7 +159,7 @@ def config_from(args: argparse.Namespace) -> Config:
         cfg.cache_mib = args.cache_size
         cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
-        cfg.allow_transfer, cfg.notify, cfg.tsig_key = args.allow_transfer, args.notify, args.tsig_key
+        cfg.allow_transfer, cfg.notify = args.allow_transfer, args.notify
     return cfg
 
 
@@ -195,6 +194,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "records":
         return asyncio.run(print_records(cfg, args.timeout))
+    try:
+        cfg.tsig_keys = tsig.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
+                                             args.tsig_allow_weak)
+    except ValueError as e:
+        print(f"mcsdns: {e}", file=sys.stderr)
+        return 2
+    if args.tsig_key:
+        logging.getLogger("mcsdns").warning(
+            "--tsig-key shows the secret to anyone who can list processes: prefer --tsig-key-file "
+            "or $%s", tsig.ENV)
     if cfg.workers > 1:
         from .workers import supervise
 

@@ -21,7 +21,6 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
-from . import tsig
 from .app import Config, run, run_loop, serve_endpoints
 from .notify import Notifier
 from .serial import serial_lt
@@ -121,8 +120,8 @@ class Supervisor:
         http: list[asyncio.AbstractServer] = []
         await serve_endpoints(self.cfg, self.ready, self.snapshots, http)
         if self.cfg.notify:
-            key = tsig.parse_key(self.cfg.tsig_key) if self.cfg.tsig_key else None
-            self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify, key)
+            self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify,
+                                     next(iter(self.cfg.tsig_keys), None))
             self.notifier.start()
             self.stats.register(self.notifier.publish)
         while not stopping.is_set():

@@ -6,7 +6,7 @@ response messages, produced lazily as the connection drains so that a large
 zone is never one buffer. The zone is snapshotted (a list of its nodes, not
 their bytes) when the transfer starts, so a change during a transfer does not
 tear it. A client must be inside an `--allow-transfer` network and, when a
-key is configured, sign with it; otherwise REFUSED, or NOTAUTH with the TSIG
+key is configured, sign with one; otherwise REFUSED, or NOTAUTH with the TSIG
 error for a bad signature.
 """
 
@@ -145,12 +145,11 @@ class Transfers:
     """Who may transfer the zone, and the transfer responses."""
 
     def __init__(self, zone: Zone, versions: Versions, allow: Iterable[str] = (),
-                 key: tsig.Key | None = None) -> None:
+                 keys: Iterable[tsig.Key] = ()) -> None:
         self.zone = zone
         self.versions = versions
         self.allow: list[Network] = [ipaddress.ip_network(a, strict=False) for a in allow]
-        self.key = key
-        self.keys = {key.name: key} if key else {}
+        self.keys = {k.name: k for k in keys}  # with any, transfers must be signed with one
         self.counts: dict[tuple[str, str], int] = {}  # (type, outcome) -> transfers
         self.active = 0  # transfers being sent
 
@@ -208,7 +207,7 @@ class Transfers:
             self.versions.commit()  # synced since the last tick?
         if not self.allowed(peer):
             rcode, why = REFUSED, "not in --allow-transfer"
-        elif self.key is not None and signer is None:
+        elif self.keys and signer is None:
             rcode, why = REFUSED, "not signed with the transfer key"
         elif q.qname.lower() != self.zone.origin or q.qclass != CLASS_IN:
             rcode, why = REFUSED, "not our zone"

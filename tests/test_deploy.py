@@ -31,6 +31,7 @@ from controller_env import eventually, run_controller
 from helpers import EXAMPLE, REPO, run_server
 from kubeapi import KubeAPI
 
+from mcsdns import tsig
 from mcsdns.cli import build_parser
 from mcsdns.sources.files import load_file
 
@@ -416,6 +417,15 @@ def test_deployment_args_are_accepted_by_the_cli() -> None:
     assert (ports["dns-tcp"]["containerPort"], ports["dns-tcp"]["protocol"]) == (5353, "TCP")
     assert ports["metrics"]["containerPort"] == 9153
     assert ns.kubeconfig is None and ns.manifests is None  # in-cluster config
+
+
+def test_server_tsig_keys_come_from_an_optional_secret_not_the_command_line() -> None:
+    server = pod(named(render(DEPLOY), "Deployment", "mcsdns"))["containers"][0]
+    ns = build_parser().parse_args(server["args"])
+    assert ns.tsig_key == [] and ns.tsig_key_file == []  # else $MCSDNS_TSIG_KEY is ignored
+    env = {e["name"]: e for e in server["env"]}
+    ref = env[tsig.ENV]["valueFrom"]["secretKeyRef"]
+    assert ref["optional"] is True and ref["name"] and ref["key"]
 
 
 def test_server_state_dir_is_an_emptydir_volume() -> None:

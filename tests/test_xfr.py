@@ -444,7 +444,7 @@ def _xfr_stack() -> tuple[object, object, object]:
     key = parse_key(KEY)
     handler = Handler(zone)
     handler.tsig_keys[key.name] = key
-    return zone, handler, Transfers(zone, versions, ["127.0.0.0/8"], key)
+    return zone, handler, Transfers(zone, versions, ["127.0.0.0/8"], [key])
 
 
 _XFR_STACK: tuple = _xfr_stack()  # type: ignore[type-arg]
