@@ -30,7 +30,7 @@ def starve(port: int, conns: int, hold: float, query: bytes) -> tuple[list[float
     """Client A (127.0.0.2) holds up to `conns` idle connections for `hold` seconds and
     reopens those the server closes; client B (127.0.0.3) asks over TCP every 50 ms.
     B's answer latencies and failures."""
-    stop = threading.Event()
+    stop, opened = threading.Event(), threading.Event()
     held: list[socket.socket] = []
 
     def connect() -> None:
@@ -43,6 +43,7 @@ def starve(port: int, conns: int, hold: float, query: bytes) -> tuple[list[float
     def hog() -> None:
         for _ in range(conns):
             connect()
+        opened.set()
         while not stop.is_set():
             for s in list(held):
                 s.setblocking(False)
@@ -60,7 +61,7 @@ def starve(port: int, conns: int, hold: float, query: bytes) -> tuple[list[float
 
     th = threading.Thread(target=hog)
     th.start()
-    time.sleep(1)  # A's connections are open
+    opened.wait(30)
     q = dns.message.from_wire(query)
     lat: list[float] = []
     failed = 0
