@@ -3,8 +3,9 @@
 Limits: at most `max_conns` open connections and `max_per_client` from one
 client (an IPv4 address, an IPv6 /64). A new connection beyond either limit
 first closes an idle one to make room (at the client limit the client's own
-oldest; at the total limit the oldest of the client holding the most) and is
-refused only when none is idle. An idle connection is closed after
+oldest idle one; at the total limit the oldest idle one of the client holding
+the most, else the oldest idle one of all) and is refused only when none is
+idle. An idle connection is closed after
 `idle_timeout`, and a message must arrive whole within `read_timeout` of its
 first byte (slow-client defence).
 
@@ -77,8 +78,8 @@ class TCPServerState:
     def __init__(self, respond: Respond, limits: TCPLimits) -> None:
         self.respond = respond
         self.limits = limits
-        self.conns: set[TCPConnection] = set()
-        self.clients: dict[str, set[TCPConnection]] = {}
+        self.conns: dict[TCPConnection, None] = {}  # oldest first
+        self.clients: dict[str, dict[TCPConnection, None]] = {}  # by client_of(), oldest first
         self.rejected = 0
         self.client_refused = 0
         self.evicted = {"total": 0, "client": 0}
@@ -103,33 +104,29 @@ class TCPServerState:
             if not self._evict(mine, "client"):
                 self.client_refused += 1
                 return False
-        if len(self.conns) >= lim.max_conns and not self._evict(self.conns, "total"):
-            self.rejected += 1
-            return False
-        self.conns.add(conn)
-        self.clients.setdefault(conn.client, set()).add(conn)
+        if len(self.conns) >= lim.max_conns:
+            heaviest = max(self.clients.values(), key=len)
+            if not (self._evict(heaviest, "total") or self._evict(self.conns, "total")):
+                self.rejected += 1
+                return False
+        self.conns[conn] = None
+        self.clients.setdefault(conn.client, {})[conn] = None
         return True
 
-    def _evict(self, among: set[TCPConnection], limit: str) -> bool:
-        """Close the idle connection of `among` whose client holds the most, oldest first."""
-        best: TCPConnection | None = None
-        best_key = (0, 0.0)
-        for c in among:
-            if c.idle():
-                key = (len(self.clients[c.client]), -c.last_active)
-                if best is None or key > best_key:
-                    best, best_key = c, key
-        if best is None:
+    def _evict(self, among: dict[TCPConnection, None], limit: str) -> bool:
+        """Close the oldest idle connection of `among`; False when none is idle."""
+        victim = next((c for c in among if c.idle()), None)
+        if victim is None:
             return False
         self.evicted[limit] += 1
-        best.close()
+        victim.close()
         return True
 
     def forget(self, conn: TCPConnection) -> None:
         if conn in self.conns:
-            self.conns.discard(conn)
+            del self.conns[conn]
             mine = self.clients[conn.client]
-            mine.discard(conn)
+            del mine[conn]
             if not mine:
                 del self.clients[conn.client]
 
