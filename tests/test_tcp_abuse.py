@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -160,6 +161,50 @@ def test_a_client_at_its_limit_with_busy_connections_is_refused_others_are_not(
         assert tcp_answer(busy[0], data=frame()[1:]).answer
         for c in busy:
             c.close()
+
+
+def rss(pid: int) -> int:
+    """Resident set size of a process, in octets."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_queries_sent_during_transfers_queue_at_most_one_message(tmp_path: Path) -> None:
+    # a client pipelines AXFR after AXFR and reads every answer at once: each transfer
+    # takes a few loop turns while the next 64 kB of queries arrive; they must wait in
+    # the kernel, not in the server's memory
+    with run_server(["--manifests", str(EXAMPLE), "--allow-transfer", "127.0.0.1/32"], tmp_path) as srv:
+        before = rss(srv.proc.pid)
+        q = dns.message.make_query("clusterset.local.", "AXFR").to_wire()
+        flood = (struct.pack("!H", len(q)) + q) * 2000
+        sent, got = 0, [0]
+        with socket.create_connection(srv.addr) as s:
+
+            def drain() -> None:
+                s.settimeout(1)
+                try:
+                    while chunk := s.recv(1 << 20):
+                        got[0] += len(chunk)
+                except OSError:
+                    pass
+
+            reader = threading.Thread(target=drain)
+            reader.start()
+            end = time.monotonic() + 3
+            s.settimeout(0.2)
+            while time.monotonic() < end and sent < 256 << 20:
+                try:
+                    sent += s.send(flood)
+                except TimeoutError:
+                    pass
+            grown = rss(srv.proc.pid) - before
+            s.shutdown(socket.SHUT_WR)
+            reader.join()
+        assert got[0] > 0
+        assert grown < 16 << 20, (grown, sent, got[0])
+        assert udp_ok(srv)
 
 
 def test_sigterm_drains_and_exits(tmp_path: Path) -> None:
