@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from controller_env import Cluster, eventually, run_controller
 from helpers import EXAMPLE, Server, run_server
 
 DEADLINE = 5.0  # mcsdns.server.http.DEADLINE, as a client sees it
@@ -38,23 +39,27 @@ def answer(sock: socket.socket, timeout: float = 2) -> bytes:
     return out
 
 
-def test_a_header_trickle_is_closed_at_the_request_deadline(srv: Server) -> None:
-    s = connect(srv)
+def trickle(port: int) -> float | None:
+    """Send a request line, then one header line a second, never the end; the
+    seconds until the server closes (None: still open after DEADLINE + 3)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
     s.sendall(b"GET /ready HTTP/1.1\r\n")
     t0 = time.monotonic()
-    gone = None
-    while time.monotonic() - t0 < DEADLINE + 3:  # one header line a second, never the end
+    while time.monotonic() - t0 < DEADLINE + 3:
         try:
             s.sendall(b"X-Trickle: 1\r\n")
             s.settimeout(1)
             if s.recv(1) == b"":
-                gone = time.monotonic() - t0
-                break
+                return time.monotonic() - t0
         except TimeoutError:
             continue
         except (ConnectionResetError, BrokenPipeError):
-            gone = time.monotonic() - t0
-            break
+            return time.monotonic() - t0
+    return None
+
+
+def test_a_header_trickle_is_closed_at_the_request_deadline(srv: Server) -> None:
+    gone = trickle(srv.http_port)
     assert gone is not None and gone < DEADLINE + 1
     assert srv.http("/ready")[0] == 200
 
@@ -97,3 +102,19 @@ def test_connections_beyond_the_cap_are_closed_and_ready_still_answers(srv: Serv
             pass
         s.close()
     assert still_open <= CAP
+
+
+def test_the_controllers_endpoints_have_the_same_limits(tmp_path: Path) -> None:
+    cl = Cluster("a", "a.example", tmp_path)
+    try:
+        with run_controller(["--cluster", f"a={cl.kubeconfig}", "--resync", "1"], tmp_path) as ctl:
+            assert eventually(ctl.ready, what="controller ready")
+            long = socket.create_connection(("127.0.0.1", ctl.health), timeout=2)
+            long.sendall(b"GET /ready HTTP/1.1\r\n" + b"X-Many: 1\r\n" * 1000 + b"\r\n")
+            assert answer(long).split(b" ", 2)[1] == b"431"
+            gone = trickle(ctl.health)
+            assert gone is not None and gone < DEADLINE + 1
+            assert ctl.ready()
+            assert "Traceback" not in ctl.logs()
+    finally:
+        cl.close()
