@@ -5,9 +5,9 @@ client (an IPv4 address, an IPv6 /64). A new connection beyond either limit
 first closes an idle one to make room (at the client limit the client's own
 oldest idle one; at the total limit the oldest idle one of the client holding
 the most, else the oldest idle one of all) and is refused only when none is
-idle. An idle connection is closed after
-`idle_timeout`, and a message must arrive whole within `read_timeout` of its
-first byte (slow-client defence).
+idle. Idle: no message partly read, no transfer or answer being sent. An idle
+connection is closed after `idle_timeout`, and a message must arrive whole
+within `read_timeout` of its first byte (slow-client defence).
 
 Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
