@@ -34,6 +34,12 @@ def cidr(s: str) -> str:
         raise argparse.ArgumentTypeError(f"expected an address or CIDR, got {s!r}") from None
 
 
+def positive(s: str) -> int:
+    if not s.isdigit() or int(s) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return int(s)
+
+
 def non_negative(s: str) -> int:
     try:
         n = int(s)
@@ -87,7 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(s)
     s.add_argument("--health", type=host_port, metavar="HOST:PORT", help="/health and /ready")
     s.add_argument("--metrics", type=host_port, metavar="HOST:PORT", help="Prometheus /metrics")
-    s.add_argument("--tcp-max-conns", type=int, default=1000, help="open TCP connections (default 1000)")
+    s.add_argument("--tcp-max-conns", type=positive, default=1000,
+                   help="open TCP connections; when full, an idle one is closed for a new one "
+                        "(default 1000)")
+    s.add_argument("--tcp-max-conns-per-client", type=positive, default=100, metavar="N",
+                   help="open TCP connections from one IPv4 address or IPv6 /64; beyond, the "
+                        "client's oldest idle one is closed, else the new one refused (default 100)")
     s.add_argument("--tcp-idle-timeout", type=float, default=10.0,
                    help="close a TCP connection idle this many seconds (default 10)")
     s.add_argument("--tcp-read-timeout", type=float, default=5.0,
@@ -157,7 +168,8 @@ def config_from(args: argparse.Namespace) -> Config:
         cfg.health, cfg.metrics = args.health, args.metrics
         cfg.log_queries, cfg.workers = args.log_queries, max(1, args.workers)
         cfg.cache_mib = args.cache_size
-        cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout)
+        cfg.tcp_limits = TCPLimits(args.tcp_max_conns, args.tcp_idle_timeout, args.tcp_read_timeout,
+                                   args.tcp_max_conns_per_client)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
         cfg.allow_transfer, cfg.notify = args.allow_transfer, args.notify
     return cfg

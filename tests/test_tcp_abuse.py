@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -49,24 +50,161 @@ def test_idle_and_slow_clients_are_cut_off(tmp_path: Path) -> None:
         assert srv.metric("mcsdns_tcp_connections_timed_out_total") >= 2
 
 
-def test_connections_over_the_limit_are_refused(tmp_path: Path) -> None:
+def frame(name: str = NAME) -> bytes:
+    msg = dns.message.make_query(name, "A").to_wire()
+    return struct.pack("!H", len(msg)) + msg
+
+
+def tcp_answer(sock: socket.socket, timeout: float = 2, data: bytes = frame()) -> dns.message.Message:
+    """Send `data` (one query, or its rest) on `sock` and read the answer."""
+    sock.sendall(data)
+    sock.settimeout(timeout)
+    buf = b""
+    while len(buf) < 2 or len(buf) < 2 + struct.unpack("!H", buf[:2])[0]:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise ConnectionError("closed before the answer")
+        buf += chunk
+    return dns.message.from_wire(buf[2:])
+
+
+def connect_from(src: str, srv: Server) -> socket.socket:
+    """A TCP connection to the server from loopback address `src`."""
+    return socket.create_connection(srv.addr, timeout=2, source_address=(src, 0))
+
+
+def test_busy_connections_are_kept_and_the_new_one_refused(tmp_path: Path) -> None:
     with run_server(["--manifests", str(EXAMPLE), *LIMITS], tmp_path) as srv:
         conns = [socket.create_connection(srv.addr) for _ in range(20)]
+        for c in conns:
+            c.send(frame()[:1])  # a query pending on each: none is idle
         time.sleep(0.2)
         extra = socket.create_connection(srv.addr)
         assert closed(extra, 1)
         assert udp_ok(srv)
         # a connection within the limit still gets answers
-        msg = dns.message.make_query(NAME, "A").to_wire()
-        conns[0].sendall(struct.pack("!H", len(msg)) + msg)
-        conns[0].settimeout(2)
-        buf = b""
-        while len(buf) < 2 or len(buf) < 2 + struct.unpack("!H", buf[:2])[0]:
-            buf += conns[0].recv(4096)
-        assert dns.message.from_wire(buf[2:]).answer
+        assert tcp_answer(conns[0], data=frame()[1:]).answer
         assert srv.metric("mcsdns_tcp_connections_rejected_total") >= 1
         for c in conns:
             c.close()
+
+
+def test_full_table_closes_the_oldest_idle_connection_for_a_new_one(tmp_path: Path) -> None:
+    # (the default --tcp-max-conns-per-client, 100, lets one client fill the table of 20)
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "20"], tmp_path) as srv:
+        conns = [connect_from("127.0.0.2", srv) for _ in range(20)]
+        time.sleep(0.2)
+        new = connect_from("127.0.0.3", srv)
+        assert tcp_answer(new).answer
+        assert closed(conns[0], 1)  # the oldest idle one made room
+        assert all(not closed(c, 0.01) for c in conns[1:])
+        assert srv.metric('mcsdns_tcp_connections_evicted_total{limit="total"}') == 1
+
+
+def hog(src: str, srv: Server, n: int) -> list[socket.socket]:
+    """Open n idle connections from `src` (some may be closed by the server)."""
+    out = []
+    for _ in range(n):
+        try:
+            out.append(connect_from(src, srv))
+        except OSError:
+            pass
+    return out
+
+
+def test_a_client_at_its_limit_never_stops_another_clients_query(tmp_path: Path) -> None:
+    # client A (127.0.0.2) opens 3x its limit, idle, and reconnects as they close; client B
+    # (127.0.0.3) asks over TCP between A's bursts and must be answered at once every time
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "20",
+                     "--tcp-max-conns-per-client", "8"], tmp_path) as srv:
+        held: list[socket.socket] = []
+        for _ in range(5):
+            held += hog("127.0.0.2", srv, 24)
+            t = time.monotonic()
+            with connect_from("127.0.0.3", srv) as b:
+                assert tcp_answer(b, timeout=1).answer
+            assert time.monotonic() - t < 0.5
+        assert srv.metric('mcsdns_tcp_connections_evicted_total{limit="client"}') >= 5 * 24 - 8
+        assert sum(not closed(c, 0.01) for c in held) == 8
+        assert srv.metric("mcsdns_tcp_connections ") <= 9
+        for c in held:
+            c.close()
+
+
+def test_a_client_filling_the_whole_table_never_stops_another_clients_query(tmp_path: Path) -> None:
+    # (the default --tcp-max-conns-per-client, 100, lets one client fill the table of 20)
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "20"], tmp_path) as srv:
+        held: list[socket.socket] = []
+        for _ in range(5):
+            held += hog("127.0.0.2", srv, 25)
+            t = time.monotonic()
+            with connect_from("127.0.0.3", srv) as b:
+                assert tcp_answer(b, timeout=1).answer
+            assert time.monotonic() - t < 0.5
+        assert srv.metric("mcsdns_tcp_connections_rejected_total") == 0
+        for c in held:
+            c.close()
+
+
+def test_a_client_at_its_limit_with_busy_connections_is_refused_others_are_not(
+        tmp_path: Path) -> None:
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "20",
+                     "--tcp-max-conns-per-client", "4", "--tcp-read-timeout", "5"], tmp_path) as srv:
+        busy = hog("127.0.0.2", srv, 4)
+        for c in busy:
+            c.send(frame()[:1])
+        time.sleep(0.2)
+        assert closed(connect_from("127.0.0.2", srv), 1)
+        with connect_from("127.0.0.3", srv) as b:
+            assert tcp_answer(b, timeout=1).answer
+        assert srv.metric("mcsdns_tcp_connections_client_refused_total") == 1
+        assert tcp_answer(busy[0], data=frame()[1:]).answer
+        for c in busy:
+            c.close()
+
+
+def rss(pid: int) -> int:
+    """Resident set size of a process, in octets."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_queries_sent_during_transfers_queue_at_most_one_message(tmp_path: Path) -> None:
+    # a client pipelines AXFR after AXFR and reads every answer at once: each transfer
+    # takes a few loop turns while the next 64 kB of queries arrive; they must wait in
+    # the kernel, not in the server's memory
+    with run_server(["--manifests", str(EXAMPLE), "--allow-transfer", "127.0.0.1/32"], tmp_path) as srv:
+        before = rss(srv.proc.pid)
+        q = dns.message.make_query("clusterset.local.", "AXFR").to_wire()
+        flood = (struct.pack("!H", len(q)) + q) * 2000
+        sent, got = 0, [0]
+        with socket.create_connection(srv.addr) as s:
+
+            def drain() -> None:
+                s.settimeout(1)
+                try:
+                    while chunk := s.recv(1 << 20):
+                        got[0] += len(chunk)
+                except OSError:
+                    pass
+
+            reader = threading.Thread(target=drain)
+            reader.start()
+            end = time.monotonic() + 3
+            s.settimeout(0.2)
+            while time.monotonic() < end and sent < 256 << 20:
+                try:
+                    sent += s.send(flood)
+                except TimeoutError:
+                    pass
+            grown = rss(srv.proc.pid) - before
+            s.shutdown(socket.SHUT_RDWR)  # the reader stops; the queued queries are dropped
+            reader.join()
+        assert got[0] > 0
+        assert grown < 16 << 20, (grown, sent, got[0])
+        assert udp_ok(srv)
 
 
 def test_sigterm_drains_and_exits(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ across member clusters."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import logging
 import os
@@ -11,11 +12,11 @@ import signal
 import socket
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
 from ..objects import valid_cluster_id
+from ..server.http import HTTPEndpoints, serve_http
 from .clusters import ConfigError, Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager
@@ -116,33 +117,19 @@ def _resolve_ids(members: list[Member]) -> None:
         raise ConfigError(f"cluster ID(s) {', '.join(sorted(dup))} used by more than one member")
 
 
-class _Health(BaseHTTPRequestHandler):
-    mgr: Manager
-    reg: Any
+class _Endpoints:
+    """/health, /ready and /metrics (mcsdns.server.http, with its limits) on a thread."""
 
-    def do_GET(self) -> None:  # noqa: N802
-        ctype = "text/plain"
-        if self.path == "/metrics":
-            code, body, ctype = 200, render(self.reg), "text/plain; version=0.0.4; charset=utf-8"
-        elif self.path == "/health" or (self.path == "/ready" and self.mgr.ready.is_set()):
-            code, body = 200, b"ok\n"
-        else:
-            code, body = (503, b"not ready\n") if self.path == "/ready" else (404, b"not found\n")
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def __init__(self, addrs: list[tuple[str, int]], mgr: Manager) -> None:
+        self.loop = asyncio.new_event_loop()
+        reg = registry(mgr)
+        for host, port in dict.fromkeys(addrs):  # a bind error is raised here, before the thread starts
+            ep = HTTPEndpoints(mgr.ready.is_set, lambda: render(reg))
+            self.loop.run_until_complete(serve_http(host, port, ep))
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="health").start()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
-def _start_http(addr: tuple[str, int], mgr: Manager) -> ThreadingHTTPServer:
-    handler = type("Health", (_Health,), {"mgr": mgr, "reg": registry(mgr)})
-    srv = ThreadingHTTPServer(addr, handler)
-    threading.Thread(target=srv.serve_forever, daemon=True, name="health").start()
-    return srv
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 def _mode(args: argparse.Namespace) -> str:
@@ -182,15 +169,14 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    servers = [_start_http(a, mgr) for a in (args.health, args.metrics) if a]
+    endpoints = _Endpoints([a for a in (args.health, args.metrics) if a], mgr)
     try:
         mgr.run()
     finally:
         mgr.shutdown()
         if elector is not None:
             elector.release()
-        for srv in servers:
-            srv.shutdown()
+        endpoints.stop()
         log.info("stopped; %d writes", mgr.writes())
     return 0
 

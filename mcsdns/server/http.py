@@ -1,5 +1,11 @@
 """A small HTTP endpoint for /health (liveness), /ready (first full sync done)
-and /metrics (Prometheus text format)."""
+and /metrics (Prometheus text format).
+
+Limits: at most MAX_CONNS connections (a new one beyond closes the oldest),
+a request line or header line of at most MAX_LINE octets (414, 431), at most
+MAX_HEADERS header lines (431), and DEADLINE seconds from accept to the last
+octet of the answer, however the client trickles its request.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,27 @@ log = logging.getLogger("mcsdns.http")
 
 MetricsFn = Callable[[], bytes]
 
+MAX_CONNS = 64
+MAX_LINE = 8192
+MAX_HEADERS = 100
+DEADLINE = 5.0
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 414: "URI Too Long",
+           431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
 
 class HTTPEndpoints:
-    def __init__(self, ready: Callable[[], bool], metrics: MetricsFn | None) -> None:
+    def __init__(self, ready: Callable[[], bool], metrics: MetricsFn | None,
+                 max_conns: int = MAX_CONNS, deadline: float = DEADLINE) -> None:
         self.ready = ready
         self.metrics = metrics
+        self.max_conns = max_conns
+        self.deadline = deadline
+        self.open: dict[asyncio.StreamWriter, None] = {}  # oldest first
 
     def route(self, path: str) -> tuple[int, str, bytes]:
         path = path.split("?", 1)[0]
@@ -29,26 +51,47 @@ class HTTPEndpoints:
             return 200, "text/plain; version=0.0.4; charset=utf-8", self.metrics()
         return 404, "text/plain", b"not found\n"
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def read_head(self, reader: asyncio.StreamReader) -> list[str]:
+        """The request line's words; BadRequest when it or the headers break a limit."""
+        line = await self.read_line(reader, 414)
+        for _ in range(MAX_HEADERS + 1):
+            if (await self.read_line(reader, 431)) in (b"\r\n", b"\n", b""):
+                return line.decode("latin-1").split()
+        raise BadRequest(431)
+
+    async def read_line(self, reader: asyncio.StreamReader, too_long: int) -> bytes:
         try:
-            line = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
-            parts = line.decode("latin-1").split()
-            if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
-                status, ctype, body = 400, "text/plain", b"bad request\n"
-            else:
-                status, ctype, body = self.route(parts[1])
-            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}[status]
-            head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-            writer.write(head + (body if parts and parts[0] != "HEAD" else b""))
-            await writer.drain()
-        except (TimeoutError, ConnectionError, UnicodeDecodeError):
+            return await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as e:
+            return e.partial
+        except asyncio.LimitOverrunError:
+            raise BadRequest(too_long) from None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.open) >= self.max_conns:
+            oldest = next(iter(self.open))  # it had most of its deadline
+            del self.open[oldest]
+            oldest.transport.abort()
+        self.open[writer] = None
+        try:
+            async with asyncio.timeout(self.deadline):
+                try:
+                    parts = await self.read_head(reader)
+                    if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
+                        raise BadRequest(400)
+                    status, ctype, body = self.route(parts[1])
+                except BadRequest as e:
+                    parts, (status, ctype, body) = [], (e.status, "text/plain", b"bad request\n")
+                head = (f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {ctype}\r\n"
+                        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+                writer.write(head + (body if parts[:1] != ["HEAD"] else b""))
+                await writer.drain()
+        except (TimeoutError, ConnectionError):
             pass
         finally:
+            self.open.pop(writer, None)
             writer.close()
 
 
 async def serve_http(host: str, port: int, endpoints: HTTPEndpoints) -> asyncio.AbstractServer:
-    return await asyncio.start_server(endpoints.handle, host, port)
+    return await asyncio.start_server(endpoints.handle, host, port, limit=MAX_LINE)

@@ -1,13 +1,24 @@
 """TCP listener: length-prefixed messages, several per connection (RFC 7766).
 
-Limits: at most `max_conns` open connections (new ones beyond are closed),
-an idle connection is closed after `idle_timeout`, and a message must arrive
-whole within `read_timeout` of its first byte (slow-client defence).
+Limits: at most `max_conns` open connections and `max_per_client` from one
+client (an IPv4 address, an IPv6 /64). A new connection beyond either limit
+first closes an idle one to make room (at the client limit the client's own
+oldest idle one; at the total limit the oldest idle one of the client holding
+the most, else the oldest idle one of all) and is refused only when none is
+idle. Idle: no message partly read, no transfer or answer being sent. An idle
+connection is closed after `idle_timeout`, and a message must arrive whole
+within `read_timeout` of its first byte (slow-client defence).
+
+Memory per connection is bounded: at most one whole message + 2 octets of
+input is queued (reading pauses while a transfer is being sent or the client
+is not reading its answers), and answering stops while the client is not
+reading them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import time
@@ -15,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from ..stats import Put, define
+from ..wire import MAX_TCP
 from . import bound_socket
 
 log = logging.getLogger("mcsdns.tcp")
@@ -23,9 +35,17 @@ Respond = Callable[[bytes, bool], "bytes | None"]
 # (query, peer address) -> a stream of response messages (zone transfers), or None
 Stream = Callable[[bytes, Any], "Iterator[bytes] | None"]
 PUMP_BATCH = 8  # transfer messages sent per event-loop turn
+QUEUED = 2 + MAX_TCP  # input octets a connection may queue: one whole message
+FLUSH = 1 << 16  # answers to pipelined queries are written in batches of this size
 
-
-REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter", "TCP connections closed at the limit.")
+REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter",
+                  "New TCP connections refused at --tcp-max-conns, none idle to close.")
+CLIENT_REFUSED = define("mcsdns_tcp_connections_client_refused_total", "counter",
+                        "New TCP connections refused at --tcp-max-conns-per-client, "
+                        "none of the client's idle to close.")
+EVICTED = define("mcsdns_tcp_connections_evicted_total", "counter",
+                 "Idle TCP connections closed to make room for a new one, by the limit reached.",
+                 ("limit",))
 TIMED_OUT = define("mcsdns_tcp_connections_timed_out_total", "counter",
                    "TCP connections closed idle or slow.")
 OPEN = define("mcsdns_tcp_connections", "gauge", "Open TCP connections.")
@@ -33,26 +53,82 @@ OPEN = define("mcsdns_tcp_connections", "gauge", "Open TCP connections.")
 
 class TCPLimits:
     def __init__(self, max_conns: int = 1000, idle_timeout: float = 10.0,
-                 read_timeout: float = 5.0) -> None:
+                 read_timeout: float = 5.0, max_per_client: int = 100) -> None:
         self.max_conns = max_conns
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
+        self.max_per_client = max_per_client
+
+
+def client_of(peer: Any) -> str:
+    """The address a per-client limit counts: IPv4 address, IPv6 /64."""
+    host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return str(host)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Address(int(ip) >> 64 << 64)) + "/64"
+    return str(ip)
 
 
 class TCPServerState:
     def __init__(self, respond: Respond, limits: TCPLimits) -> None:
         self.respond = respond
         self.limits = limits
-        self.conns: set[TCPConnection] = set()
+        self.conns: dict[TCPConnection, None] = {}  # oldest first
+        self.clients: dict[str, dict[TCPConnection, None]] = {}  # by client_of(), oldest first
         self.rejected = 0
+        self.client_refused = 0
+        self.evicted = {"total": 0, "client": 0}
         self.timed_out = 0
         self.sweeper: asyncio.Task[None] | None = None
         self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
+        self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
 
     def publish(self, put: Put) -> None:
         put(REJECTED, self.rejected)
+        put(CLIENT_REFUSED, self.client_refused)
+        for limit, n in self.evicted.items():
+            put(EVICTED, n, limit=limit)
         put(TIMED_OUT, self.timed_out)
         put(OPEN, len(self.conns))
+
+    def admit(self, conn: TCPConnection) -> bool:
+        """Add a new connection, closing an idle one to make room; False: refused."""
+        lim = self.limits
+        mine = self.clients.get(conn.client)
+        if mine is not None and len(mine) >= lim.max_per_client:
+            if not self._evict(mine, "client"):
+                self.client_refused += 1
+                return False
+        if len(self.conns) >= lim.max_conns:
+            heaviest = max(self.clients.values(), key=len)
+            if not (self._evict(heaviest, "total") or self._evict(self.conns, "total")):
+                self.rejected += 1
+                return False
+        self.conns[conn] = None
+        self.clients.setdefault(conn.client, {})[conn] = None
+        return True
+
+    def _evict(self, among: dict[TCPConnection, None], limit: str) -> bool:
+        """Close the oldest idle connection of `among`; False when none is idle."""
+        victim = next((c for c in among if c.idle()), None)
+        if victim is None:
+            return False
+        self.evicted[limit] += 1
+        victim.close()
+        return True
+
+    def forget(self, conn: TCPConnection) -> None:
+        if conn in self.conns:
+            del self.conns[conn]
+            mine = self.clients[conn.client]
+            del mine[conn]
+            if not mine:
+                del self.clients[conn.client]
 
     def sweep(self) -> None:
         now = time.monotonic()
@@ -67,46 +143,68 @@ class TCPServerState:
                 c.close()
 
 
-class TCPConnection(asyncio.Protocol):
+class TCPConnection(asyncio.BufferedProtocol):
     def __init__(self, state: TCPServerState) -> None:
         self.state = state
-        self.buf = b""
+        self.buf = bytearray()  # input not answered yet: at most QUEUED octets
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
         self.pending_since: float | None = None
         self.out: Iterator[bytes] | None = None  # a transfer being sent
-        self.paused = False
+        self.paused = False  # the client is not reading (pause_writing)
+        self.reading = True
         self.scheduled = False  # a _pump call is pending
         self.peer: Any = None
+        self.client = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.peer = transport.get_extra_info("peername")
-        if len(self.state.conns) >= self.state.limits.max_conns:
-            self.state.rejected += 1
+        self.client = client_of(self.peer)
+        if not self.state.admit(self):
             self.transport.abort()
-            return
-        self.state.conns.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.state.conns.discard(self)
+        self.state.forget(self)
+
+    def idle(self) -> bool:
+        """No query pending, no transfer or answer being sent."""
+        t = self.transport
+        return (not self.buf and self.out is None and not self.paused
+                and t is not None and t.get_write_buffer_size() == 0)
 
     def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-        self.state.conns.discard(self)
+        t = self.transport
+        if t is not None:
+            if t.get_write_buffer_size():
+                t.abort()  # a client not reading must not keep its socket after we forget it
+            else:
+                t.close()
+        self.state.forget(self)
+
+    def _flow(self) -> None:
+        """Read while the client reads its answers and the queued input is under QUEUED."""
+        want = not self.paused and len(self.buf) < QUEUED
+        t = self.transport
+        if want != self.reading and t is not None and not t.is_closing():
+            self.reading = want
+            if want:
+                t.resume_reading()
+            else:
+                t.pause_reading()
 
     def pause_writing(self) -> None:  # client not reading: stop reading its queries
         self.paused = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._flow()
 
     def resume_writing(self) -> None:
         self.paused = False
-        if self.transport is not None:
-            self.transport.resume_reading()
-        if self.out is not None and not self.scheduled:
-            self._pump()
+        if self.out is not None:
+            if not self.scheduled:
+                self._pump()
+        elif self.buf:
+            self._answer_queued()
+        self._flow()
 
     def _pump(self) -> None:
         """Send up to PUMP_BATCH transfer messages, then let other work run; stop while
@@ -123,7 +221,8 @@ class TCPConnection(asyncio.Protocol):
                 if msg is None:
                     self.out = None
                     if self.buf:
-                        self.data_received(b"")
+                        self._answer_queued()
+                    self._flow()
                     return
                 self.transport.write(len(msg).to_bytes(2, "big") + msg)
         except Exception:
@@ -133,35 +232,62 @@ class TCPConnection(asyncio.Protocol):
         self.scheduled = True
         asyncio.get_running_loop().call_soon(self._pump)
 
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf + data if self.buf else data
-        now = time.monotonic()
-        self.last_active = now
-        if self.out is not None:  # a transfer is being sent: queue
-            self.buf = buf
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.state.scratch[:QUEUED - len(self.buf)]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        data = bytes(self.state.scratch[:nbytes])
+        self.last_active = time.monotonic()
+        if self.buf or self.out is not None or self.paused:
+            self.buf += data
+            if self.out is None and not self.paused:
+                self._answer_queued()
+            self._flow()
             return
+        done = self._answer(data)
+        if 0 <= done < len(data):
+            self.buf += data[done:]
+            self._flow()
+        self._timing()
+
+    def _answer_queued(self) -> None:
+        done = self._answer(self.buf)
+        if done > 0:
+            del self.buf[:done]
+        self._timing()
+
+    def _timing(self) -> None:
+        if self.out is None and not self.paused:
+            self.pending_since = (self.pending_since or time.monotonic()) if self.buf else None
+
+    def _answer(self, buf: bytes | bytearray) -> int:
+        """Answer the whole messages at the start of `buf` until a transfer starts or
+        the client stops reading; the octets used, or -1 when the connection closed."""
         out: list[bytes] = []
+        size = pos = 0
+        end = len(buf)
         stream = self.state.stream
-        while len(buf) >= 2:
-            n = (buf[0] << 8) | buf[1]
-            if len(buf) < 2 + n:
+        while end - pos >= 2:
+            n = (buf[pos] << 8) | buf[pos + 1]
+            if end - pos < 2 + n:
                 break
-            msg, buf = buf[2:2 + n], buf[2 + n:]
+            msg = bytes(buf[pos + 2:pos + 2 + n])
+            pos += 2 + n
             if stream is not None:
                 try:
                     xfr = stream(msg, self.peer)
                 except Exception:
                     log.exception("error starting a zone transfer")
                     self.close()
-                    return
+                    return -1
                 if xfr is not None:
                     if out and self.transport is not None:
                         self.transport.write(b"".join(out))
-                    self.buf = buf
                     self.pending_since = None
                     self.out = xfr
-                    self._pump()
-                    return
+                    asyncio.get_running_loop().call_soon(self._pump)
+                    self.scheduled = True
+                    return pos
             try:
                 resp = self.state.respond(msg, True)
             except Exception:
@@ -169,12 +295,18 @@ class TCPConnection(asyncio.Protocol):
                 resp = None
             if resp is None:
                 self.close()
-                return
+                return -1
             out.append(len(resp).to_bytes(2, "big") + resp)
-        self.buf = buf
-        self.pending_since = (self.pending_since or now) if buf else None
+            size += 2 + len(resp)
+            if size >= FLUSH and self.transport is not None:
+                self.transport.write(b"".join(out))
+                out.clear()
+                size = 0
+                if self.paused:
+                    return pos
         if out and self.transport is not None:
             self.transport.write(b"".join(out))
+        return pos
 
 
 def bind_tcp(host: str, port: int, reuse_port: bool) -> socket.socket:

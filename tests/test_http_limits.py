@@ -1,0 +1,120 @@
+"""The HTTP endpoints hold against hostile clients: slow headers are cut at the
+request deadline, over-long lines get an answer (no traceback), and connections
+beyond the cap never stop /ready from answering."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from controller_env import Cluster, eventually, run_controller
+from helpers import EXAMPLE, Server, run_server
+
+DEADLINE = 5.0  # mcsdns.server.http.DEADLINE, as a client sees it
+CAP = 64  # mcsdns.server.http.MAX_CONNS
+
+
+@pytest.fixture
+def srv(tmp_path: Path) -> Iterator[Server]:
+    with run_server(["--manifests", str(EXAMPLE)], tmp_path) as s:
+        yield s
+
+
+def connect(srv: Server) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", srv.http_port), timeout=2)
+
+
+def answer(sock: socket.socket, timeout: float = 2) -> bytes:
+    """Everything the server sends until it closes (b"" when reset)."""
+    sock.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := sock.recv(65536):
+            out += chunk
+    except ConnectionResetError:
+        pass
+    return out
+
+
+def trickle(port: int) -> float | None:
+    """Send a request line, then one header line a second, never the end; the
+    seconds until the server closes (None: still open after DEADLINE + 3)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s.sendall(b"GET /ready HTTP/1.1\r\n")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < DEADLINE + 3:
+        try:
+            s.sendall(b"X-Trickle: 1\r\n")
+            s.settimeout(1)
+            if s.recv(1) == b"":
+                return time.monotonic() - t0
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - t0
+    return None
+
+
+def test_a_header_trickle_is_closed_at_the_request_deadline(srv: Server) -> None:
+    gone = trickle(srv.http_port)
+    assert gone is not None and gone < DEADLINE + 1
+    assert srv.http("/ready")[0] == 200
+
+
+@pytest.mark.parametrize("request_, status", [
+    (b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n", b"414"),
+    (b"GET /ready HTTP/1.1\r\nX-Big: " + b"b" * 100_000 + b"\r\n\r\n", b"431"),
+    (b"GET /ready HTTP/1.1\r\n" + b"X-Many: 1\r\n" * 1000 + b"\r\n", b"431"),
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", b"400"),
+])
+def test_over_long_or_malformed_requests_are_answered_without_a_traceback(
+        srv: Server, request_: bytes, status: bytes) -> None:
+    for _ in range(3):
+        s = connect(srv)
+        try:
+            s.sendall(request_)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        assert answer(s).split(b" ", 2)[1] == status
+        s.close()
+    assert srv.http("/ready")[0] == 200
+    assert "Traceback" not in srv.logs()
+
+
+def test_connections_beyond_the_cap_are_closed_and_ready_still_answers(srv: Server) -> None:
+    held = [connect(srv) for _ in range(CAP + 36)]
+    time.sleep(0.3)
+    t = time.monotonic()
+    assert srv.http("/ready")[0] == 200  # while every one of them is still within its deadline
+    assert time.monotonic() - t < 1
+    still_open = 0
+    for s in held:
+        s.setblocking(False)
+        try:
+            if s.recv(1) != b"":
+                still_open += 1
+        except BlockingIOError:
+            still_open += 1
+        except ConnectionResetError:
+            pass
+        s.close()
+    assert still_open <= CAP
+
+
+def test_the_controllers_endpoints_have_the_same_limits(tmp_path: Path) -> None:
+    cl = Cluster("a", "a.example", tmp_path)
+    try:
+        with run_controller(["--cluster", f"a={cl.kubeconfig}", "--resync", "1"], tmp_path) as ctl:
+            assert eventually(ctl.ready, what="controller ready")
+            long = socket.create_connection(("127.0.0.1", ctl.health), timeout=2)
+            long.sendall(b"GET /ready HTTP/1.1\r\n" + b"X-Many: 1\r\n" * 1000 + b"\r\n")
+            assert answer(long).split(b" ", 2)[1] == b"431"
+            gone = trickle(ctl.health)
+            assert gone is not None and gone < DEADLINE + 1
+            assert ctl.ready()
+            assert "Traceback" not in ctl.logs()
+    finally:
+        cl.close()
