@@ -107,9 +107,10 @@ def test_deeply_nested_manifest_is_refused(name: str, tmp_path: Path) -> None:
     with run_server(["--manifests", str(mdir)], tmp_path) as srv:
         n = 30_000
         (mdir / name).write_text(("a: " if name.endswith(".yaml") else "") + "[" * n + "]" * n)
-        assert wait_for(lambda: files_errors(srv, "file_too_deep") == 1 or srv.proc.poll() is not None,
-                        timeout=5)
-        assert srv.proc.poll() is None
+        wait_for(lambda: srv.proc.poll() is not None or files_errors(srv, "file_too_deep") == 1,
+                 timeout=5)
+        assert srv.proc.poll() is None, f"the server died: exit {srv.proc.returncode}"
+        assert files_errors(srv, "file_too_deep") == 1
         assert re.search(rf"{name}: skipped manifest file: (YAML|JSON) nested", srv.logs())
         (mdir / "new.yaml").write_text(clusterset_ip("new", "10.66.0.4"))
         assert wait_for(lambda: addrs(srv, f"new.live.svc.{Z}") == ["10.66.0.4"])
