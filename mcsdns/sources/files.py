@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import Node
 from yaml.resolver import Resolver
 
@@ -43,7 +43,7 @@ FullKey = tuple[str, str, str]  # kind, namespace, name
 Sig = tuple[int, int, int]
 
 MAX_BYTES = 16 << 20  # default --max-manifest-bytes
-MAX_DEPTH = 100  # nesting of YAML collections (Kubernetes objects need about 10)
+MAX_DEPTH = 100  # nested YAML collections (Kubernetes objects need about 10)
 MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to one file
 
 _Parser: Any
@@ -60,38 +60,44 @@ class _BoundedComposer(Composer):
 
     def __init__(self) -> None:
         super().__init__()
-        self._depth = 0  # of the node being composed
-        self._deepest = 0  # deepest level reached in the current subtree, aliases expanded
+        self._depth = 0  # collections around the node being composed
+        self._deepest = 0  # most reached in the current subtree, aliases expanded
         self._expanded = 0  # nodes composed so far, aliases expanded
         self._alias_nodes = 0  # of those, nodes added by aliases
-        self._size: dict[str, tuple[int, int]] = {}  # anchor: (expanded nodes, height)
+        self._size: dict[str, tuple[int, int]] = {}  # anchor: (expanded nodes, collection levels)
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         event = self.peek_event()
+        kind = type(event)
+        if kind is ScalarEvent and event.anchor is None:  # most nodes: only counted
+            self._expanded += 1
+            # no path resolvers to descend; the stub mistypes the anchor (str | None)
+            return self.compose_scalar_node(None)  # type: ignore[arg-type]
         line = event.start_mark.line + 1
-        alias = isinstance(event, AliasEvent)
-        if alias:  # an unknown anchor is left to Composer's error
+        if kind is AliasEvent:  # an unknown anchor is left to Composer's error
             nodes, height = self._size.get(event.anchor, (0, 0))
             self._alias_nodes += nodes
             self._expanded += nodes
             if self._alias_nodes > MAX_ALIAS_NODES:
                 raise Refused("aliases",
-                               f"YAML aliases expand to over {MAX_ALIAS_NODES} nodes (line {line})")
-        deepest = self._depth + (height if alias else 1)
-        if deepest > MAX_DEPTH:
+                              f"YAML aliases expand to over {MAX_ALIAS_NODES} nodes (line {line})")
+            level = self._depth + height
+        else:  # a collection, or an anchored scalar
+            level = self._depth + (kind is not ScalarEvent)
+        if level > MAX_DEPTH:
             raise Refused("too_deep", f"YAML nested over {MAX_DEPTH} levels (line {line})")
-        if alias:
-            self._deepest = max(self._deepest, deepest)
+        if kind is AliasEvent:
+            self._deepest = max(self._deepest, level)
             return super().compose_node(parent, index)
-        outer, before = self._deepest, self._expanded
-        self._depth = self._deepest = deepest
+        depth, outer, before = self._depth, self._deepest, self._expanded
+        self._depth = self._deepest = level
         try:
             node = super().compose_node(parent, index)
         finally:
-            self._depth -= 1
+            self._depth = depth
         self._expanded += 1
-        if getattr(event, "anchor", None):
-            self._size[event.anchor] = (self._expanded - before, self._deepest - self._depth)
+        if event.anchor is not None:
+            self._size[event.anchor] = (self._expanded - before, self._deepest - depth)
         self._deepest = max(outer, self._deepest)
         return node
 
