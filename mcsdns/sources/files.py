@@ -117,9 +117,9 @@ def _full_key(obj: dict[str, Any]) -> FullKey | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
     kind, ns = obj.get("kind"), meta.get("namespace", "default")
-    if not isinstance(kind, str) or not isinstance(ns, str):
+    if not isinstance(ns, str):
         return None
-    return (kind, ns, meta["name"])
+    return (kind if isinstance(kind, str) else "", ns, meta["name"])
 
 
 def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
@@ -245,7 +245,7 @@ class FileSource:
                     if k is None or k[0] not in KINDS:
                         if k is None:
                             self.errors["object"] += 1
-                            log.warning("%s: skipped an object without metadata.name", p)
+                            log.warning("%s: skipped an object: metadata.name or namespace not a string", p)
                         continue
                     objs[k] = o
                 out[p] = objs
