@@ -54,6 +54,7 @@ class Config:
     zone: str = "clusterset.local"
     ttl: int = 5
     manifests: str | None = None
+    max_manifest_bytes: int | None = None  # manifest files larger are skipped (None: 16 MiB)
     kubeconfig: str | None = None
     context: str | None = None
     namespaces: list[str] = field(default_factory=list)
@@ -169,9 +170,10 @@ class App:
 
     def make_sources(self) -> list[Source]:
         if self.cfg.manifests:
-            from .sources.files import FileSource
+            from .sources.files import MAX_BYTES, FileSource
 
-            return [FileSource(self.store, self.cfg.manifests)]
+            return [FileSource(self.store, self.cfg.manifests,
+                               max_bytes=self.cfg.max_manifest_bytes or MAX_BYTES)]
         from .sources.kube import KubeSource
 
         return [KubeSource(self.store, self.cfg.kubeconfig, self.cfg.context, self.cfg.namespaces)]

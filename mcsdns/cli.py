@@ -18,6 +18,7 @@ from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
 from .objects import valid_cluster_id
 from .server.tcp import TCPLimits
+from .sources.files import MAX_BYTES
 
 
 def host_port(s: str) -> tuple[str, int]:
@@ -61,6 +62,8 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--zone", default="clusterset.local")
     s.add_argument("--ttl", type=int, default=5, help="TTL of every record (default 5)")
     s.add_argument("--manifests", metavar="DIR", help="serve objects from a directory of YAML/JSON files")
+    s.add_argument("--max-manifest-bytes", type=positive, default=MAX_BYTES, metavar="N",
+                   help=f"skip manifest files larger than N bytes (default {MAX_BYTES}: 16 MiB)")
     s.add_argument("--kubeconfig", metavar="PATH", help="watch a Kubernetes API (default: in-cluster)")
     s.add_argument("--context", metavar="NAME")
     s.add_argument("--namespace", action="append", default=[], dest="namespaces",
@@ -159,6 +162,7 @@ def setup_logging(level: str, fmt: str) -> None:
 def config_from(args: argparse.Namespace) -> Config:
     cfg = Config(
         zone=args.zone.rstrip("."), ttl=args.ttl, manifests=args.manifests,
+        max_manifest_bytes=args.max_manifest_bytes,
         kubeconfig=args.kubeconfig, context=args.context, namespaces=args.namespaces,
         locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
                           dict(args.cluster_region), args.prefer_local, args.terminating_fallback),

@@ -23,8 +23,23 @@ _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _HOST_LABEL = re.compile(r"[a-z0-9-]{1,63}\Z")
 
 
+SHOW_MAX = 64  # characters of a value quoted in a message
+
+
 class Malformed(ValueError):
     """The object cannot be used at all."""
+
+
+def _show(v: Any) -> str:
+    """repr() of a value from an object for a message, bounded: long strings cut, huge
+    integers and collections summarised (their repr can be huge, or raise)."""
+    if isinstance(v, int) and v.bit_length() > 64:
+        return f"<{v.bit_length()}-bit integer>"
+    if isinstance(v, list | dict | tuple | set | frozenset):
+        return f"<{type(v).__name__} of {len(v)}>"
+    if isinstance(v, str | bytes) and len(v) > SHOW_MAX:
+        return repr(v[:SHOW_MAX]) + "..."
+    return repr(v)
 
 
 def is_dns_label(s: str) -> bool:
@@ -100,11 +115,11 @@ def _ports(raw: Any, where: str) -> tuple[Port, ...]:
             raise Malformed(f"{where} entries must be maps")
         num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
         if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
-            raise Malformed(f"{where}: bad port {num!r}")
+            raise Malformed(f"{where}: bad port {_show(num)}")
         if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
-            raise Malformed(f"{where}: bad port name {name!r}")
+            raise Malformed(f"{where}: bad port name {_show(name)}")
         if proto not in ("TCP", "UDP", "SCTP"):
-            raise Malformed(f"{where}: bad protocol {proto!r}")
+            raise Malformed(f"{where}: bad protocol {_show(proto)}")
         out.append(Port(name.lower(), proto, num))
     return tuple(out)
 
@@ -112,11 +127,11 @@ def _ports(raw: Any, where: str) -> tuple[Port, ...]:
 def _packed(addr: Any, v6: bool | None = None) -> bytes:
     """Packed address; strict (inet_pton: no leading zeros, no spaces)."""
     if not isinstance(addr, str):
-        raise ValueError(f"address {addr!r} is not a string")
+        raise ValueError(f"address {_show(addr)} is not a string")
     try:
         packed = socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
     except (OSError, ValueError):
-        raise ValueError(f"{addr!r} is not an IP address") from None
+        raise ValueError(f"{_show(addr)} is not an IP address") from None
     if v6 is not None and (len(packed) == 16) != v6:
         raise ValueError(f"address {addr} is not of the slice's family")
     return packed
@@ -131,7 +146,7 @@ def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
         raise Malformed(f"{ns}/{name}: missing spec")
     typ = spec.get("type")
     if typ not in ("ClusterSetIP", "Headless"):
-        raise Malformed(f"{ns}/{name}: spec.type {typ!r} is not ClusterSetIP or Headless")
+        raise Malformed(f"{ns}/{name}: spec.type {_show(typ)} is not ClusterSetIP or Headless")
     raw_ips = spec.get("ips") or []
     if not isinstance(raw_ips, list):
         raise Malformed(f"{ns}/{name}: spec.ips must be a list")
@@ -150,7 +165,7 @@ def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
 def _hostname_for(raw: Any, addresses: list[bytes]) -> str:
     if raw:
         if not isinstance(raw, str) or not is_dns_label(raw.lower()):
-            raise ValueError(f"hostname {raw!r} is not a DNS label")
+            raise ValueError(f"hostname {_show(raw)} is not a DNS label")
         return raw.lower()
     a = addresses[0]
     ip = socket.inet_ntop(socket.AF_INET if len(a) == 4 else socket.AF_INET6, a)
@@ -170,14 +185,14 @@ def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
     svc = labels.get(SERVICE_NAME_LABEL)
     cluster = labels.get(SOURCE_CLUSTER_LABEL)
     if not isinstance(svc, str) or not is_dns_label(svc):
-        raise Malformed(f"{ns}/{name}: label {SERVICE_NAME_LABEL}={svc!r} is not a DNS label")
+        raise Malformed(f"{ns}/{name}: label {SERVICE_NAME_LABEL}={_show(svc)} is not a DNS label")
     if not isinstance(cluster, str) or not valid_cluster_id(cluster.lower()):
-        raise Malformed(f"{ns}/{name}: label {SOURCE_CLUSTER_LABEL}={cluster!r} is not a cluster ID")
+        raise Malformed(f"{ns}/{name}: label {SOURCE_CLUSTER_LABEL}={_show(cluster)} is not a cluster ID")
     if not is_dns_label(ns):
         raise Malformed(f"{ns}/{name}: namespace is not a DNS label")
     family = obj.get("addressType", "IPv4")
     if family not in ("IPv4", "IPv6"):
-        raise Malformed(f"{ns}/{name}: addressType {family!r} is not served")
+        raise Malformed(f"{ns}/{name}: addressType {_show(family)} is not served")
     v6 = family == "IPv6"
     raw_eps = obj.get("endpoints") or []
     if not isinstance(raw_eps, list):
@@ -233,5 +248,5 @@ def parse_cluster_id(obj: dict[str, Any]) -> str | None:
         return None
     value = (obj.get("spec") or {}).get("value")
     if not isinstance(value, str) or not valid_cluster_id(value.lower()):
-        raise Malformed(f"ClusterProperty {name}: value {value!r} is not a cluster ID")
+        raise Malformed(f"ClusterProperty {name}: value {_show(value)} is not a cluster ID")
     return value.lower()

@@ -15,13 +15,17 @@ import json
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
+
+from .fileio import read_bounded, write_atomic
 
 log = logging.getLogger("mcsdns.serial")
 
 HALF = 1 << 31
 MOD = 1 << 32
 HISTORY = 64  # recent (digest, serial) pairs kept so lagging workers find theirs
+MAX_BYTES = 64 * 1024  # the serial file is about 6 kB with a full HISTORY
 
 
 def serial_lt(a: int, b: int) -> bool:
@@ -41,6 +45,11 @@ def next_serial(cur: int | None, now: float | None = None) -> int:
         return t
     nxt = serial_add(cur, 1)
     return t if serial_lt(nxt, t) else nxt
+
+
+def _serial(v: Any) -> bool:
+    """v is a serial number: an int (not a bool) in [0, 2**32)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MOD
 
 
 class SerialClock:
@@ -93,18 +102,16 @@ class SerialClock:
         assert self.path
         empty: dict[str, Any] = {"serial": None, "digest": "", "history": []}
         try:
-            with open(self.path, encoding="utf-8") as f:
-                state = json.load(f)
+            state = json.loads(read_bounded(Path(self.path), MAX_BYTES))
         except FileNotFoundError:
             return empty
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # Refused is a ValueError
             log.warning("ignoring unreadable serial state %s: %s", self.path, e)
             return empty
-        ok = (isinstance(state, dict) and (state.get("serial") is None or (
-            isinstance(state.get("serial"), int) and 0 <= state["serial"] < MOD))
+        ok = (isinstance(state, dict) and (state.get("serial") is None or _serial(state["serial"]))
               and isinstance(state.get("digest"), str) and isinstance(state.get("history"), list)
               and all(isinstance(h, list) and len(h) == 2 and isinstance(h[0], str)
-                      and isinstance(h[1], int) for h in state["history"]))
+                      and _serial(h[1]) for h in state["history"]))
         if not ok:
             log.warning("ignoring malformed serial state %s", self.path)
             return empty
@@ -113,12 +120,7 @@ class SerialClock:
 
     def _write(self, state: dict[str, Any]) -> None:
         assert self.path
-        tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(state, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            write_atomic(Path(self.path), json.dumps(state).encode())
         except OSError as e:
             log.warning("cannot write serial state %s: %s", self.path, e)

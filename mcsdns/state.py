@@ -5,13 +5,15 @@ The file `<dir>/objects.json` holds one header line (JSON: format, version,
 namespaces, the body's length and SHA-256) and a body: a JSON list of the
 store's objects in a compact Kubernetes form (only what DNS needs), so that
 restoring goes through the same parsers as live objects. It is written
-atomically (temporary file, fsync, rename, fsync of the directory), and read
-back only if the header, length and checksum all match; anything else is
-reported and ignored.
+atomically (`fileio.write_atomic`), and read back only if it is at most
+MAX_BYTES, the header, length and checksum all match and its times are in
+range; anything else is reported and ignored. A snapshot over MAX_BYTES is
+not written.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import fileio
 from .objects import (
     CLUSTER_PROPERTY_ID,
     SERVICE_NAME_LABEL,
@@ -34,6 +37,8 @@ OBJECTS_FILE = "objects.json"
 FORMAT = "mcsdns-objects"
 VERSION = 1
 HEADER_MAX = 64 * 1024
+MAX_BYTES = 256 << 20  # state file size cap, read and write (about a million objects)
+TIME_MAX = 2**37  # header times are unix seconds below this (year 6325: datetime can show it)
 
 Obj = dict[str, Any]
 
@@ -108,23 +113,18 @@ def encode(imports: list[ServiceImport], slices: list[EndpointSlice], cluster_id
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: temporary file, fsync, rename, fsync of the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Replace the state file with `data` (`fileio.write_atomic`); OSError (EFBIG)
+    if it is over MAX_BYTES, which `read` would refuse."""
+    if len(data) > MAX_BYTES:
+        raise OSError(errno.EFBIG, f"state is {len(data)} bytes, over the limit of {MAX_BYTES}")
+    fileio.write_atomic(path, data)
+
+
+def _time(v: Any) -> float | None:
+    """A header time as a float, None unless a number 0 <= v < TIME_MAX."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < TIME_MAX:
+        return None  # NaN fails the comparison too
+    return float(v)
 
 
 def decode(data: bytes, namespaces: list[str]) -> Saved:
@@ -137,6 +137,8 @@ def decode(data: bytes, namespaces: list[str]) -> Saved:
         header = json.loads(head)
     except ValueError as e:
         raise StateError(f"header is not JSON ({e}): not an mcsdns state file") from None
+    except RecursionError:
+        raise StateError("header is nested too deep: not an mcsdns state file") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise StateError("header has no format marker: not an mcsdns state file")
     if header.get("version") != VERSION:
@@ -148,24 +150,26 @@ def decode(data: bytes, namespaces: list[str]) -> Saved:
         raise StateError(f"body is {len(body)} bytes, header says {header.get('bytes')!r}: truncated")
     if header.get("sha256") != hashlib.sha256(body).hexdigest():
         raise StateError("body checksum does not match: corrupt")
-    as_of, written = header.get("as_of"), header.get("written")
-    if not isinstance(as_of, int | float) or not isinstance(written, int | float):
-        raise StateError("header times are not numbers")
+    as_of, written = _time(header.get("as_of")), _time(header.get("written"))
+    if as_of is None or written is None:
+        raise StateError("header times are not unix times")
     try:
         objs = json.loads(body)
     except ValueError as e:
         raise StateError(f"body is not JSON: {e}") from None
+    except RecursionError:
+        raise StateError("body is nested too deep") from None
     if not isinstance(objs, list) or not all(isinstance(o, dict) for o in objs):
         raise StateError("body is not a list of objects")
-    return Saved(objs, float(as_of), float(written))
+    return Saved(objs, as_of, written)
 
 
 def read(path: Path, namespaces: list[str]) -> Saved | None:
     """The saved state, None if there is no file; StateError if it is unusable."""
     try:
-        data = path.read_bytes()
+        data = fileio.read_bounded(path, MAX_BYTES)
     except FileNotFoundError:
         return None
-    except OSError as e:
+    except (OSError, fileio.Refused) as e:
         raise StateError(f"cannot read: {e}") from None
     return decode(data, namespaces)

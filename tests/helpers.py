@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -169,3 +170,45 @@ ports: [{{name: http, protocol: TCP, port: 8080}}]
 endpoints:
 {eps}
 """
+
+
+def alias_bomb(levels: int) -> str:
+    """A ServiceImport whose spec.type is 9**levels strings through nested aliases (about
+    500 bytes)."""
+    anchors = ['  a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    anchors += [f"  a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return ("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\n"
+            "metadata: {name: evil, namespace: live}\nx:\n" + "\n".join(anchors)
+            + f"\nspec: {{type: *a{levels - 1}, ips: [10.66.0.2]}}\n")
+
+
+class Prober:
+    """Sends UDP queries back to back from a thread; records the slowest answer."""
+
+    def __init__(self, srv: Server, name: str = "web.shop.svc.clusterset.local") -> None:
+        self.srv, self.name, self.worst, self.count, self.lost = srv, name, 0.0, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        q = dns.message.make_query(self.name, "A").to_wire()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(10)
+            while not self._stop.is_set():
+                t = time.monotonic()
+                s.sendto(q, self.srv.addr)
+                try:
+                    s.recv(4096)
+                except TimeoutError:
+                    self.lost += 1
+                self.worst = max(self.worst, time.monotonic() - t)
+                self.count += 1
+                time.sleep(0.002)
+
+    def __enter__(self) -> Prober:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

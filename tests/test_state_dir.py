@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 import threading
 import time
 from pathlib import Path
@@ -150,14 +152,15 @@ def test_restart_during_api_outage_serves_saved_state(scope: str, tmp_path: Path
         api.stop()
 
 
-def _valid_state(namespaces: list[str], version: int = 1) -> bytes:
+def _valid_state(namespaces: list[str], version: int = 1, body: bytes | None = None,
+                 **times: float) -> bytes:
     """A well-formed state file (built by hand from the documented format) holding the
-    ServiceImport foreign.shop -> 10.99.0.1."""
-    objs = [service_import("foreign", "shop", ["10.99.0.1"])]
-    body = json.dumps(objs).encode()
+    ServiceImport foreign.shop -> 10.99.0.1 (or `body`), its times replaced by `times`."""
+    if body is None:
+        body = json.dumps([service_import("foreign", "shop", ["10.99.0.1"])]).encode()
     header = {"format": "mcsdns-objects", "version": version, "as_of": time.time(),
               "written": time.time(), "namespaces": namespaces, "objects": 1, "bytes": len(body),
-              "sha256": hashlib.sha256(body).hexdigest()}
+              "sha256": hashlib.sha256(body).hexdigest(), **times}
     return json.dumps(header).encode() + b"\n" + body
 
 
@@ -169,10 +172,15 @@ BAD_STATES = {
     "foreign JSON": b'{"apiVersion": "v1", "kind": "List", "items": []}\n[]',
     "other namespaces": _valid_state(["elsewhere"]),
     "newer version": _valid_state([], version=99),
+    # hostile: each made `serve` exit 1 (OverflowError, ValueError, RecursionError)
+    "400-digit as_of": _valid_state([], as_of=10**400),
+    "NaN written": _valid_state([], written=float("nan")),
+    "as_of in year 40000": _valid_state([], as_of=1.2e12),
+    "deeply nested body": _valid_state([], body=b"[" * 100_000 + b"]" * 100_000),
 }
 
 
-@pytest.mark.parametrize("case", [*BAD_STATES, "a directory"])
+@pytest.mark.parametrize("case", [*BAD_STATES, "a directory", "over 256 MiB"])
 def test_corrupt_or_foreign_state_is_reported_and_ignored(case: str, tmp_path: Path) -> None:
     api, kubeconfig = down_api(tmp_path)
     api.put(service_import("web", "shop", ["10.6.0.1"]))
@@ -181,6 +189,9 @@ def test_corrupt_or_foreign_state_is_reported_and_ignored(case: str, tmp_path: P
     path = state_dir / "objects.json"
     if case == "a directory":
         path.mkdir()
+    elif case == "over 256 MiB":  # sparse: refused by its size, never read
+        path.write_bytes(_valid_state([]))
+        os.truncate(path, (256 << 20) + 1)
     else:
         path.write_bytes(BAD_STATES[case])
     args = ["--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir), "--state-interval", "0"]
@@ -204,6 +215,35 @@ def test_corrupt_or_foreign_state_is_reported_and_ignored(case: str, tmp_path: P
             assert srv.proc.poll() is None
         finally:
             api.stop()
+
+
+def test_state_writes_never_follow_a_planted_symlink(tmp_path: Path) -> None:
+    """The temporary files had predictable names (.objects.json.<pid>.tmp, serial.<pid>.tmp)
+    and were opened through a symlink found there: whoever could write the directory had
+    the server overwrite a file of their choice. Now each is a fresh file, mode 0600."""
+    api, kubeconfig = down_api(tmp_path)
+    api.put(service_import("web", "shop", ["10.6.0.1"]))
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    args = ["--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir), "--state-interval", "0"]
+    with run_server(args, tmp_path, wait_ready=False) as srv:
+        victims = {}
+        for name in (f".objects.json.{srv.proc.pid}.tmp", f"serial.{srv.proc.pid}.tmp"):
+            victims[name] = tmp_path / f"victim-{name}"
+            victims[name].write_bytes(b"precious\n")
+            (state_dir / name).symlink_to(victims[name])
+        api.start()
+        try:
+            assert wait_for(lambda: srv.metric(WRITES) >= 1, timeout=15)
+            assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+        finally:
+            api.stop()
+    for victim in victims.values():
+        assert victim.read_bytes() == b"precious\n"
+    for name in ("objects.json", "serial"):
+        st = os.lstat(state_dir / name)
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, name
+    assert [o["metadata"]["name"] for o in saved_objects(state_dir / "objects.json")] == ["web"]
 
 
 def test_malformed_objects_in_a_valid_state_file_are_skipped(tmp_path: Path) -> None:
@@ -274,7 +314,6 @@ def test_restarted_worker_takes_no_queries_before_its_first_sync(tmp_path: Path)
             pids = [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", srv.logs())]
             assert len(pids) == 2 and srv.logs().count("listening on") == 2
             api.stop()
-            import os
             import signal
             os.kill(pids[0], signal.SIGKILL)
             assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3, timeout=5)

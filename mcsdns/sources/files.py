@@ -5,6 +5,10 @@ The directory is scanned by (mtime, size, inode) when inotify reports a change
 worker thread, and only objects whose content changed reach the Store. A file
 that fails to parse is reported and its last good content kept, so a
 half-saved edit never blanks answers.
+
+Reading is bounded: only regular files of at most `max_bytes` are read; YAML
+nesting is capped at MAX_DEPTH and alias expansion at MAX_ALIAS_NODES nodes
+per file, so a hostile file is rejected in about the time it takes to read.
 """
 
 from __future__ import annotations
@@ -15,11 +19,18 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent, ScalarEvent
+from yaml.nodes import Node
+from yaml.resolver import Resolver
 
+from ..fileio import Refused, read_bounded
 from ..stats import Put
 from ..store import KINDS, Store
 from . import publish_source
@@ -31,23 +42,103 @@ SUFFIXES = (".yaml", ".yml", ".json")
 FullKey = tuple[str, str, str]  # kind, namespace, name
 Sig = tuple[int, int, int]
 
+MAX_BYTES = 16 << 20  # default --max-manifest-bytes
+MAX_DEPTH = 100  # nested YAML collections (Kubernetes objects need about 10)
+MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to one file
+
+_Parser: Any
 try:
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - libyaml missing
-    _Loader = yaml.SafeLoader
+    from yaml._yaml import CParser as _Parser  # libyaml's parser; composed in Python to bound it
+except ImportError:  # pragma: no cover - libyaml missing
+    from yaml.parser import Parser as _Parser
+
+
+class _BoundedComposer(Composer):
+    """PyYAML's composer, with nesting depth and alias expansion capped."""
+
+    peek_event: Callable[[], Any]  # from the parser
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._depth = 0  # collections around the node being composed
+        self._deepest = 0  # most reached in the current subtree, aliases expanded
+        self._expanded = 0  # nodes composed so far, aliases expanded
+        self._alias_nodes = 0  # of those, nodes added by aliases
+        self._size: dict[str, tuple[int, int]] = {}  # anchor: (expanded nodes, collection levels)
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()
+        kind = type(event)
+        if kind is ScalarEvent and event.anchor is None:  # most nodes: only counted
+            self._expanded += 1
+            # no path resolvers to descend; the stub mistypes the anchor (str | None)
+            return self.compose_scalar_node(None)  # type: ignore[arg-type]
+        line = event.start_mark.line + 1
+        if kind is AliasEvent:  # an unknown anchor is left to Composer's error
+            nodes, height = self._size.get(event.anchor, (0, 0))
+            self._alias_nodes += nodes
+            self._expanded += nodes
+            if self._alias_nodes > MAX_ALIAS_NODES:
+                raise Refused("aliases",
+                              f"YAML aliases expand to over {MAX_ALIAS_NODES} nodes (line {line})")
+            level = self._depth + height
+        else:  # a collection, or an anchored scalar
+            level = self._depth + (kind is not ScalarEvent)
+        if level > MAX_DEPTH:
+            raise Refused("too_deep", f"YAML nested over {MAX_DEPTH} levels (line {line})")
+        if kind is AliasEvent:
+            self._deepest = max(self._deepest, level)
+            return super().compose_node(parent, index)
+        depth, outer, before = self._depth, self._deepest, self._expanded
+        self._depth = self._deepest = level
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth = depth
+        self._expanded += 1
+        if event.anchor is not None:
+            self._size[event.anchor] = (self._expanded - before, self._deepest - depth)
+        self._deepest = max(outer, self._deepest)
+        return node
+
+
+class _Loader(_BoundedComposer, _Parser, SafeConstructor, Resolver):  # type: ignore[misc]
+    """Safe loader: libyaml's parser when present, the bounded composer, safe types only."""
+
+    def __init__(self, stream: str) -> None:
+        _Parser.__init__(self, stream)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        _BoundedComposer.__init__(self)
 
 
 def _full_key(obj: dict[str, Any]) -> FullKey | None:
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
-    return (str(obj.get("kind")), str(meta.get("namespace", "default")), meta["name"])
+    kind, ns = obj.get("kind"), meta.get("namespace", "default")
+    if not isinstance(ns, str):
+        return None
+    return (kind if isinstance(kind, str) else "", ns, meta["name"])
 
 
-def load_file(path: Path) -> list[dict[str, Any]]:
-    """Objects in one file (multi-document YAML, JSON, and `kind: List` supported)."""
-    text = path.read_text(encoding="utf-8")
-    docs = [json.loads(text)] if path.suffix == ".json" else list(yaml.load_all(text, Loader=_Loader))
+def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
+    """Objects in one file (multi-document YAML, JSON, and `kind: List` supported);
+    Refused for a file over the bounds, ValueError or YAMLError if it does not parse."""
+    text = read_bounded(path, max_bytes).decode("utf-8")
+    if path.suffix == ".json":
+        try:
+            docs = [json.loads(text)]
+        except RecursionError:
+            raise Refused("too_deep", "JSON nested too deep") from None
+    else:
+        loader = _Loader(text)
+        try:
+            docs = []
+            while loader.check_data():  # type: ignore[no-untyped-call]
+                docs.append(loader.get_data())
+        finally:
+            loader.dispose()
     out: list[dict[str, Any]] = []
     for d in docs:
         if d is None:
@@ -67,10 +158,12 @@ def load_file(path: Path) -> list[dict[str, Any]]:
 class FileSource:
     name = "files"
 
-    def __init__(self, store: Store, directory: str, interval: float = 0.25) -> None:
+    def __init__(self, store: Store, directory: str, interval: float = 0.25,
+                 max_bytes: int = MAX_BYTES) -> None:
         self.store = store
         self.dir = Path(directory)
         self.interval = interval
+        self.max_bytes = max_bytes
         self.sigs: dict[Path, Sig] = {}
         self.contents: dict[Path, dict[FullKey, dict[str, Any]]] = {}
         self.errors: Counter[str] = Counter()
@@ -147,17 +240,21 @@ class FileSource:
         for p in changed:
             try:
                 objs: dict[FullKey, dict[str, Any]] = {}
-                for o in load_file(p):
+                for o in load_file(p, self.max_bytes):
                     k = _full_key(o)
                     if k is None or k[0] not in KINDS:
                         if k is None:
                             self.errors["object"] += 1
-                            log.warning("%s: skipped an object without metadata.name", p)
+                            log.warning("%s: skipped an object: metadata.name or namespace not a string", p)
                         continue
                     objs[k] = o
                 out[p] = objs
             except FileNotFoundError:
                 out[p] = {}
+            except Refused as e:
+                self.errors[f"file_{e.reason}"] += 1
+                log.warning("%s: skipped manifest file: %s", p, e)
+                out[p] = None
             except (OSError, ValueError, yaml.YAMLError, UnicodeDecodeError) as e:
                 self.errors["file"] += 1
                 log.warning("%s: skipped unreadable manifest file: %s", p, e)
