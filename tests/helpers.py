@@ -59,6 +59,19 @@ class Server:
             return dns.query.tcp(q, "127.0.0.1", port=self.port, timeout=timeout)
         return dns.query.udp(q, "127.0.0.1", port=self.port, timeout=timeout, ignore_trailing=False)
 
+    def exchange(self, wire: bytes, tcp: bool, timeout: float = 3.0) -> bytes:
+        """Send one raw DNS message and return the first response's raw bytes."""
+        if tcp:
+            with socket.create_connection(self.addr, timeout=timeout) as s:
+                s.sendall(len(wire).to_bytes(2, "big") + wire)
+                f = s.makefile("rb")
+                head = f.read(2)
+                return f.read(int.from_bytes(head, "big")) if len(head) == 2 else b""
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(timeout)
+            s.sendto(wire, self.addr)
+            return s.recv(65535)
+
     def metric(self, line_prefix: str) -> float:
         """Value of the first /metrics sample starting with `line_prefix` (0 if absent)."""
         _, text = self.http("/metrics")

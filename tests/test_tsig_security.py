@@ -54,18 +54,7 @@ def true_mac(key: bytes, msg: bytes, key_name: str, time_signed: int, fudge: int
 
 
 def send(srv: Server, msg: bytes, tcp: bool) -> bytes:
-    if tcp:
-        with socket.create_connection(srv.addr, timeout=3) as s:
-            s.sendall(struct.pack("!H", len(msg)) + msg)
-            n = struct.unpack("!H", s.recv(2))[0]
-            data = b""
-            while len(data) < n:
-                data += s.recv(n - len(data))
-            return data
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.settimeout(3)
-        s.sendto(msg, srv.addr)
-        return s.recv(65535)
+    return srv.exchange(msg, tcp)
 
 
 def test_octet_by_octet_forgery_fails(tmp_path: Path) -> None:

@@ -63,19 +63,7 @@ def soa_serial(srv: Server) -> int:
 
 def one_query(srv: Server, q: dns.message.Message, tcp: bool = True) -> dns.message.Message:
     """Send q, return the first response without TSIG validation (raw parse)."""
-    wire = q.to_wire()
-    if tcp:
-        with socket.create_connection(srv.addr, timeout=3) as s:
-            s.sendall(struct.pack("!H", len(wire)) + wire)
-            n = struct.unpack("!H", s.recv(2))[0]
-            data = b""
-            while len(data) < n:
-                data += s.recv(n - len(data))
-    else:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.settimeout(3)
-            s.sendto(wire, srv.addr)
-            data = s.recv(65535)
+    data = srv.exchange(q.to_wire(), tcp)
     r = dns.message.from_wire(data, keyring=False, ignore_trailing=False, one_rr_per_rrset=True)
     return r
 
