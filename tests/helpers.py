@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -16,6 +17,8 @@ from pathlib import Path
 import dns.message
 import dns.query
 import dns.rdatatype
+
+from mcsdns.app import App, Config
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"
@@ -108,6 +111,24 @@ def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
         yield srv
     finally:
         stop_process(proc)
+
+
+def example_app() -> App:
+    """The example clusterset loaded, its sources stopped (changes go through app.store)."""
+
+    async def load() -> App:
+        app = App(Config(listen=[], manifests=str(EXAMPLE)))
+        app.sources = app.make_sources()
+        for s in app.sources:
+            await s.start(asyncio.get_running_loop())
+        while not app.synced():
+            await asyncio.sleep(0.01)
+        app._set_loaded()  # as at the first sync: answers from the data, a serial per change
+        for s in app.sources:
+            await s.stop()
+        return app
+
+    return asyncio.run(load())
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
