@@ -19,6 +19,7 @@ import dns.query
 import dns.rdatatype
 
 from mcsdns.app import App, Config
+from mcsdns.handler import Handler
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"
@@ -129,6 +130,15 @@ def example_app() -> App:
         return app
 
     return asyncio.run(load())
+
+
+def example_handlers() -> tuple[Handler, Handler]:
+    """The handlers of two loads of the example, with the same SOA serial (the time of loading)."""
+    for _ in range(3):
+        a, b = example_app(), example_app()
+        if a.zone.serial == b.zone.serial:
+            return a.handler, b.handler
+    raise AssertionError("no two loads within the same second")
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
