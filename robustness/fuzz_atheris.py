@@ -156,7 +156,7 @@ def main() -> int:
         import mcsdns.app  # noqa: F401  (every module of the packet path, instrumented)
         from mcsdns import tsig
         from mcsdns.server import _batchio
-    from helpers import example_handlers
+    from helpers import drain, example_handlers
 
     from robustness.fuzz import check
 
@@ -181,12 +181,7 @@ def main() -> int:
         n, _, unsent = _batchio.serve(fd, hc.respond, reraise, table, serial)
         if n != len(msgs) or unsent:
             raise AssertionError(f"serve() read {n} of {len(msgs)}, unsent {unsent!r}")
-        got_c = []
-        while True:
-            try:
-                got_c.append(client.recv(65_536))
-            except BlockingIOError:
-                break
+        got_c = drain(client)
         outs_p = [hp.respond(m, False) for m in msgs]
         if got_c != [out for out in outs_p if out is not None]:
             raise AssertionError(f"C path {[o.hex() for o in got_c]} != Python path {outs_p!r}")

@@ -114,6 +114,16 @@ def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
         stop_process(proc)
 
 
+def drain(sock: socket.socket) -> list[bytes]:
+    """Every datagram waiting on a non-blocking socket."""
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(65_536))
+        except BlockingIOError:
+            return out
+
+
 def example_app() -> App:
     """The example clusterset loaded, its sources stopped (changes go through app.store)."""
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
-from helpers import REPO, example_handlers
+from helpers import REPO, drain, example_handlers
 
 from mcsdns.handler import Handler
 
@@ -74,15 +74,6 @@ def udp_socket(stack: ExitStack) -> socket.socket:
     return s
 
 
-def drain(sock: socket.socket) -> list[bytes]:
-    out = []
-    while True:
-        try:
-            out.append(sock.recv(65_536))
-        except BlockingIOError:
-            return out
-
-
 def serve_c(sock: socket.socket, h: Handler, errors: list[tuple[bytes, str]]) -> int:
     """Read and answer until the socket is empty, as BatchedUDP does; datagrams read."""
     fd, got = sock.fileno(), 0
@@ -90,8 +81,11 @@ def serve_c(sock: socket.socket, h: Handler, errors: list[tuple[bytes, str]]) ->
         n, _, unsent = batchio.serve(fd, h.respond, lambda d, e: errors.append((d, repr(e))),
                                      h.canned[False], h.serial)
         got += n
-        while unsent:
+        for _ in range(100):  # what the socket would not take at once (BatchedUDP waits for POLLOUT)
+            if not unsent:
+                break
             del unsent[:batchio.send(fd, unsent)]
+        assert not unsent
         if n < batchio.BATCH:
             return got
 
@@ -119,7 +113,7 @@ def test_c_and_python_paths_answer_a_hostile_stream_identically() -> None:
     rng = random.Random(18)
     errors_c: list[tuple[bytes, str]] = []
     errors_p: list[tuple[bytes, str]] = []
-    answered = 0
+    answered = over_batch = 0
     with ExitStack() as stack:
         srv_c, srv_p = udp_socket(stack), udp_socket(stack)
         cli_c = [udp_socket(stack) for _ in range(CLIENTS)]
@@ -132,6 +126,7 @@ def test_c_and_python_paths_answer_a_hostile_stream_identically() -> None:
             for j, msg in burst:
                 cli_c[j].sendto(msg, srv_c.getsockname())
                 cli_p[j].sendto(msg, srv_p.getsockname())
+            over_batch += len(burst) > batchio.BATCH
             # loopback delivers as sendto returns: each server has the whole burst queued
             assert (serve_c(srv_c, hc, errors_c), serve_python(srv_p, hp, errors_p)) == (len(burst),) * 2
             for j in range(CLIENTS):
@@ -140,6 +135,6 @@ def test_c_and_python_paths_answer_a_hostile_stream_identically() -> None:
                 assert got_c == got_p, f"burst {b}, client {j}: queries {asked}"
                 answered += len(got_c)
     assert errors_c == errors_p
-    assert answered > 1500  # most of the stream was answered, not dropped
+    assert answered > 1500 and over_batch >= 5  # most of the stream was answered; many long bursts
     hits = hc.cache_hits()
     assert hits > 500 and hits == hp.cache_hits()  # many answers came from the cache in C

@@ -19,7 +19,7 @@ from pathlib import Path
 import dns.message
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, Server, example_app, run_server
+from helpers import EXAMPLE, Server, drain, example_app, run_server
 
 from mcsdns.handler import Handler
 
@@ -112,15 +112,6 @@ def test_extension_survives_a_failing_answer_and_drops_none() -> None:
         assert batchio.serve(server.fileno(), respond, errors.append) == (0, 0, None)  # nothing left
 
 
-def _drain(sock: socket.socket) -> list[bytes]:
-    out = []
-    try:
-        while True:
-            out.append(sock.recv(65535))
-    except BlockingIOError:
-        return out
-
-
 def test_extension_returns_what_the_socket_would_not_take() -> None:
     # A Unix datagram pair with the smallest send buffer: answers beyond it get EAGAIN.
     batchio = pytest.importorskip("mcsdns.server._batchio")
@@ -133,12 +124,12 @@ def test_extension_returns_what_the_socket_would_not_take() -> None:
             client.send(b"%02d" % i)
         n, _, unsent = batchio.serve(server.fileno(), lambda d, tcp: d * 500, print)
         assert n == 40 and unsent and len(unsent) < 40
-        got = _drain(client)
+        got = drain(client)
         while unsent:
             done = batchio.send(server.fileno(), unsent)
             assert done > 0
             del unsent[:done]
-            got += _drain(client)
+            got += drain(client)
         assert got == [b"%02d" % i * 500 for i in range(40)]  # all of them, in order
 
 
@@ -163,7 +154,7 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
             assert listener.unsent  # nothing read yet: answers wait for the socket
             deadline = time.monotonic() + 5
             while len(got) < 100 and time.monotonic() < deadline:
-                got += _drain(client)
+                got += drain(client)
                 await asyncio.sleep(0.005)
         finally:
             listener.close()
@@ -356,7 +347,7 @@ def test_respond_that_calls_the_extension_again_gets_runtime_error() -> None:
         assert batchio.serve(server.fileno(), respond, print)[::2] == (6, None)  # the ones that came later
         other.setblocking(False)
         assert [client.recv(100) for _ in range(6)] == [b"Rc%d" % i for i in range(6)]
-        assert _drain(other) == [b"Ro%d" % i for i in range(6)]  # and no b"stray"
+        assert drain(other) == [b"Ro%d" % i for i in range(6)]  # and no b"stray"
         assert len(errors) == 2 and all("running" in e for e in errors)
 
 
@@ -398,7 +389,7 @@ def test_a_second_thread_cannot_use_the_extension_while_the_first_is_in_respond(
             t.join(5)
         assert result and result[0][::2] == (4, None)
         time.sleep(0.05)
-        assert _drain(client) == [b"Ra%d" % i for i in range(4)]  # its own answers, and no b"stray"
+        assert drain(client) == [b"Ra%d" % i for i in range(4)]  # its own answers, and no b"stray"
         assert [type(o) for o in outcomes] == [RuntimeError, RuntimeError]
         assert serve2()[::2] == (4, None)
-        assert _drain(client2) == [b"Sb%d" % i for i in range(4)]
+        assert drain(client2) == [b"Sb%d" % i for i in range(4)]
