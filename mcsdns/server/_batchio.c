@@ -325,13 +325,14 @@ static PyObject *batch_serve(PyObject *self, PyObject *args) {
 }
 
 /* send(fd, [(response, address), ...]) -> how many of them were sent or dropped
- * for good (the rest hit EAGAIN and must be retried). */
-static PyObject *send_locked(int fd, PyObject *list) {
-    Py_ssize_t total = PyList_GET_SIZE(list), done = 0;
+ * for good (the rest hit EAGAIN and must be retried). It sends from `items`, a
+ * tuple copy of the list: a signal handler run on EINTR may change the list. */
+static PyObject *send_locked(int fd, PyObject *items) {
+    Py_ssize_t total = PyTuple_GET_SIZE(items), done = 0;
     while (done < total) {
         int k = 0;
         for (Py_ssize_t j = done; j < total && k < BATCH; j++, k++) {
-            PyObject *pair = PyList_GET_ITEM(list, j);
+            PyObject *pair = PyTuple_GET_ITEM(items, j);
             PyObject *out, *addr;
             if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2
                 || !PyBytes_Check(out = PyTuple_GET_ITEM(pair, 0))
@@ -359,9 +360,14 @@ static PyObject *batch_send(PyObject *self, PyObject *args) {
     int fd;
     PyObject *list;
     if (!PyArg_ParseTuple(args, "iO!:send", &fd, &PyList_Type, &list)) return NULL;
-    if (enter("send") < 0) return NULL;
-    PyObject *r = send_locked(fd, list);
-    busy = 0;
+    PyObject *items = PyList_AsTuple(list);
+    if (items == NULL) return NULL;
+    PyObject *r = NULL;
+    if (enter("send") == 0) {
+        r = send_locked(fd, items);
+        busy = 0;
+    }
+    Py_DECREF(items);
     return r;
 }
 
