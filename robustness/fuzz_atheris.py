@@ -41,8 +41,8 @@ CORPUS = REPO / "robustness" / "corpus" / "packets"
 
 
 def extension_report() -> str:
-    """Where `_batchio` was loaded from, and whether it was built with ASan and UBSan
-    and runs with the ASan runtime loaded (SystemExit if it is missing)."""
+    """Where `_batchio` was loaded from, whether it was built with ASan and UBSan, and
+    whether the ASan runtime is loaded (ImportError if the extension is not built)."""
     from mcsdns.server import _batchio
 
     so = Path(_batchio.__file__ or "")
@@ -57,6 +57,7 @@ def write_corpus(out: Path) -> int:
     """The seed inputs: queries of each type, EDNS, TSIG, transfers, other opcodes, malformed."""
     import dns.message
     import dns.rdatatype
+    import dns.rrset
     import dns.tsigkeyring
 
     from robustness.packets import odd_edns, query, wire_name
