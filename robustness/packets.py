@@ -92,3 +92,48 @@ def hostile(rng: random.Random) -> bytes:
     for _ in range(rng.randrange(1, 4)):
         msg = _mutate(rng, msg)
     return msg
+
+
+def _opt(size: int, ttl: int = 0, rdata: bytes = b"") -> bytes:
+    """An OPT record: root owner, UDP size, extended RCODE/version/flags, options."""
+    return b"\x00" + struct.pack("!HHIH", 41, size, ttl, len(rdata)) + rdata
+
+
+def odd_edns(rng: random.Random) -> bytes:
+    """An unusual OPT record: a big or small UDP size, DO, options, version > 0."""
+    size = rng.choice([0, 511, 512, 1232, 1233, 4096, 65535])
+    ttl = rng.choice([0, 0x8000, 0x00010000, 0x00FF8000, rng.randrange(1 << 32)])
+    rdata = rng.choice([b"", b"\x00\x0a\x00\x08" + rng.randbytes(8),  # a client cookie
+                        b"\x00\x0c\x00\x10" + bytes(16),  # padding
+                        struct.pack("!HH", rng.randrange(65536), 3) + b"abc", b"\x00\x08\x00"])
+    return _opt(size, ttl, rdata)
+
+
+def variant(rng: random.Random, msg: bytes) -> bytes:
+    """`msg` (a query with an uncompressed question) changed the way a client might:
+    another ID (the same cache key), flags, QTYPE, name case, trailing bytes, EDNS."""
+    m = bytearray(msg)
+    if len(m) < 17:
+        return bytes(m)
+    qend = m.find(0, 12) + 5
+    kind = rng.randrange(8)
+    if kind <= 1 or qend < 17:  # another ID only
+        m[0:2] = rng.randbytes(2)
+    elif kind == 2:  # RD, CD, AD, or any header flag
+        m[2] ^= rng.choice([0x01, 0x80, 0x04, 0x02, rng.randrange(256)])
+        m[3] ^= rng.choice([0x10, 0x20, 0x40, 0])
+    elif kind == 3:  # another QTYPE
+        m[qend - 4:qend - 2] = struct.pack("!H", rng.choice(TYPES))
+    elif kind == 4:  # name case
+        for i in range(13, qend - 5):
+            if rng.random() < 0.5 and 0x61 <= (m[i] | 0x20) <= 0x7A:
+                m[i] ^= 0x20
+    elif kind == 5:  # trailing bytes
+        m += rng.randbytes(rng.randrange(1, 40))
+    elif kind == 6:  # one odd OPT instead of what it had
+        m = m[:qend] + bytearray(odd_edns(rng))
+        m[10:12] = b"\x00\x01"
+    else:  # two OPTs
+        m = m[:qend] + bytearray(odd_edns(rng) + odd_edns(rng))
+        m[10:12] = b"\x00\x02"
+    return bytes(m)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -17,6 +18,9 @@ from pathlib import Path
 import dns.message
 import dns.query
 import dns.rdatatype
+
+from mcsdns.app import App, Config
+from mcsdns.handler import Handler
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"
@@ -122,6 +126,43 @@ def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
         yield srv
     finally:
         stop_process(proc)
+
+
+def drain(sock: socket.socket) -> list[bytes]:
+    """Every datagram waiting on a non-blocking socket."""
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(65_536))
+        except BlockingIOError:
+            return out
+
+
+def example_app() -> App:
+    """The example clusterset loaded, its sources stopped (changes go through app.store)."""
+
+    async def load() -> App:
+        app = App(Config(listen=[], manifests=str(EXAMPLE)))
+        app.sources = app.make_sources()
+        for s in app.sources:
+            await s.start(asyncio.get_running_loop())
+        while not app.synced():
+            await asyncio.sleep(0.01)
+        app._set_loaded()  # as at the first sync: answers from the data, a serial per change
+        for s in app.sources:
+            await s.stop()
+        return app
+
+    return asyncio.run(load())
+
+
+def example_handlers() -> tuple[Handler, Handler]:
+    """The handlers of two loads of the example, with the same SOA serial (the time of loading)."""
+    for _ in range(3):
+        a, b = example_app(), example_app()
+        if a.zone.serial == b.zone.serial:
+            return a.handler, b.handler
+    raise AssertionError("no two loads within the same second")
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:

@@ -19,9 +19,8 @@ from pathlib import Path
 import dns.message
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, Server, run_server
+from helpers import EXAMPLE, Server, drain, example_app, run_server
 
-from mcsdns.app import App, Config
 from mcsdns.handler import Handler
 
 SVC = "web.shop.svc.clusterset.local."
@@ -113,15 +112,6 @@ def test_extension_survives_a_failing_answer_and_drops_none() -> None:
         assert batchio.serve(server.fileno(), respond, errors.append) == (0, 0, None)  # nothing left
 
 
-def _drain(sock: socket.socket) -> list[bytes]:
-    out = []
-    try:
-        while True:
-            out.append(sock.recv(65535))
-    except BlockingIOError:
-        return out
-
-
 def test_extension_returns_what_the_socket_would_not_take() -> None:
     # A Unix datagram pair with the smallest send buffer: answers beyond it get EAGAIN.
     batchio = pytest.importorskip("mcsdns.server._batchio")
@@ -134,12 +124,12 @@ def test_extension_returns_what_the_socket_would_not_take() -> None:
             client.send(b"%02d" % i)
         n, _, unsent = batchio.serve(server.fileno(), lambda d, tcp: d * 500, print)
         assert n == 40 and unsent and len(unsent) < 40
-        got = _drain(client)
+        got = drain(client)
         while unsent:
             done = batchio.send(server.fileno(), unsent)
             assert done > 0
             del unsent[:done]
-            got += _drain(client)
+            got += drain(client)
         assert got == [b"%02d" % i * 500 for i in range(40)]  # all of them, in order
 
 
@@ -164,7 +154,7 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
             assert listener.unsent  # nothing read yet: answers wait for the socket
             deadline = time.monotonic() + 5
             while len(got) < 100 and time.monotonic() < deadline:
-                got += _drain(client)
+                got += drain(client)
                 await asyncio.sleep(0.005)
         finally:
             listener.close()
@@ -174,26 +164,8 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
     assert asyncio.run(run()) == [b"%03d" % i * 500 for i in range(100)]
 
 
-def _example_app() -> App:
-    """The example clusterset loaded, its sources stopped (changes go through app.store)."""
-
-    async def load() -> App:
-        app = App(Config(listen=[], manifests=str(EXAMPLE)))
-        app.sources = app.make_sources()
-        for s in app.sources:
-            await s.start(asyncio.get_running_loop())
-        while not app.synced():
-            await asyncio.sleep(0.01)
-        app._set_loaded()  # as at the first sync: answers from the data, a serial per change
-        for s in app.sources:
-            await s.stop()
-        return app
-
-    return asyncio.run(load())
-
-
 def _example_handler() -> Handler:
-    return _example_app().handler
+    return example_app().handler
 
 
 def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
@@ -286,7 +258,7 @@ print("ok")
 
 def test_a_zone_change_keeps_other_cached_answers_and_negatives_get_the_new_serial() -> None:
     batchio = pytest.importorskip("mcsdns.server._batchio")
-    app = _example_app()
+    app = example_app()
     handler = app.handler
     calls: list[bytes] = []
 
@@ -334,3 +306,90 @@ def test_a_zone_change_keeps_other_cached_answers_and_negatives_get_the_new_seri
     for tcp in (False, True, True):
         r = dns.message.from_wire(handler.respond(q.to_wire(), tcp) or b"")
         assert r.rcode() == dns.rcode.NXDOMAIN and r.authority[0][0].serial == app.zone.serial
+
+
+def _sockaddr(sock: socket.socket) -> bytes:
+    """The raw struct sockaddr_in of a bound socket's port on 127.0.0.1, as serve() reports addresses."""
+    port = sock.getsockname()[1]
+    return struct.pack("=HH4s8x", socket.AF_INET, socket.htons(port), socket.inet_aton("127.0.0.1"))
+
+
+def test_respond_that_calls_the_extension_again_gets_runtime_error() -> None:
+    # serve() and send() share static buffers: a nested call would overwrite the queries,
+    # addresses and answers of the batch in progress
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    with _udp_pair() as (server, client), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+        other.bind(("127.0.0.1", 0))
+        other.settimeout(2)
+        addr = server.getsockname()
+
+        def ask(first: int) -> None:
+            for i in range(first, first + 3):
+                client.sendto(b"c%d" % i, addr)
+                other.sendto(b"o%d" % i, addr)
+
+        errors: list[str] = []
+
+        def respond(data: bytes, tcp: bool) -> bytes | None:
+            if data == b"c1":  # more queries arrive; respond() tries to answer them itself
+                ask(3)
+                for call in (lambda: batchio.serve(server.fileno(), respond, print),
+                             lambda: batchio.send(server.fileno(), [(b"stray", _sockaddr(other))])):
+                    try:
+                        call()
+                    except RuntimeError as e:
+                        errors.append(str(e))
+            return b"R" + data
+
+        ask(0)
+        time.sleep(0.05)
+        assert batchio.serve(server.fileno(), respond, print)[::2] == (6, None)
+        assert batchio.serve(server.fileno(), respond, print)[::2] == (6, None)  # the ones that came later
+        other.setblocking(False)
+        assert [client.recv(100) for _ in range(6)] == [b"Rc%d" % i for i in range(6)]
+        assert drain(other) == [b"Ro%d" % i for i in range(6)]  # and no b"stray"
+        assert len(errors) == 2 and all("running" in e for e in errors)
+
+
+def test_a_second_thread_cannot_use_the_extension_while_the_first_is_in_respond() -> None:
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    import threading
+
+    inside, go = threading.Event(), threading.Event()
+    result: list[tuple[int, int, object]] = []
+
+    def respond(data: bytes, tcp: bool) -> bytes | None:
+        if data == b"a2":  # two answers of this batch are ready to send
+            inside.set()
+            go.wait(5)  # releases the GIL: the other thread runs meanwhile
+        return b"R" + data
+
+    def serve2() -> tuple[int, int, list[tuple[bytes, bytes]] | None]:
+        return batchio.serve(server2.fileno(), lambda d, tcp: b"S" + d, print)
+
+    outcomes: list[object] = []
+    with _udp_pair() as (server, client), _udp_pair() as (server2, client2):
+        client.setblocking(False)
+        client2.setblocking(False)
+        for i in range(4):
+            client.sendto(b"a%d" % i, server.getsockname())
+            client2.sendto(b"b%d" % i, server2.getsockname())
+        time.sleep(0.05)
+        t = threading.Thread(target=lambda: result.append(batchio.serve(server.fileno(), respond, print)))
+        t.start()
+        try:
+            assert inside.wait(5)
+            for call in (serve2, lambda: batchio.send(server2.fileno(), [(b"stray", _sockaddr(client))])):
+                try:
+                    outcomes.append(call())
+                except RuntimeError as e:
+                    outcomes.append(e)
+        finally:
+            go.set()
+            t.join(5)
+        assert result and result[0][::2] == (4, None)
+        time.sleep(0.05)
+        assert drain(client) == [b"Ra%d" % i for i in range(4)]  # its own answers, and no b"stray"
+        assert [type(o) for o in outcomes] == [RuntimeError, RuntimeError]
+        assert serve2()[::2] == (4, None)
+        assert drain(client2) == [b"Sb%d" % i for i in range(4)]

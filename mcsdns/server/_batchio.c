@@ -14,8 +14,11 @@
  * server); unsent lists (response, address) pairs the socket would not take
  * (EAGAIN), to be flushed later with send(fd, unsent), else None.
  * Addresses are raw struct sockaddr bytes, only ever handed back to send().
- * The buffers are static: the functions hold the GIL throughout and never
- * block, so calls cannot interleave.
+ * The buffers are static and shared by serve() and send(). respond(),
+ * on_error() and signal handlers run Python code, which may call back in or
+ * let another thread run, so `busy` admits one call at a time: any other
+ * (re-entrant or from another thread) raises RuntimeError. The flag is
+ * tested and set under the GIL, with no Python code in between.
  */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
@@ -36,6 +39,18 @@ static struct iovec riov[BATCH], siov[BATCH];
 static struct sockaddr_storage names[BATCH];
 static char *bufs; /* BATCH * BUFSIZE, allocated at import */
 static char sbufs[BATCH * SBUFSIZE];
+static int busy; /* a serve() or send() is using the buffers above */
+
+/* Take the buffers for this call, or raise RuntimeError; release with busy = 0. */
+static int enter(const char *fn) {
+    if (busy) {
+        PyErr_Format(PyExc_RuntimeError, "%s(): another serve() or send() is running "
+                     "(re-entrant or concurrent call)", fn);
+        return -1;
+    }
+    busy = 1;
+    return 0;
+}
 
 static long long now_ns(void) {
     struct timespec ts;
@@ -175,10 +190,8 @@ static PyObject *unsent_list(int *which, int from, int n) {
     return list;
 }
 
-static PyObject *batch_serve(PyObject *self, PyObject *args) {
-    int fd;
-    PyObject *respond, *on_error, *table = Py_None, *serial_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "iOO|OO:serve", &fd, &respond, &on_error, &table, &serial_obj)) return NULL;
+static PyObject *serve_locked(int fd, PyObject *respond, PyObject *on_error, PyObject *table,
+                              PyObject *serial_obj) {
     if (table != Py_None && !PyDict_CheckExact(table)) {
         PyErr_SetString(PyExc_TypeError, "serve(): table must be a dict or None");
         return NULL;
@@ -301,17 +314,25 @@ fail:
     return NULL;
 }
 
-/* send(fd, [(response, address), ...]) -> how many of them were sent or dropped
- * for good (the rest hit EAGAIN and must be retried). */
-static PyObject *batch_send(PyObject *self, PyObject *args) {
+static PyObject *batch_serve(PyObject *self, PyObject *args) {
     int fd;
-    PyObject *list;
-    if (!PyArg_ParseTuple(args, "iO!:send", &fd, &PyList_Type, &list)) return NULL;
-    Py_ssize_t total = PyList_GET_SIZE(list), done = 0;
+    PyObject *respond, *on_error, *table = Py_None, *serial_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "iOO|OO:serve", &fd, &respond, &on_error, &table, &serial_obj)) return NULL;
+    if (enter("serve") < 0) return NULL;
+    PyObject *r = serve_locked(fd, respond, on_error, table, serial_obj);
+    busy = 0;
+    return r;
+}
+
+/* send(fd, [(response, address), ...]) -> how many of them were sent or dropped
+ * for good (the rest hit EAGAIN and must be retried). It sends from `items`, a
+ * tuple copy of the list: a signal handler run on EINTR may change the list. */
+static PyObject *send_locked(int fd, PyObject *items) {
+    Py_ssize_t total = PyTuple_GET_SIZE(items), done = 0;
     while (done < total) {
         int k = 0;
         for (Py_ssize_t j = done; j < total && k < BATCH; j++, k++) {
-            PyObject *pair = PyList_GET_ITEM(list, j);
+            PyObject *pair = PyTuple_GET_ITEM(items, j);
             PyObject *out, *addr;
             if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2
                 || !PyBytes_Check(out = PyTuple_GET_ITEM(pair, 0))
@@ -333,6 +354,21 @@ static PyObject *batch_send(PyObject *self, PyObject *args) {
         if (sent < k) break;
     }
     return PyLong_FromSsize_t(done);
+}
+
+static PyObject *batch_send(PyObject *self, PyObject *args) {
+    int fd;
+    PyObject *list;
+    if (!PyArg_ParseTuple(args, "iO!:send", &fd, &PyList_Type, &list)) return NULL;
+    PyObject *items = PyList_AsTuple(list);
+    if (items == NULL) return NULL;
+    PyObject *r = NULL;
+    if (enter("send") == 0) {
+        r = send_locked(fd, items);
+        busy = 0;
+    }
+    Py_DECREF(items);
+    return r;
 }
 
 static PyMethodDef methods[] = {

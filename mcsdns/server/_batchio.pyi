@@ -7,6 +7,8 @@ BATCH: int
 Unsent = list[tuple[bytes, bytes]]
 __all__ = ["BATCH", "Canned", "Unsent", "send", "serve"]
 
+# serve() and send() share static buffers: either raises RuntimeError while a call of
+# either is running (re-entered from respond()/on_error(), or from another thread).
 def serve(fd: int, respond: Callable[[bytes, bool], bytes | None],
           on_error: Callable[[bytes, BaseException], None],
           table: dict[bytes, Canned] | None = None, serial: bytearray | None = None,
