@@ -10,7 +10,7 @@ takes the time the API server wrote the watch event to the stream
 until the answer shows the change; it prints p50/p99/max and fails (exit 1)
 when p99 is over `--target-ms` (100 ms by default).
 
-    /work/venv/bin/python bench/kube_convergence.py -n 200
+    .venv/bin/python bench/kube_convergence.py -n 200
 """
 
 from __future__ import annotations
