@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .merge import CLUSTERSET_IP, HEADLESS, Export, ports_from_service
+from .merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, ports_from_service
 
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 APP_MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -41,6 +41,11 @@ class ExportState:
     export: Export | None  # None when invalid
     invalid: tuple[str, str] | None  # (reason, message)
     slices: list[dict[str, Any]] = field(default_factory=list)  # the Service's own EndpointSlices
+    serving: dict[str, PortSpec | None] = field(default_factory=dict)  # see merge.serving_ports
+
+    def unserved(self) -> list[PortSpec]:
+        """The export's ports that no merged port serves."""
+        return [p for p in self.export.ports if self.serving.get(p.name, p) is None] if self.export else []
 
 
 def service_type(svc: dict[str, Any]) -> tuple[str | None, tuple[str, str] | None]:

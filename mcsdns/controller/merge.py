@@ -99,6 +99,36 @@ def _merge_ports(ordered: list[Export]) -> tuple[list[PortSpec], bool]:
     return merged, conflict
 
 
+def serving_ports(merged: list[PortSpec], ports: tuple[PortSpec, ...]) -> dict[str, PortSpec | None]:
+    """One export's ports by name → the merged port that serves them, None where none can.
+
+    A merged port serves an export's port when it has the same name and
+    protocol, else the same protocol and number (the port merge's two keys);
+    each merged port serves at most one port of the export, a name match first.
+    """
+    out: dict[str, PortSpec | None] = {}
+    taken: set[PortSpec] = set()
+    by_name = {m.name: m for m in merged}
+    for p in ports:
+        m = by_name.get(p.name)
+        if m is not None and m.protocol == p.protocol:
+            out[p.name] = m
+            taken.add(m)
+    by_proto_port = {(m.protocol, m.port): m for m in merged if m not in taken}
+    for p in ports:
+        if p.name not in out:
+            m = by_proto_port.pop((p.protocol, p.port), None)
+            out[p.name] = m
+    return out
+
+
+def unserved_message(ports: list[PortSpec], merged: list[PortSpec]) -> str:
+    """Why these ports of one export get no traffic (the Ready=False PortConflict message)."""
+    return (f"Ports [{', '.join(p.label() for p in ports)}] get no traffic: no port of the merged service "
+            f"[{', '.join(m.label() for m in merged)}] has the same name and protocol, or the same "
+            "protocol and number.")
+
+
 def merge(exports: list[Export]) -> Merged:
     """Derive one service from its exports (at least one)."""
     ordered = _order(exports)

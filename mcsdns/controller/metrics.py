@@ -32,8 +32,15 @@ class _Collector:
         last = GaugeMetricFamily("mcsdns_controller_member_last_sync_timestamp_seconds",
                                  "Unix time of the member's last list, watch event or bookmark.",
                                  labels=["cluster"])
+        unserved = GaugeMetricFamily("mcsdns_controller_unserved_ports",
+                                     "Exported ports that no port of their merged service serves "
+                                     "(their endpoints get no traffic), by exporting member.",
+                                     labels=["cluster"])
+        with mgr.rec.unserved_lock:
+            per_member = [u for by_member in mgr.rec.unserved.values() for u in by_member.items()]
         for mc in mgr.caches:
             m = mc.member
+            unserved.add_metric([m.name], sum(len(ports) for name, ports in per_member if name == m.name))
             with m.lock:
                 counts = sorted(m.write_counts.items())
             for (resource, verb), n in counts:
@@ -43,6 +50,7 @@ class _Collector:
         yield writes
         yield reach
         yield last
+        yield unserved
         yield GaugeMetricFamily("mcsdns_controller_leader", "1 while this replica may write.",
                                 value=1.0 if mgr.leading() else 0.0)
         yield GaugeMetricFamily("mcsdns_controller_ready", "1 after the first full sync.",

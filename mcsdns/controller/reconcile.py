@@ -43,7 +43,7 @@ from .exports import (
 )
 from .informers import MemberCaches
 from .ipam import Allocator, Exhausted
-from .merge import CLUSTERSET_IP, Merged, merge
+from .merge import CLUSTERSET_IP, Merged, PortSpec, merge, serving_ports, unserved_message
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -65,6 +65,23 @@ def _endpoint(e: dict[str, Any]) -> dict[str, Any]:
     cond = _drop_none({k: (e.get("conditions") or {}).get(k) for k in ("ready", "serving", "terminating")})
     return _drop_none({"addresses": list(e.get("addresses") or []), "conditions": cond,
                        "hostname": e.get("hostname") or None, "zone": e.get("zone") or None})
+
+
+def slice_ports(ports: list[dict[str, Any]], serving: dict[str, PortSpec | None]) -> list[dict[str, Any]]:
+    """A source slice's ports named as the merged ports that serve them (kube-proxy matches a slice's
+    ports to its Service's by name and protocol); ports none serves are left out."""
+    out: list[dict[str, Any]] = []
+    for x in ports:
+        p = _port(x)
+        if p["name"] in serving:
+            m = serving[p["name"]]
+            if m is None:
+                continue
+            p = _drop_none({"name": m.name, "protocol": m.protocol, "port": p.get("port"),
+                            "appProtocol": m.app_protocol})
+        if all(o["name"] != p["name"] for o in out):
+            out.append(p)
+    return out
 
 
 def slice_view(s: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +145,8 @@ class Reconciler:
         self.ttl = endpoint_ttl
         self.clock = clock
         self.derived_keys: dict[Key, Key] = {}  # (ns, derived Service name) -> service key
+        self.unserved: dict[Key, dict[str, list[PortSpec]]] = {}  # key -> member name -> ports
+        self.unserved_lock = threading.Lock()
 
     # --- which members count ------------------------------------------------------
     def live(self, mc: MemberCaches) -> bool:
@@ -171,6 +190,10 @@ class Reconciler:
             exports.append((mc, ex))
         valid = [ex.export for _, ex in exports if ex.export is not None]
         merged = merge(valid) if valid else None
+        for _, ex in exports:
+            if merged is not None and ex.export is not None:
+                ex.serving = serving_ports(merged.ports, ex.export.ports)
+        self._note_unserved(key, exports, merged)
         if merged is not None and self.mode == DERIVED:
             self.derived_keys[(key[0], derived_name(key))] = key
         ips = self._cidr_ips(key, merged)
@@ -185,6 +208,20 @@ class Reconciler:
             if mc in targets:
                 self._sync_status(mc, key, ex, merged, r)
         return r
+
+    def _note_unserved(self, key: Key, exports: Exports, m: Merged | None) -> None:
+        """Keep the count of each member's unserved ports; log when they change."""
+        now = {mc.member.name: ex.unserved() for mc, ex in exports if ex.unserved()}
+        with self.unserved_lock:
+            before = self.unserved.pop(key, {})
+            if now:
+                self.unserved[key] = now
+        for name, ports in sorted(now.items()):
+            if m is not None and before.get(name) != ports:
+                log.warning("cluster %s: ServiceExport %s/%s: %s", name, *key,
+                            unserved_message(ports, m.ports))
+        for name in sorted(before.keys() - now.keys()):
+            log.info("cluster %s: ServiceExport %s/%s: every port is served", name, *key)
 
     def _cidr_ips(self, key: Key, m: Merged | None) -> tuple[list[str], list[str]] | None:
         if self.alloc is None:
@@ -296,7 +333,7 @@ class Reconciler:
             if ex.export is None:
                 continue
             for s in ex.slices:
-                d = self._desired_slice(mc, key, ex.export.cluster, s, uid, derived)
+                d = self._desired_slice(mc, key, ex.export.cluster, s, uid, derived, ex.serving)
                 want_slices[key_of(d)] = d
         self._sync_slices(mc, key, want_slices, r)
 
@@ -403,7 +440,8 @@ class Reconciler:
 
     # --- EndpointSlices -----------------------------------------------------------
     def _desired_slice(self, mc: MemberCaches, k: Key, cluster: str, src: dict[str, Any],
-                       uid: str | None, derived: bool) -> dict[str, Any]:
+                       uid: str | None, derived: bool, serving: dict[str, PortSpec | None],
+                       ) -> dict[str, Any]:
         name = slice_name(k[1], cluster, key_of(src)[1])
         owner = {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
                  "uid": uid, "controller": False}
@@ -414,7 +452,7 @@ class Reconciler:
                 "metadata": {"name": name, "namespace": k[0], "labels": lb, "ownerReferences": [owner]},
                 "addressType": src.get("addressType") or "IPv4",
                 "endpoints": [_endpoint(e) for e in src.get("endpoints") or []],
-                "ports": [_port(x) for x in src.get("ports") or []]}
+                "ports": slice_ports(src.get("ports") or [], serving)}
 
     def _sync_slices(self, mc: MemberCaches, key: Key, want: dict[Key, dict[str, Any]], r: Result) -> None:
         m = mc.member
@@ -446,7 +484,12 @@ class Reconciler:
             return [("Valid", "False", reason, msg),
                     ("Ready", "False", "Pending", "The ServiceExport is not valid.")]
         out = [("Valid", "True", "Valid", "The ServiceExport and its Service are exportable.")]
-        if failed:
+        if ex.unserved():
+            msg = unserved_message(ex.unserved(), m.ports)
+            if failed:
+                msg += " " + "; ".join(sorted(set(failed)))
+            out.append(("Ready", "False", "PortConflict", msg))
+        elif failed:
             out.append(("Ready", "False", "Pending", "; ".join(sorted(set(failed)))))
         else:
             out.append(("Ready", "True", "Exported", "The service has been exported."))
