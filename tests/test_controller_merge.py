@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mcsdns.controller.ipam import Allocator, Exhausted
-from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, merge
+from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, merge, serving_ports
+from mcsdns.controller.reconcile import slice_ports
 
 HTTP = PortSpec("http", "TCP", 80)
 GRPC = PortSpec("grpc", "TCP", 9090)
@@ -39,6 +40,29 @@ def test_ports_union_merged_by_name_then_protocol_port() -> None:
     assert m.ports == [HTTP, GRPC]
     reason, msg = m.conflict_condition() or ("", "")
     assert reason == "PortConflict" and '"old"' in msg
+
+
+def test_serving_ports_name_first_then_protocol_and_number() -> None:
+    http, web = PortSpec("http", "TCP", 80, "http"), PortSpec("web", "TCP", 8080)
+    merged = [http, web]
+    # a name match on the same protocol wins, whatever the number
+    assert serving_ports(merged, (PortSpec("web", "TCP", 80),)) == {"web": web}
+    # else the same protocol and number; a merged port serves one port of the export only
+    assert serving_ports(merged, (PortSpec("http", "TCP", 81), PortSpec("alt", "TCP", 80))) == {
+        "http": http, "alt": None}
+    assert serving_ports(merged, (PortSpec("alt", "TCP", 80),)) == {"alt": http}
+    # other protocol: none
+    assert serving_ports(merged, (PortSpec("http", "UDP", 80),)) == {"http": None}
+
+
+def test_slice_ports_take_name_protocol_and_app_protocol_of_the_merged_port() -> None:
+    http = PortSpec("http", "TCP", 80, "kubernetes.io/h2c")
+    serving = serving_ports([http], (PortSpec("web", "TCP", 80), PortSpec("dns", "UDP", 53)))
+    src = [{"name": "web", "port": 9080, "protocol": "TCP", "appProtocol": "http"},
+           {"name": "dns", "port": 5353, "protocol": "UDP"}, {"name": "other", "port": 1}]
+    assert slice_ports(src, serving) == [
+        {"name": "http", "protocol": "TCP", "port": 9080, "appProtocol": "kubernetes.io/h2c"},
+        {"name": "other", "protocol": "TCP", "port": 1}]
 
 
 def test_session_affinity_conflict_and_tie_break_by_cluster_id() -> None:
