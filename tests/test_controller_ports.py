@@ -98,6 +98,19 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
             eventually(lambda: ctl.metrics().get(metric) == 1, what="unserved port counted")
             line = next(ln for ln in ctl.logs().splitlines() if "get no traffic" in ln)
             assert f"cluster {b.name}:" in line and "ns/api" in line and "dns 53/TCP" in line
+            # west moves its port to UDP: served, Ready, no longer counted
+            for kind_, name in (("Service", "api"), ("EndpointSlice", "api-b")):
+                obj = b.api.get(kind_, "ns", name)
+                assert obj is not None
+                for p in (obj.get("spec") or obj)["ports"]:
+                    p["protocol"] = "UDP"
+                b.api.put(obj)
+            eventually(lambda: (ready(b) or {}).get("status") == "True", what="Ready=True on west")
+            eventually(lambda: ctl.metrics().get(metric) == 0, what="unserved count back to 0")
+            eventually(lambda: [(p["name"], p["protocol"]) for s in slices_of(a, "ns", "api") for p in
+                                s.get("ports") or [] if s["metadata"]["labels"][SOURCE_CLUSTER] == "west"]
+                       == [("dns", "UDP")], what="west's slice port served in east")
+            assert "every port is served now" in ctl.logs()
         else:
             assert (c["Ready"]["status"], c["Ready"]["reason"]) == ("True", "Exported")
             assert ctl.metrics().get(metric) == 0 and "get no traffic" not in ctl.logs()

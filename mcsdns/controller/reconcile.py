@@ -220,8 +220,9 @@ class Reconciler:
             if m is not None and before.get(name) != ports:
                 log.warning("cluster %s: ServiceExport %s/%s: %s", name, *key,
                             unserved_message(ports, m.ports))
-        for name in sorted(before.keys() - now.keys()):
-            log.info("cluster %s: ServiceExport %s/%s: every port is served", name, *key)
+        present = {mc.member.name for mc, ex in exports if ex.export is not None}
+        for name in sorted((before.keys() - now.keys()) & present):
+            log.info("cluster %s: ServiceExport %s/%s: every port is served now", name, *key)
 
     def _cidr_ips(self, key: Key, m: Merged | None) -> tuple[list[str], list[str]] | None:
         if self.alloc is None:
