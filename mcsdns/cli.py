@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--reuse-port", action="store_true",
-                   help="bind with SO_REUSEPORT, sharing the port with other servers")
+                   help="share the port with other servers (SO_REUSEPORT); the port is bound "
+                        "once the zone is loaded, so a new server takes no queries before")
     s.add_argument("--lameduck", type=float, default=5.0, metavar="SECONDS",
                    help="on SIGTERM, /ready answers 503 at once and queries are answered for "
                         "SECONDS more before the listeners close (default 5; 0: close at once)")
@@ -181,7 +182,8 @@ def config_from(args: argparse.Namespace) -> Config:
                                    args.tcp_max_conns_per_client)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
         cfg.allow_transfer, cfg.notify = args.allow_transfer, args.notify
-        cfg.reuse_port, cfg.lameduck = args.reuse_port, max(0.0, args.lameduck)
+        cfg.reuse_port = cfg.bind_when_ready = args.reuse_port
+        cfg.lameduck = max(0.0, args.lameduck)
     return cfg
 
 
