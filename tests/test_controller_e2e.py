@@ -395,16 +395,16 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
         t0 = time.monotonic()
         (one if leader == "one" else two).proc.terminate()
         eventually(lambda: (a.kube.get(LEASE) or {})["spec"]["holderIdentity"] == follower,
-                   timeout=5, what="the standby holding the lease")
+                   timeout=20, what="the standby holding the lease")
         took = time.monotonic() - t0
+        print(f"\nstandby leads {took:.2f} s after SIGTERM to the leader (lease duration 15 s)")
+        assert took < 3.0
         assert (one if leader == "one" else two).proc.wait(10) == 0
         released = "released lease kube-system/mcsdns-controller"
         assert released in (one if leader == "one" else two).logs()
         lease = a.kube.get(LEASE)
         assert lease is not None and lease["metadata"]["resourceVersion"] != rv
         assert lease["spec"]["leaseTransitions"] == 1
-        print(f"\nstandby leads {took:.2f} s after SIGTERM to the leader (lease duration 15 s)")
-        assert took < 3.0
         a.kube.service("ns", "api")
         a.kube.export("ns", "api")
         eventually(lambda: b.kube.serviceimport("ns", "api"), what="import by the new leader")
