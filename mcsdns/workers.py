@@ -5,7 +5,8 @@ sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
 /health, /ready (200 when every worker is ready) and /metrics (summed), and
 restarts a worker that dies. A restarted worker binds its sockets only once
 its zone is loaded (synced or restored), so it takes no share of the queries
-before. Worker 0 alone writes the --state-dir snapshot.
+before. Worker 0 alone writes the --state-dir snapshot. On SIGTERM the
+supervisor's /ready turns 503 and each worker runs its own --lameduck period.
 """
 
 from __future__ import annotations

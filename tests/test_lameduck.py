@@ -23,6 +23,8 @@ import dns.rcode
 import dns.rdatatype
 from helpers import EXAMPLE, REPO, Server, free_port, stop_process, wait_for
 
+from mcsdns.server import stop_tcp_intake, stop_udp_intake
+
 # name -> (rcode, A addresses) in examples/clusterset
 EXPECTED = {
     "api.shop.svc.clusterset.local.": (dns.rcode.NOERROR, {"10.42.0.20"}),
@@ -75,7 +77,7 @@ def check(wire: bytes, qid: int, name: str) -> bool:
 
 
 class Load:
-    """A steady stream of A queries to one port: UDP from 16 source ports in turn, and
+    """A steady stream of A queries to one port: UDP from 16 source ports at once, and
     TCP on a new connection per query. Counts sent, answered, wrong and lost."""
 
     def __init__(self, port: int) -> None:
@@ -111,23 +113,27 @@ class Load:
             yield q.id, name, q.to_wire()
 
     def _udp(self) -> None:
+        """Rounds of 16 queries in flight, one per source port, so that the servers'
+        sockets have datagrams queued when one of them is closed."""
         socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(16)]
-        for s in socks:
-            s.settimeout(TIMEOUT)
+        queries = self._queries()
         try:
-            for (qid, name, wire), s in zip(self._queries(), itertools.cycle(socks)):
-                if self.stop.is_set():
-                    return
-                self._count("udp", "sent")
-                s.sendto(wire, ("127.0.0.1", self.port))
-                try:
-                    while True:  # skip a late answer to an earlier query
-                        data = s.recv(65535)
-                        if dns.message.from_wire(data).id == qid:
-                            break
-                    self._count("udp", "answered" if check(data, qid, name) else "wrong")
-                except TimeoutError:
-                    self._count("udp", "lost")
+            while not self.stop.is_set():
+                batch = [(s, *next(queries)) for s in socks]
+                for s, _qid, _name, wire in batch:
+                    self._count("udp", "sent")
+                    s.sendto(wire, ("127.0.0.1", self.port))
+                deadline = time.monotonic() + TIMEOUT
+                for s, qid, name, _wire in batch:
+                    try:
+                        while True:  # skip a late answer to an earlier query
+                            s.settimeout(max(0.001, deadline - time.monotonic()))
+                            data = s.recv(65535)
+                            if dns.message.from_wire(data).id == qid:
+                                break
+                        self._count("udp", "answered" if check(data, qid, name) else "wrong")
+                    except TimeoutError:
+                        self._count("udp", "lost")
                 time.sleep(0.002)
         finally:
             for s in socks:
@@ -247,3 +253,102 @@ def test_workers_lameduck(tmp_path: Path) -> None:
         assert srv.proc.poll() is None and load.answered() > before + 50
         assert srv.proc.wait(15) == 0, srv.logs()
     assert load.counts["udp wrong"] == load.counts["tcp wrong"] == 0, figures(load.counts)
+
+
+def group(kind: socket.SocketKind, port: int, n: int = 2) -> list[socket.socket]:
+    out = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, kind)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("127.0.0.1", port))
+        s.setblocking(False)
+        if kind == socket.SOCK_STREAM:
+            s.listen(64)
+        out.append(s)
+    return out
+
+
+def queued(s: socket.socket) -> list[bytes]:
+    out = []
+    while True:
+        try:
+            out.append(s.recv(100))
+        except BlockingIOError:
+            return out
+
+
+def test_udp_intake_stops_and_the_queue_stays_readable() -> None:
+    """What the hand-over relies on: closing a UDP socket of a SO_REUSEPORT group drops its
+    queued datagrams; after stop_udp_intake the group's other socket gets every new one,
+    and what was queued is still read."""
+    port = free_port()
+    a, b = group(socket.SOCK_DGRAM, port)
+    clients = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(32)]
+    try:
+        def send(tag: bytes) -> None:
+            for i, c in enumerate(clients):
+                c.sendto(tag + b"%d" % i, ("127.0.0.1", port))
+            time.sleep(0.1)
+
+        send(b"before")
+        on_a = len(queued(a))
+        assert 0 < on_a < len(clients) and on_a + len(queued(b)) == len(clients)  # spread over both
+        send(b"queued")
+        stop_udp_intake(a.fileno())
+        send(b"after")
+        kept, got_b = queued(a), queued(b)
+        assert kept and all(d.startswith(b"queued") for d in kept)
+        assert len([d for d in got_b if d.startswith(b"after")]) == len(clients)
+        assert len(kept) + len(got_b) == 2 * len(clients)  # none lost
+        a.close()
+        b.close()
+        c, d = group(socket.SOCK_DGRAM, port)  # the same without stop_udp_intake
+        send(b"dropped")
+        c.close()
+        assert len(queued(d)) < len(clients)
+        d.close()
+    finally:
+        for s in (a, b, *clients):
+            s.close()
+
+
+def test_tcp_intake_stops_without_resetting_a_handshake() -> None:
+    """After stop_tcp_intake a listener accepts nothing new (dropped SYNs are retransmitted
+    and reach the other listener once it is closed); connections queued before are kept."""
+    port = free_port()
+    a, b = group(socket.SOCK_STREAM, port)
+    conns: list[socket.socket] = []
+    try:
+        def connect(n: int) -> None:
+            for _ in range(n):
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", port))
+                conns.append(c)
+            time.sleep(0.1)
+
+        connect(16)
+        stop_tcp_intake(a.fileno())
+        connect(16)
+
+        def accept(s: socket.socket) -> int:
+            n = 0
+            while True:
+                try:
+                    s.accept()[0].close()
+                    n += 1
+                except BlockingIOError:
+                    return n
+
+        on_a, on_b = accept(a), accept(b)
+        assert 0 < on_a < 16 and on_a + on_b < 32  # A got none of the second 16
+        a.close()
+        total = on_a + on_b
+        deadline = time.monotonic() + 4
+        while total < 32 and time.monotonic() < deadline:
+            total += accept(b)
+            time.sleep(0.05)
+        assert total == 32  # every attempt accepted once (the dropped SYNs within 1-3 s)
+    finally:
+        for s in (a, b, *conns):
+            s.close()
