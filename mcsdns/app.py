@@ -360,8 +360,8 @@ class App:
             log.info("shutting down")
             await self.stop()
             return
-        log.info("shutting down: /ready answers 503; queries are answered for %g s more "
-                 "(--lameduck; a second signal stops at once)", lameduck)
+        log.info("shutting down: %squeries are answered for %g s more (--lameduck; a second "
+                 "signal stops at once)", "/ready answers 503; " if self._http else "", lameduck)
         await self._pause(lameduck)
         await self.stop(self.cfg.tcp_limits.read_timeout, HANDOFF)
         log.info("stopped")
