@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import logging
@@ -24,6 +25,7 @@ from .metrics import render
 from .notify import Notifier
 from .records import service_records
 from .serial import SerialClock
+from .server import stop_tcp_intake, stop_udp_intake
 from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
@@ -62,6 +64,7 @@ class Config:
     metrics: tuple[str, int] | None = None
     workers: int = 1
     reuse_port: bool = False
+    lameduck: float = 5.0  # after SIGTERM: /ready 503, still answering (0: stop at once)
     log_queries: bool = False
     cache_mib: int = CACHE_BYTES >> 20  # response cache budget (--cache-size)
     tcp_limits: TCPLimits = field(default_factory=TCPLimits)
@@ -83,6 +86,7 @@ class Config:
 
 
 STATE_REFRESH = 300.0  # rewrite an unchanged snapshot this often, to refresh its as_of
+HANDOFF = 0.25  # after the lameduck period: seconds between stopping intake and closing
 
 
 class App:
@@ -107,7 +111,9 @@ class App:
             self.versions.on_serial.append(lambda serial, _new: notifier.update(serial))
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
         self._http: list[asyncio.AbstractServer] = []
-        self.stopping = asyncio.Event()
+        self.stopping = asyncio.Event()  # first SIGTERM/SIGINT
+        self.hurry = asyncio.Event()  # a second one: stop at once
+        self._fds: list[tuple[int, bool]] = []  # (fd, is UDP) of each DNS listener
         self._tasks: list[asyncio.Task[None]] = []
         self._loaded = asyncio.Event()
         # --state-dir (Kubernetes source only: manifests are their own state)
@@ -168,6 +174,16 @@ class App:
         """The zone answers from data: synced, or restored from --state-dir."""
         return self.zone.loaded
 
+    def serving(self) -> bool:
+        """/ready: ready, and not shutting down."""
+        return self.ready() and not self.stopping.is_set()
+
+    def signalled(self) -> None:
+        """SIGTERM/SIGINT: the first starts the shutdown, the next hurries it."""
+        if self.stopping.is_set():
+            self.hurry.set()
+        self.stopping.set()
+
     def make_sources(self) -> list[Source]:
         if self.cfg.manifests:
             from .sources.files import MAX_BYTES, FileSource
@@ -184,7 +200,7 @@ class App:
             self.restore_state()
         if not self.cfg.bind_when_ready:
             await self._bind()
-        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
+        await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self._http)
         self.sources = self.make_sources()
         for s in self.sources:
             self.stats.register(s.publish)
@@ -205,6 +221,7 @@ class App:
             udp = bind_udp(host, port, self.cfg.reuse_port)
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
             cache, serial = self.handler.canned[False], self.handler.serial
+            self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
             self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
@@ -331,13 +348,39 @@ class App:
             if fn is not None:
                 fn()
 
-    async def stop(self, drain: float = 1.0) -> None:
-        """Stop listening, give open TCP connections `drain` seconds, stop sources."""
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when hurried."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.hurry.wait(), seconds)
+
+    async def shutdown(self) -> None:
+        """After SIGTERM (/ready is 503 already): answer for --lameduck seconds, then stop."""
+        lameduck = self.cfg.lameduck
+        if lameduck <= 0:
+            log.info("shutting down")
+            await self.stop()
+            return
+        log.info("shutting down: %squeries are answered for %g s more (--lameduck; a second "
+                 "signal stops at once)", "/ready answers 503; " if self._http else "", lameduck)
+        await self._pause(lameduck)
+        await self.stop(self.cfg.tcp_limits.read_timeout, HANDOFF)
+        log.info("stopped")
+
+    async def stop(self, drain: float = 1.0, handoff: float = 0.0) -> None:
+        """Stop taking queries, finish the open TCP queries within `drain` seconds, stop
+        sources. With `handoff`, first stop intake (new datagrams and connections go to
+        the rest of the port's SO_REUSEPORT group) and read what is queued for that long."""
+        loop = asyncio.get_running_loop()
+        if handoff > 0 and not self.hurry.is_set():
+            for fd, udp in self._fds:
+                (stop_udp_intake if udp else stop_tcp_intake)(fd)
+            await self._pause(handoff)
         for c in self._listeners:
             c.close()
-        deadline = asyncio.get_running_loop().time() + drain
-        while self.tcp_state.conns and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        self.tcp_state.drain()
+        deadline = loop.time() + drain
+        while self.tcp_state.conns and loop.time() < deadline and not self.hurry.is_set():
+            await asyncio.sleep(0.02)
         for conn in list(self.tcp_state.conns):
             conn.close()
         if self.tcp_state.sweeper is not None:
@@ -373,7 +416,7 @@ async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> 
     app = App(cfg)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, app.stopping.set)
+        loop.add_signal_handler(sig, app.signalled)
     loop.add_signal_handler(signal.SIGHUP, app.reload)
     await app.start()
     if report is not None:
@@ -388,10 +431,9 @@ async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> 
 
         task = loop.create_task(reporter())
     await app.stopping.wait()
-    log.info("shutting down")
+    await app.shutdown()
     if report is not None:
         task.cancel()
-    await app.stop()
 
 
 def run_loop(coro_fn: Callable[[], object]) -> None:

@@ -108,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TCP query must arrive whole within this many seconds (default 5)")
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
+    s.add_argument("--reuse-port", action="store_true",
+                   help="share the port with other servers (SO_REUSEPORT); the port is bound "
+                        "once the zone is loaded, so a new server takes no queries before")
+    s.add_argument("--lameduck", type=float, default=5.0, metavar="SECONDS",
+                   help="on SIGTERM, /ready answers 503 at once and queries are answered for "
+                        "SECONDS more before the listeners close (default 5; 0: close at once)")
     s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
     s.add_argument("--cache-size", type=non_negative, default=CACHE_BYTES >> 20, metavar="MIB",
                    help=f"response cache budget in MiB, UDP and TCP together "
@@ -176,6 +182,8 @@ def config_from(args: argparse.Namespace) -> Config:
                                    args.tcp_max_conns_per_client)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
         cfg.allow_transfer, cfg.notify = args.allow_transfer, args.notify
+        cfg.reuse_port = cfg.bind_when_ready = args.reuse_port
+        cfg.lameduck = max(0.0, args.lameduck)
     return cfg
 
 

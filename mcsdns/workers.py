@@ -5,7 +5,8 @@ sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
 /health, /ready (200 when every worker is ready) and /metrics (summed), and
 restarts a worker that dies. A restarted worker binds its sockets only once
 its zone is loaded (synced or restored), so it takes no share of the queries
-before. Worker 0 alone writes the --state-dir snapshot.
+before. Worker 0 alone writes the --state-dir snapshot. On SIGTERM the
+supervisor's /ready turns 503 and each worker runs its own --lameduck period.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
-from .app import Config, run, run_loop, serve_endpoints
+from .app import HANDOFF, Config, run, run_loop, serve_endpoints
 from .notify import Notifier
 from .serial import serial_lt
 from .stats import Snapshot, Stats
@@ -58,9 +59,23 @@ class Supervisor:
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
         self.snaps: list[Snapshot] = [{} for _ in range(cfg.workers)]
         self.restarts = 0
+        self.stopping = asyncio.Event()
 
     def ready(self) -> bool:
-        return all(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
+        """/ready: every worker ready, and not shutting down."""
+        return not self.stopping.is_set() and all(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
+
+    def signalled(self) -> None:
+        """SIGTERM/SIGINT: the first starts the shutdown; the next is passed on to the
+        workers, which then stop at once."""
+        if self.stopping.is_set():
+            self.terminate()
+        self.stopping.set()
+
+    def terminate(self) -> None:
+        for p in self.procs:
+            if p is not None and p.is_alive():
+                p.terminate()
 
     def served_serial(self) -> int | None:
         """The serial every worker serves (the oldest one while they differ), or None
@@ -111,9 +126,9 @@ class Supervisor:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        stopping = asyncio.Event()
+        stopping = self.stopping
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopping.set)
+            loop.add_signal_handler(sig, self.signalled)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         for i in range(self.cfg.workers):
             self.start_worker(i, loop)
@@ -138,12 +153,18 @@ class Supervisor:
                     log.error("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
                     self.restarts += 1
                     self.start_worker(i, loop)
-        log.info("stopping %d workers", len(self.procs))
+        lameduck = self.cfg.lameduck
+        log.info("stopping %d workers%s", len(self.procs),
+                 f": /ready answers 503; they answer for {lameduck:g} s more (--lameduck; "
+                 "a second signal stops them at once)" if lameduck > 0 else "")
+        self.terminate()  # each worker runs its own lameduck period and drain
+        deadline = loop.time() + lameduck + HANDOFF + self.cfg.tcp_limits.read_timeout + 5
+        while any(p is not None and p.is_alive() for p in self.procs) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
         for p in self.procs:
             if p is not None and p.is_alive():
-                p.terminate()
-        for p in self.procs:
-            if p is not None:
+                log.error("worker pid %s did not stop; killing it", p.pid)
+                p.kill()
                 await loop.run_in_executor(None, p.join, 5)
         for h in http:
             h.close()

@@ -100,12 +100,13 @@ class Server:
 @contextmanager
 def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
                timeout: float = 15.0) -> Iterator[Server]:
-    """Start `python -m mcsdns serve ARGS` on free ports; stop it afterwards."""
+    """Start `python -m mcsdns serve ARGS` on free ports; stop it afterwards (SIGTERM, with
+    --lameduck 0 unless ARGS give one)."""
     port, http_port = free_port(), free_port()
     log = tmp / f"mcsdns-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "mcsdns", "serve", "--listen", f"127.0.0.1:{port}",
-           "--health", f"127.0.0.1:{http_port}", *args]
+           "--health", f"127.0.0.1:{http_port}", "--lameduck=0", *args]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     srv = Server(proc, port, http_port, log)

@@ -367,3 +367,44 @@ def test_watches_trigger_passes_and_errors_are_retried(clusters2: list[Cluster],
         eventually(lambda: re.search(r"cluster b: EndpointSlice ns/web: .*: 500 ", ctl.logs()),
                    what="controller saw the errors")
         eventually(lambda: b.kube.imported_slices("ns", "web"), timeout=5, what="slice after errors")
+
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller"
+
+
+def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
+        clusters2: list[Cluster], tmp_path: Path) -> None:
+    """SIGTERM: the leader releases its Lease (no holder, 1 s, renewed now, as client-go's
+    ReleaseOnCancel), so the standby leads within about RetryPeriod (2 s), not the 15 s
+    lease duration."""
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("ns")
+        cl.kube.namespace("kube-system")
+    a.kube.service("ns", "web")
+    a.kube.export("ns", "web")
+    le = ("--leader-elect", "--lease-duration", "15")
+    with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
+            run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
+        eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")
+        lease = a.kube.get(LEASE)
+        assert lease is not None
+        leader, rv = lease["spec"]["holderIdentity"], lease["metadata"]["resourceVersion"]
+        follower = "two" if leader == "one" else "one"
+        eventually((two if leader == "one" else one).ready, what="a ready follower")
+        t0 = time.monotonic()
+        (one if leader == "one" else two).proc.terminate()
+        eventually(lambda: (a.kube.get(LEASE) or {})["spec"]["holderIdentity"] == follower,
+                   timeout=20, what="the standby holding the lease")
+        took = time.monotonic() - t0
+        print(f"\nstandby leads {took:.2f} s after SIGTERM to the leader (lease duration 15 s)")
+        assert took < 3.0
+        assert (one if leader == "one" else two).proc.wait(10) == 0
+        released = "released lease kube-system/mcsdns-controller"
+        assert released in (one if leader == "one" else two).logs()
+        lease = a.kube.get(LEASE)
+        assert lease is not None and lease["metadata"]["resourceVersion"] != rv
+        assert lease["spec"]["leaseTransitions"] == 1
+        a.kube.service("ns", "api")
+        a.kube.export("ns", "api")
+        eventually(lambda: b.kube.serviceimport("ns", "api"), what="import by the new leader")

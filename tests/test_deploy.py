@@ -32,6 +32,7 @@ from helpers import EXAMPLE, REPO, run_server
 from kubeapi import KubeAPI
 
 from mcsdns import tsig
+from mcsdns.app import HANDOFF
 from mcsdns.cli import build_parser
 from mcsdns.sources.files import load_file
 
@@ -417,6 +418,14 @@ def test_deployment_args_are_accepted_by_the_cli() -> None:
     assert (ports["dns-tcp"]["containerPort"], ports["dns-tcp"]["protocol"]) == (5353, "TCP")
     assert ports["metrics"]["containerPort"] == 9153
     assert ns.kubeconfig is None and ns.manifests is None  # in-cluster config
+
+
+def test_server_grace_period_covers_lameduck_and_drain() -> None:
+    """The kubelet's SIGKILL comes after --lameduck, the hand-over and the TCP drain."""
+    spec = pod(named(render(DEPLOY), "Deployment", "mcsdns"))
+    ns = build_parser().parse_args(spec["containers"][0]["args"])
+    assert ns.lameduck > 0
+    assert spec["terminationGracePeriodSeconds"] > ns.lameduck + HANDOFF + ns.tcp_read_timeout + 5
 
 
 def test_server_tsig_keys_come_from_an_optional_secret_not_the_command_line() -> None:

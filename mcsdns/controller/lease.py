@@ -2,8 +2,10 @@
 
 A candidate takes the Lease when it does not exist or when its record has not
 changed for leaseDurationSeconds as seen by this process's own clock (so
-clocks need not agree); the holder renews it every duration/3. Every write
-carries the resourceVersion read, so two candidates never both win.
+clocks need not agree), or has no holder; the holder renews it every
+duration/3, the others look at it every RETRY_PERIOD s at most. Every write
+carries the resourceVersion read, so two candidates never both win. On
+shutdown the holder releases it (as client-go's ReleaseOnCancel).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from .clusters import Conflict, Member, NotFound, Unreachable
 
 log = logging.getLogger("mcsdns.controller.lease")
+
+RETRY_PERIOD = 2.0  # client-go's default RetryPeriod
 
 
 def _micro_now() -> str:
@@ -44,6 +48,11 @@ class LeaderElector:
         now = _micro_now()
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.duration)),
                 "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
+
+    @property
+    def period(self) -> float:
+        """Seconds between steps: renewals, or attempts to take the lease."""
+        return self.duration / 3 if self.leader else min(self.duration / 3, RETRY_PERIOD)
 
     def is_leader(self) -> bool:
         """Leader now: acquired/renewed less than a lease duration ago."""
@@ -98,14 +107,18 @@ class LeaderElector:
         self.leader, self.renewed_at = True, self.clock()
 
     def release(self) -> None:
-        """Give the lease up on shutdown so another replica takes over at once."""
+        """Give the lease up on shutdown so that another replica takes it at its next
+        look: no holder, a 1 s duration, renewed now (as client-go does)."""
         if not self.leader:
             return
         try:
             lease = self.member.get(f"{self.path}/{self.name}")
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                spec = dict(lease["spec"], holderIdentity="", leaseDurationSeconds=1)
+                now = _micro_now()
+                spec = dict(lease["spec"], holderIdentity="", leaseDurationSeconds=1,
+                            acquireTime=now, renewTime=now)
                 self.member.request("PUT", f"{self.path}/{self.name}", body=dict(lease, spec=spec))
+                log.info("released lease %s/%s", self.namespace, self.name)
         except Exception as e:  # best effort
             log.info("releasing lease: %s", e)
         self.leader = False

@@ -142,7 +142,7 @@ class Manager:
         renew_every = max(0.5, min(self.ttl / 4, 10.0))
         while not self.stop.is_set():
             now = self.clock()
-            if self.elector is not None and now - last_lease >= self.elector.duration / 3:
+            if self.elector is not None and now - last_lease >= self.elector.period:
                 was = self.elector.is_leader()
                 last_lease = now
                 if self.elector.step() and not was and self.gate_open:

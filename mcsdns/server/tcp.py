@@ -87,6 +87,15 @@ class TCPServerState:
         self.sweeper: asyncio.Task[None] | None = None
         self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
         self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
+        self.draining = False  # shutting down: close each connection once answered
+
+    def drain(self) -> None:
+        """Shutting down: close the idle connections that were answered; the others
+        after the answers to the queries they send."""
+        self.draining = True
+        for c in list(self.conns):
+            if c.answered and c.idle() and c.transport is not None:
+                c.transport.close()
 
     def publish(self, put: Put) -> None:
         put(REJECTED, self.rejected)
@@ -156,6 +165,7 @@ class TCPConnection(asyncio.BufferedProtocol):
         self.scheduled = False  # a _pump call is pending
         self.peer: Any = None
         self.client = ""
+        self.answered = False  # at least one answer written
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -306,6 +316,9 @@ class TCPConnection(asyncio.BufferedProtocol):
                     return pos
         if out and self.transport is not None:
             self.transport.write(b"".join(out))
+            self.answered = True
+            if self.state.draining and pos == end:
+                self.transport.close()  # after the answers are flushed
         return pos
 
 
