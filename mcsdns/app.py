@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import __version__, state, tsig
+from . import process, state, tsig
 from .handler import CACHE_BYTES, Handler
 from .journal import Versions
 from .locality import OFF, Locality
@@ -45,7 +45,6 @@ STATE_WRITES = define("mcsdns_state_writes_total", "counter",
                       "--state-dir snapshot writes by result (ok, error).", ("result",))
 STATE_REJECTED = define("mcsdns_state_rejected_total", "counter",
                         "--state-dir files found corrupt, foreign or unreadable and ignored.")
-BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
 
 
 @dataclass
@@ -125,14 +124,13 @@ class App:
         self.stats = Stats()
         for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
                         self.store.publish, self.zone.publish, self.publish, self.versions.publish,
-                        self.transfers.publish):
+                        self.transfers.publish, process.publish):
             self.stats.register(publish)
         if self.notifier is not None:
             self.stats.register(self.notifier.publish)
 
     def publish(self, put: Put) -> None:
         put(READY, 1 if self.ready() else 0)
-        put(BUILD_INFO, 1, version=__version__)
         if self.state_path is not None:
             put(STATE_RESTORED, 0 if self.restored_as_of is None else 1)
             if self.restored_as_of is not None:

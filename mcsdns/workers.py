@@ -21,6 +21,7 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
+from . import process
 from .app import Config, run, run_loop, serve_endpoints
 from .notify import Notifier
 from .serial import serial_lt
@@ -52,7 +53,8 @@ class Supervisor:
         self.wcfg = dataclasses.replace(cfg, reuse_port=True, health=None, metrics=None, workers=1,
                                         notify=[], serial_file=serial_file)
         self.notifier: Notifier | None = None
-        self.stats = Stats()  # the supervisor's own series (NOTIFY)
+        self.stats = Stats()  # the supervisor's own series (NOTIFY, process_*)
+        self.stats.register(process.publish)
         self.ctx = multiprocessing.get_context("fork")
         self.procs: list[BaseProcess | None] = [None] * cfg.workers
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
