@@ -89,11 +89,12 @@ class App:
         self.cfg = cfg
         self.store = Store()
         self.zone = Zone(cfg.zone, cfg.ttl, cfg.serial)
-        self.handler = Handler(self.zone, cfg.log_queries, cfg.cache_mib << 20)
+        self.handler = Handler(self.zone, cfg.cache_mib << 20)
         self.sources: list[Source] = []
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
+        self.tcp_state.log_queries = cfg.log_queries
         # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()), self.ready)
         self.handler.tsig_keys.update((k.name, k) for k in cfg.tsig_keys)
@@ -203,7 +204,8 @@ class App:
             udp = bind_udp(host, port, self.cfg.reuse_port)
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
             cache, serial = self.handler.canned[False], self.handler.serial
-            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial,
+                                                   self.cfg.log_queries))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
                      "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)

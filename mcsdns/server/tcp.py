@@ -13,6 +13,10 @@ Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
 is not reading its answers), and answering stops while the client is not
 reading them.
+
+Each answered query is timed into `mcsdns_dns_request_duration_seconds{proto="tcp"}`
+from the read that completed it to the write of its answer (answers to
+pipelined queries are written together, and each counts that time).
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
+from time import perf_counter_ns
 from typing import Any, cast
 
+from ..querylog import log_query
 from ..stats import Put, define
 from ..wire import MAX_TCP
 from . import bound_socket
+from .udp import RequestTimer, timing
 
 log = logging.getLogger("mcsdns.tcp")
 
@@ -87,8 +94,12 @@ class TCPServerState:
         self.sweeper: asyncio.Task[None] | None = None
         self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
         self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
+        self.timer = RequestTimer("tcp")
+        self.timed = timing()
+        self.log_queries = False  # --log-queries
 
     def publish(self, put: Put) -> None:
+        self.timer.publish(put)
         put(REJECTED, self.rejected)
         put(CLIENT_REFUSED, self.client_refused)
         for limit, n in self.evicted.items():
@@ -266,7 +277,9 @@ class TCPConnection(asyncio.BufferedProtocol):
         out: list[bytes] = []
         size = pos = 0
         end = len(buf)
-        stream = self.state.stream
+        state = self.state
+        stream = state.stream
+        t0 = perf_counter_ns()
         while end - pos >= 2:
             n = (buf[pos] << 8) | buf[pos + 1]
             if end - pos < 2 + n:
@@ -283,16 +296,19 @@ class TCPConnection(asyncio.BufferedProtocol):
                 if xfr is not None:
                     if out and self.transport is not None:
                         self.transport.write(b"".join(out))
+                        self._observe(t0, len(out))
                     self.pending_since = None
                     self.out = xfr
                     asyncio.get_running_loop().call_soon(self._pump)
                     self.scheduled = True
                     return pos
             try:
-                resp = self.state.respond(msg, True)
+                resp = state.respond(msg, True)
             except Exception:
                 log.exception("error answering %d-byte TCP query", len(msg))
                 resp = None
+            if state.log_queries:
+                log_query(msg, resp, "tcp", self.peer, perf_counter_ns() - t0)
             if resp is None:
                 self.close()
                 return -1
@@ -300,13 +316,20 @@ class TCPConnection(asyncio.BufferedProtocol):
             size += 2 + len(resp)
             if size >= FLUSH and self.transport is not None:
                 self.transport.write(b"".join(out))
+                self._observe(t0, len(out))
                 out.clear()
                 size = 0
                 if self.paused:
                     return pos
         if out and self.transport is not None:
             self.transport.write(b"".join(out))
+            self._observe(t0, len(out))
         return pos
+
+    def _observe(self, t0: int, n: int) -> None:
+        """`n` answers written, for queries read at `t0` (perf_counter_ns)."""
+        if self.state.timed:
+            self.state.timer.observe(perf_counter_ns() - t0, n)
 
 
 def bind_tcp(host: str, port: int, reuse_port: bool) -> socket.socket:
