@@ -207,8 +207,10 @@ class App:
             self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial,
                                                    self.cfg.log_queries))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
-            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
-                     "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)
+            udp_io = "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto"
+            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port, udp_io, self.cfg.zone,
+                     extra={"event": "listening", "address": host, "port": port, "udp_io": udp_io,
+                            "zone": self.cfg.zone})
 
     async def _keep_serial(self) -> None:
         """Give the zone its serial once loaded, and adopt a serial that another worker
@@ -240,7 +242,8 @@ class App:
             gone = self.store.drop_restored()
             self.restored_as_of = None
             log.info("first sync complete: live data replaces the restored state "
-                     "(%d restored objects no longer exist)", gone)
+                     "(%d restored objects no longer exist)", gone,
+                     extra={"event": "restored_state_replaced", "gone": gone})
         self._set_loaded()
         self._dirty.set()
         gc.collect()
@@ -271,9 +274,12 @@ class App:
         self.restored_as_of = saved.as_of
         self._set_loaded()
         when = datetime.fromtimestamp(saved.as_of, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        imports, slices, age = len(self.store.imports), len(self.store.slices), time.time() - saved.as_of
         log.warning("serving restored state until the first sync: %d ServiceImports, "
-                    "%d EndpointSlices from %s, as of %s (%.0f s ago)", len(self.store.imports),
-                    len(self.store.slices), self.state_path, when, time.time() - saved.as_of)
+                    "%d EndpointSlices from %s, as of %s (%.0f s ago)", imports, slices,
+                    self.state_path, when, age,
+                    extra={"event": "state_restored", "service_imports": imports, "endpoint_slices": slices,
+                           "path": self.state_path, "as_of": when, "age_seconds": round(age, 3)})
 
     def live(self) -> bool:
         """Synced, and no longer serving restored state: what is served may be saved."""
@@ -361,7 +367,8 @@ async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
     for addr in dict.fromkeys(a for a in (cfg.health, cfg.metrics) if a):
         ep = HTTPEndpoints(ready, lambda: render(snaps()))
         out.append(await serve_http(addr[0], addr[1], ep))
-        log.info("HTTP /health /ready /metrics on %s:%d", *addr)
+        log.info("HTTP /health /ready /metrics on %s:%d", *addr,
+                 extra={"event": "listening_http", "address": addr[0], "port": addr[1]})
 
 
 async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> None:
