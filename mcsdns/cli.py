@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TCP query must arrive whole within this many seconds (default 5)")
     s.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
-    s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
+    s.add_argument("--log-queries", action="store_true",
+                   help="log every query as CoreDNS' log plugin does (slow: UDP then skips batched I/O)")
     s.add_argument("--cache-size", type=non_negative, default=CACHE_BYTES >> 20, metavar="MIB",
                    help=f"response cache budget in MiB, UDP and TCP together "
                         f"(default {CACHE_BYTES >> 20}; 0: no response cache)")
