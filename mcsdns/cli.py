@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.workers > 1:
         from .workers import supervise
 
-        supervise(cfg)
+        return supervise(cfg)
     else:
         run_loop(lambda: run(cfg))
     return 0

@@ -60,6 +60,7 @@ class Supervisor:
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
         self.snaps: list[Snapshot] = [{} for _ in range(cfg.workers)]
         self.restarts = 0
+        self.exit_code = 0  # a worker's that failed at start
 
     def ready(self) -> bool:
         return all(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
@@ -137,6 +138,13 @@ class Supervisor:
                     self.notifier.update(serial)
             for i, p in enumerate(self.procs):
                 if p is not None and not p.is_alive() and not stopping.is_set():
+                    if p.exitcode and p.exitcode > 0 and not self.snaps[i]:
+                        # failed before serving (a configuration error it has printed): no restart loop
+                        log.error("worker %d (pid %s) exited with %s at start; stopping", i, p.pid,
+                                  p.exitcode)
+                        self.exit_code = p.exitcode
+                        stopping.set()
+                        break
                     log.error("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
                     self.restarts += 1
                     self.start_worker(i, loop)
@@ -155,5 +163,8 @@ class Supervisor:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
-def supervise(cfg: Config) -> None:
-    run_loop(lambda: Supervisor(cfg).run())
+def supervise(cfg: Config) -> int:
+    """Run the workers until SIGTERM/SIGINT; the exit code (a worker's that failed at start)."""
+    sup = Supervisor(cfg)
+    run_loop(sup.run)
+    return sup.exit_code

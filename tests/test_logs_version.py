@@ -162,6 +162,15 @@ def test_bad_kubeconfig_error_printed_once(tmp_path: Path, command: str) -> None
         assert len([ln for ln in out.splitlines() if str(kc) in ln]) == 1, out
 
 
+def test_bad_kubeconfig_with_workers_stops_instead_of_restarting(tmp_path: Path) -> None:
+    r = mcsdns("serve", "--listen", "127.0.0.1:0", "--workers", "2",
+               "--kubeconfig", str(tmp_path / "missing"))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "restarting" not in out and "at start; stopping" in out
+    assert 1 <= out.count("cannot load Kubernetes client configuration") <= 2  # once per worker
+
+
 @pytest.mark.parametrize("args", [[], ["serve"], ["records"], ["controller"]])
 def test_version(args: list[str]) -> None:
     r = mcsdns(*args, "--version")
