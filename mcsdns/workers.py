@@ -2,10 +2,13 @@
 
 Each worker runs the whole pipeline (its own source, store and zone) and
 sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
-/health, /ready (200 when every worker is ready) and /metrics (summed), and
-restarts a worker that dies. A restarted worker binds its sockets only once
-its zone is loaded (synced or restored), so it takes no share of the queries
-before. Worker 0 alone writes the --state-dir snapshot.
+/health, /ready (200 when every worker is ready) and /metrics (the workers'
+and its own, merged as `stats.merge` says), and restarts a worker that dies;
+one that exits with an error before its first snapshot (a configuration
+error) stops the supervisor with that exit code instead. A restarted worker
+binds its sockets only once its zone is loaded (synced or restored), so it
+takes no share of the queries before. Worker 0 alone writes the --state-dir
+snapshot.
 """
 
 from __future__ import annotations
