@@ -234,16 +234,22 @@ def test_process_metrics_summed_across_workers(tmp_path: Path) -> None:
     assert abs(m["process_start_time_seconds"] - supervisor_start) < 0.05  # the supervisor's
 
 
-def test_process_metrics_on_the_controller(tmp_path: Path) -> None:
+def test_controller_process_metrics_and_json_logs(tmp_path: Path) -> None:
     with KubeAPI() as api:
         kc = api.write_kubeconfig(tmp_path / "a.kubeconfig", "a")
         Kube(kc).cluster_id("east")
         started = time.time()
-        with run_controller(["--cluster", f"a={kc}"], tmp_path) as ctl:
+        with run_controller(["--cluster", f"a={kc}", "--log-format", "json"], tmp_path) as ctl:
             assert wait_for(ctl.ready, timeout=15)
             m = ctl.metrics()
+            recs = [json.loads(ln) for ln in ctl.logs().splitlines() if ln.startswith("{")]
     check_process_metrics(m, started)
     assert sum(k.startswith("mcsdns_build_info") for k in m) == 1
+    assert recs and all(TIME.match(r["time"]) for r in recs)
+    member = next(r for r in recs if r.get("event") == "member")
+    assert (member["cluster"], member["cluster_id"], member["kubeconfig"]) == ("a", "east", str(kc))
+    synced = next(r for r in recs if r.get("event") == "synced")
+    assert synced["reconciles"] == sum(synced["results"].values())
 
 
 def test_tcp_requests_are_timed(tmp_path: Path) -> None:

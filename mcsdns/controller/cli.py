@@ -113,7 +113,9 @@ def _resolve_ids(members: list[Member]) -> None:
                             m.name, e)
                 continue
         log.info("cluster %s: ID %s (%s%s)", m.name, m.cluster_id, m.kubeconfig,
-                 f"@{m.context}" if m.context else "")
+                 f"@{m.context}" if m.context else "",
+                 extra={"event": "member", "cluster": m.name, "cluster_id": m.cluster_id,
+                        "kubeconfig": m.kubeconfig, "context": m.context})
     ids = [m.cluster_id for m in members if m.cluster_id]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
