@@ -15,8 +15,10 @@ is not reading its answers), and answering stops while the client is not
 reading them.
 
 Each answered query is timed into `mcsdns_dns_request_duration_seconds{proto="tcp"}`
-from the read that completed it to the write of its answer (answers to
-pipelined queries are written together, and each counts that time).
+from when its whole message is taken up (at the read that completed it, or
+when a transfer or a client pause that held it queued ends) to the write of
+its answer; answers to pipelined queries are written together, and each
+counts that time.
 """
 
 from __future__ import annotations
