@@ -29,9 +29,6 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class TextFormatter(logging.Formatter):
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return rfc3339(record.created)
-
     def format(self, record: logging.LogRecord) -> str:
         line = f"{rfc3339(record.created)} [{record.levelname}] {record.name}: {record.getMessage()}"
         if record.exc_info:
