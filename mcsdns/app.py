@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import __version__, state, tsig
+from . import process, state, tsig
 from .handler import CACHE_BYTES, Handler
 from .journal import Versions
 from .locality import OFF, Locality
@@ -47,7 +47,6 @@ STATE_WRITES = define("mcsdns_state_writes_total", "counter",
                       "--state-dir snapshot writes by result (ok, error).", ("result",))
 STATE_REJECTED = define("mcsdns_state_rejected_total", "counter",
                         "--state-dir files found corrupt, foreign or unreadable and ignored.")
-BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
 
 
 @dataclass
@@ -94,11 +93,12 @@ class App:
         self.cfg = cfg
         self.store = Store()
         self.zone = Zone(cfg.zone, cfg.ttl, cfg.serial)
-        self.handler = Handler(self.zone, cfg.log_queries, cfg.cache_mib << 20)
+        self.handler = Handler(self.zone, cfg.cache_mib << 20)
         self.sources: list[Source] = []
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
+        self.tcp_state.log_queries = cfg.log_queries
         # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()), self.ready)
         self.handler.tsig_keys.update((k.name, k) for k in cfg.tsig_keys)
@@ -131,14 +131,13 @@ class App:
         self.stats = Stats()
         for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
                         self.store.publish, self.zone.publish, self.publish, self.versions.publish,
-                        self.transfers.publish):
+                        self.transfers.publish, process.publish):
             self.stats.register(publish)
         if self.notifier is not None:
             self.stats.register(self.notifier.publish)
 
     def publish(self, put: Put) -> None:
         put(READY, 1 if self.ready() else 0)
-        put(BUILD_INFO, 1, version=__version__)
         if self.state_path is not None:
             put(STATE_RESTORED, 0 if self.restored_as_of is None else 1)
             if self.restored_as_of is not None:
@@ -222,10 +221,13 @@ class App:
             tcp = bind_tcp(host, port, self.cfg.reuse_port)
             cache, serial = self.handler.canned[False], self.handler.serial
             self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
-            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial,
+                                                   self.cfg.log_queries))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
-            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port,
-                     "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto", self.cfg.zone)
+            udp_io = "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto"
+            log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port, udp_io, self.cfg.zone,
+                     extra={"event": "listening", "address": host, "port": port, "udp_io": udp_io,
+                            "zone": self.cfg.zone})
 
     async def _keep_serial(self) -> None:
         """Give the zone its serial once loaded, and adopt a serial that another worker
@@ -257,7 +259,8 @@ class App:
             gone = self.store.drop_restored()
             self.restored_as_of = None
             log.info("first sync complete: live data replaces the restored state "
-                     "(%d restored objects no longer exist)", gone)
+                     "(%d restored objects no longer exist)", gone,
+                     extra={"event": "restored_state_replaced", "gone": gone})
         self._set_loaded()
         self._dirty.set()
         gc.collect()
@@ -288,9 +291,12 @@ class App:
         self.restored_as_of = saved.as_of
         self._set_loaded()
         when = datetime.fromtimestamp(saved.as_of, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        imports, slices, age = len(self.store.imports), len(self.store.slices), time.time() - saved.as_of
         log.warning("serving restored state until the first sync: %d ServiceImports, "
-                    "%d EndpointSlices from %s, as of %s (%.0f s ago)", len(self.store.imports),
-                    len(self.store.slices), self.state_path, when, time.time() - saved.as_of)
+                    "%d EndpointSlices from %s, as of %s (%.0f s ago)", imports, slices,
+                    self.state_path, when, age,
+                    extra={"event": "state_restored", "service_imports": imports, "endpoint_slices": slices,
+                           "path": self.state_path, "as_of": when, "age_seconds": round(age, 3)})
 
     def live(self) -> bool:
         """Synced, and no longer serving restored state: what is served may be saved."""
@@ -404,7 +410,8 @@ async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
     for addr in dict.fromkeys(a for a in (cfg.health, cfg.metrics) if a):
         ep = HTTPEndpoints(ready, lambda: render(snaps()))
         out.append(await serve_http(addr[0], addr[1], ep))
-        log.info("HTTP /health /ready /metrics on %s:%d", *addr)
+        log.info("HTTP /health /ready /metrics on %s:%d", *addr,
+                 extra={"event": "listening_http", "address": addr[0], "port": addr[1]})
 
 
 async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> None:

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import importlib
 import ipaddress
-import json
 import logging
 import os
 import sys
@@ -16,7 +15,9 @@ from . import tsig
 from .app import App, Config, run, run_loop
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
+from .logs import setup_logging
 from .objects import valid_cluster_id
+from .process import version_text
 from .server.tcp import TCPLimits
 from .sources.files import MAX_BYTES
 
@@ -85,10 +86,13 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
                           "is ready (as kube-proxy does; the spec says NXDOMAIN)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text")
+    s.add_argument("--version", action="version", version=version_text())
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mcsdns", description=__doc__)
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the version and the UDP I/O in use, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve the clusterset.local zone")
     s.add_argument("--listen", action="append", type=host_port, metavar="HOST:PORT",
@@ -114,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lameduck", type=float, default=5.0, metavar="SECONDS",
                    help="on SIGTERM, /ready answers 503 at once and queries are answered for "
                         "SECONDS more before the listeners close (default 5; 0: close at once)")
-    s.add_argument("--log-queries", action="store_true", help="log every query (slow)")
+    s.add_argument("--log-queries", action="store_true",
+                   help="log every query as CoreDNS' log plugin does (slow: UDP then skips batched I/O)")
     s.add_argument("--cache-size", type=non_negative, default=CACHE_BYTES >> 20, metavar="MIB",
                    help=f"response cache budget in MiB, UDP and TCP together "
                         f"(default {CACHE_BYTES >> 20}; 0: no response cache)")
@@ -147,22 +152,6 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         controller.add_parser(sub)
     return p
-
-
-class JSONFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        out = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
-               "logger": record.name, "msg": record.getMessage()}
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out)
-
-
-def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JSONFormatter() if fmt == "json" else logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
 def config_from(args: argparse.Namespace) -> Config:
@@ -231,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.workers > 1:
         from .workers import supervise
 
-        supervise(cfg)
+        return supervise(cfg)
     else:
         run_loop(lambda: run(cfg))
     return 0

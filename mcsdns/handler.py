@@ -33,7 +33,6 @@ from .wire import (
     Drop,
     FormErr,
     Query,
-    decode_name,
     error_response,
     is_wire_name,
     opt_record,
@@ -124,9 +123,8 @@ class Handler:
     response while the cache holds under `cache_bytes`; reaching it empties
     the cache. Larger queries and those with EDNS options are answered, never kept."""
 
-    def __init__(self, zone: Zone, log_queries: bool = False, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, zone: Zone, cache_bytes: int = CACHE_BYTES) -> None:
         self.zone = zone
-        self.log_queries = log_queries
         self.cache_bytes = cache_bytes
         self.cache_used = 0  # estimated octets in `canned`, both transports
         self.cache_flushes = 0
@@ -264,7 +262,7 @@ class Handler:
                 out = with_serial(out, ans.serial_at + len(opt), self.serial)
         else:
             out = self._fit(data[:2], ans, idx, q, opt, limit)
-        if self.log_queries or rest > 11 or (ans.n > 1 and not fits):  # rest > 11: EDNS options
+        if rest > 11 or (ans.n > 1 and not fits):  # rest > 11: EDNS options
             self._count(ans, tcp, out)
             return out
         table = self.canned[tcp]
@@ -305,12 +303,9 @@ class Handler:
             ans = self.zone.missing(lname, tail)
         else:
             return None
-        if self.log_queries:
-            log.info("query %s %s -> %s", decode_name(lname), tail.hex(), RCODE_NAMES[ans.rcode])
-        else:  # not memoised while queries are logged, so each one is logged
-            if len(self.hot) >= HOT_MAX:
-                self.hot.clear()
-            self.hot[q] = ans
+        if len(self.hot) >= HOT_MAX:
+            self.hot.clear()
+        self.hot[q] = ans
         return ans
 
     @staticmethod

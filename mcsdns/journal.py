@@ -127,8 +127,9 @@ class Versions:
         self._record(prev, serial)
         self.zone.set_serial(serial)
         self.established = True
-        log.info("zone %s serial %d%s", decode_name(self.zone.origin), serial,
-                 " (new)" if allocated else "")
+        log.info("zone %s serial %d%s", decode_name(self.zone.origin), serial, " (new)" if allocated else "",
+                 extra={"event": "serial", "zone": decode_name(self.zone.origin), "serial": serial,
+                        "new": allocated})
         for fn in self.on_serial:
             fn(serial, allocated)
 

@@ -6,7 +6,7 @@ component counts what is for the components to say.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -27,15 +27,20 @@ def _family(fam: Family) -> Metric:
     return GaugeMetricFamily(fam.name, fam.help, labels=list(fam.labels))
 
 
-class _Collector:
-    def __init__(self, snap: Snapshot) -> None:
+class SnapshotCollector:
+    """A prometheus_client collector of the snapshot `snap()` returns at each
+    scrape: the declared families named in `only` (None: all of them)."""
+
+    def __init__(self, snap: Callable[[], Snapshot], only: Collection[str] | None = None) -> None:
         self.snap = snap
+        self.only = only
 
     def collect(self) -> Iterable[Metric]:
-        fams: dict[str, Metric] = {name: _family(fam) for name, fam in FAMILIES.items()}
+        declared = {n: f for n, f in FAMILIES.items() if self.only is None or n in self.only}
+        fams: dict[str, Metric] = {name: _family(fam) for name, fam in declared.items()}
         hist: dict[str, dict[tuple[str, ...], tuple[list[tuple[str, float]], float]]] = {
-            name: {} for name, fam in FAMILIES.items() if fam.kind == "histogram"}
-        for (name, labels), v in self.snap.items():
+            name: {} for name, fam in declared.items() if fam.kind == "histogram"}
+        for (name, labels), v in self.snap().items():
             values = [val for _, val in labels]
             if name in hist:
                 key, le = tuple(values[:-1]), values[-1]
@@ -59,5 +64,6 @@ class _Collector:
 def render(snaps: Iterable[Snapshot]) -> bytes:
     """Prometheus text for the merged snapshots of one or more processes."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(_Collector(merge(snaps)))
+    snap = merge(snaps)
+    reg.register(SnapshotCollector(lambda: snap))
     return bytes(generate_latest(reg))

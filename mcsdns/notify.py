@@ -134,10 +134,15 @@ class Notifier:
                     transport.close()
             if rcode:
                 self.counts[(name, "error")] += 1
-                log.warning("NOTIFY serial %d to %s answered rcode %d", serial, name, rcode)
+                log.warning("NOTIFY serial %d to %s answered rcode %d", serial, name, rcode,
+                            extra={"event": "notify", "serial": serial, "target": name, "result": "error",
+                                   "rcode": rcode})
             else:
                 self.counts[(name, "answered")] += 1
-                log.info("NOTIFY serial %d to %s acknowledged", serial, name)
+                log.info("NOTIFY serial %d to %s acknowledged", serial, name,
+                         extra={"event": "notify", "serial": serial, "target": name, "result": "answered"})
             return
         self.counts[(name, "unanswered")] += 1
-        log.warning("NOTIFY serial %d to %s: no answer after %d tries", serial, name, RETRIES)
+        log.warning("NOTIFY serial %d to %s: no answer after %d tries", serial, name, RETRIES,
+                    extra={"event": "notify", "serial": serial, "target": name, "result": "unanswered",
+                           "tries": RETRIES})

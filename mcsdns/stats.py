@@ -5,7 +5,9 @@ declares its series once with `define()`; a component instance registers a
 publisher (`publish(put)`) on its process's `Stats`, and `Stats.snapshot()`
 calls every publisher. The query path itself only bumps plain integers that
 its publisher turns into samples. Snapshots of several worker processes merge
-with `merge()`: counters and histograms are summed, gauges take the maximum.
+with `merge()`: counters and histograms are summed, gauges take the maximum
+unless declared otherwise (process_* memory and fds are summed, the start time
+is the earliest: the supervisor's).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Literal, Protocol
 Labels = tuple[tuple[str, str], ...]
 Snapshot = dict[tuple[str, Labels], float]
 Kind = Literal["counter", "gauge", "histogram"]
+Merge = Literal["sum", "max", "min"]
 
 
 class Put(Protocol):
@@ -29,20 +32,24 @@ Publisher = Callable[[Put], None]
 @dataclass(frozen=True)
 class Family:
     """One metric: its full name, kind, help text and label names (histograms:
-    without `le`, which their samples carry last, "sum" for the sum)."""
+    without `le`, which their samples carry last, "sum" for the sum) and how
+    `merge` combines processes' samples."""
 
     name: str
     kind: Kind
     help: str
     labels: tuple[str, ...] = ()
+    merge: Merge = "sum"
 
 
 FAMILIES: dict[str, Family] = {}
 
 
-def define(name: str, kind: Kind, help: str, labels: tuple[str, ...] = ()) -> str:
-    """Declare a metric (once per name; a second identical declaration is a no-op)."""
-    fam = Family(name, kind, help, labels)
+def define(name: str, kind: Kind, help: str, labels: tuple[str, ...] = (),
+           merge: Merge | None = None) -> str:
+    """Declare a metric (once per name; a second identical declaration is a no-op).
+    `merge` defaults to sum for counters and histograms, max for gauges."""
+    fam = Family(name, kind, help, labels, merge or ("max" if kind == "gauge" else "sum"))
     old = FAMILIES.setdefault(name, fam)
     if old != fam:
         raise ValueError(f"metric {name} declared twice differently")
@@ -81,13 +88,17 @@ def put_histogram(put: Put, name: str, bounds: Sequence[float], buckets: Sequenc
 
 
 def merge(snaps: Iterable[Snapshot]) -> Snapshot:
-    """One snapshot from several processes' (counters summed, gauges the maximum)."""
+    """One snapshot from several processes' (each family as its `merge` says;
+    undeclared: the maximum)."""
     out: Snapshot = {}
     for snap in snaps:
         for key, v in snap.items():
             fam = FAMILIES.get(key[0])
-            if fam is None or fam.kind == "gauge":
+            how = "max" if fam is None else fam.merge
+            if how == "sum":
+                out[key] = out.get(key, 0) + v
+            elif how == "max":
                 out[key] = max(out.get(key, v), v)
             else:
-                out[key] = out.get(key, 0) + v
+                out[key] = min(out.get(key, v), v)
     return out

@@ -2,11 +2,14 @@
 
 Each worker runs the whole pipeline (its own source, store and zone) and
 sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
-/health, /ready (200 when every worker is ready) and /metrics (summed), and
-restarts a worker that dies. A restarted worker binds its sockets only once
-its zone is loaded (synced or restored), so it takes no share of the queries
-before. Worker 0 alone writes the --state-dir snapshot. On SIGTERM the
-supervisor's /ready turns 503 and each worker runs its own --lameduck period.
+/health, /ready (200 when every worker is ready) and /metrics (the workers'
+and its own, merged as `stats.merge` says), and restarts a worker that dies;
+one that exits with an error before its first snapshot (a configuration
+error) stops the supervisor with that exit code instead. A restarted worker
+binds its sockets only once its zone is loaded (synced or restored), so it
+takes no share of the queries before. Worker 0 alone writes the --state-dir
+snapshot. On SIGTERM the supervisor's /ready turns 503 and each worker runs
+its own --lameduck period.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
+from . import process
 from .app import HANDOFF, Config, run, run_loop, serve_endpoints
 from .notify import Notifier
 from .serial import serial_lt
@@ -53,13 +57,15 @@ class Supervisor:
         self.wcfg = dataclasses.replace(cfg, reuse_port=True, health=None, metrics=None, workers=1,
                                         notify=[], serial_file=serial_file)
         self.notifier: Notifier | None = None
-        self.stats = Stats()  # the supervisor's own series (NOTIFY)
+        self.stats = Stats()  # the supervisor's own series (NOTIFY, process_*)
+        self.stats.register(process.publish)
         self.ctx = multiprocessing.get_context("fork")
         self.procs: list[BaseProcess | None] = [None] * cfg.workers
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
         self.snaps: list[Snapshot] = [{} for _ in range(cfg.workers)]
         self.restarts = 0
         self.stopping = asyncio.Event()
+        self.exit_code = 0  # a worker's that failed at start
 
     def ready(self) -> bool:
         """/ready: every worker ready, and not shutting down."""
@@ -150,6 +156,13 @@ class Supervisor:
                     self.notifier.update(serial)
             for i, p in enumerate(self.procs):
                 if p is not None and not p.is_alive() and not stopping.is_set():
+                    if p.exitcode and p.exitcode > 0 and not self.snaps[i]:
+                        # failed before serving (a configuration error it has printed): no restart loop
+                        log.error("worker %d (pid %s) exited with %s at start; stopping", i, p.pid,
+                                  p.exitcode)
+                        self.exit_code = p.exitcode
+                        stopping.set()
+                        break
                     log.error("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
                     self.restarts += 1
                     self.start_worker(i, loop)
@@ -174,5 +187,8 @@ class Supervisor:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
-def supervise(cfg: Config) -> None:
-    run_loop(lambda: Supervisor(cfg).run())
+def supervise(cfg: Config) -> int:
+    """Run the workers until SIGTERM/SIGINT; the exit code (a worker's that failed at start)."""
+    sup = Supervisor(cfg)
+    run_loop(sup.run)
+    return sup.exit_code

@@ -216,7 +216,9 @@ class Transfers:
         elif self.active >= MAX_ACTIVE:
             rcode, why = REFUSED, f"{MAX_ACTIVE} transfers already in progress"
         if rcode:
-            log.info("transfer %s from %s refused: %s", "AXFR" if q.qtype == AXFR else "IXFR", peer, why)
+            qt = "AXFR" if q.qtype == AXFR else "IXFR"
+            log.info("transfer %s from %s refused: %s", qt, peer, why,
+                     extra={"event": "transfer_refused", "qtype": qt, "peer": str(peer), "reason": why})
             self._count(q.qtype, "refused" if rcode == REFUSED else "servfail")
             out = self._header(q, rcode)
             yield signer.sign(out) if signer else out
@@ -231,8 +233,11 @@ class Transfers:
                 return
             deltas = self.versions.deltas_since(client)
         kind = "AXFR" if deltas is None else "IXFR"
-        log.info("%s of %s serial %d to %s", kind if q.qtype == AXFR else f"IXFR ({kind})",
-                 decode_name(self.zone.origin), self.zone.serial, peer)
+        what = kind if q.qtype == AXFR else f"IXFR ({kind})"
+        log.info("%s of %s serial %d to %s", what, decode_name(self.zone.origin), self.zone.serial, peer,
+                 extra={"event": "transfer", "qtype": "AXFR" if q.qtype == AXFR else "IXFR", "kind": kind,
+                        "zone": decode_name(self.zone.origin), "serial": self.zone.serial,
+                        "peer": str(peer)})
         self._count(q.qtype, "axfr" if deltas is None else "ixfr")
         records = self._axfr() if deltas is None else self._ixfr(deltas)
         w = MessageWriter(q.id, _flags(q.flags, 0, True), q.question)

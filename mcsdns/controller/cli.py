@@ -15,7 +15,9 @@ import threading
 from types import FrameType
 from typing import Any
 
+from ..logs import setup_logging
 from ..objects import valid_cluster_id
+from ..process import version_text
 from ..server.http import HTTPEndpoints, serve_http
 from .clusters import ConfigError, Member, Unreachable
 from .lease import LeaderElector, MemberLeases
@@ -76,6 +78,7 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--once", action="store_true", help="sync every service once, then exit")
     c.add_argument("--log-level", default="INFO")
     c.add_argument("--log-format", choices=("text", "json"), default="text")
+    c.add_argument("--version", action="version", version=version_text())
     c.set_defaults(func=main)
 
 
@@ -110,7 +113,9 @@ def _resolve_ids(members: list[Member]) -> None:
                             m.name, e)
                 continue
         log.info("cluster %s: ID %s (%s%s)", m.name, m.cluster_id, m.kubeconfig,
-                 f"@{m.context}" if m.context else "")
+                 f"@{m.context}" if m.context else "",
+                 extra={"event": "member", "cluster": m.name, "cluster_id": m.cluster_id,
+                        "kubeconfig": m.kubeconfig, "context": m.context})
     ids = [m.cluster_id for m in members if m.cluster_id]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -190,8 +195,6 @@ def _standalone(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mcsdns")
     add_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(["controller", *(argv if argv is not None else sys.argv[1:])])
-    from ..cli import setup_logging
-
     setup_logging(args.log_level, args.log_format)
     return int(args.func(args))
 

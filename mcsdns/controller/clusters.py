@@ -80,7 +80,8 @@ class Member:
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=self.kubeconfig, context=self.context, client_configuration=cfg)
         except Exception as e:  # the loader raises many kinds
-            raise ConfigError(f"cluster {self.name}: cannot load kubeconfig {self.kubeconfig}: {e}") from e
+            why = " ".join(str(e).split())  # a YAML error spans lines
+            raise ConfigError(f"cluster {self.name}: cannot load kubeconfig {self.kubeconfig}: {why}") from e
         cfg.retries = 0
         cfg.connection_pool_maxsize = 32  # reconcile workers and the watches share the pool
         self.api = client.ApiClient(cfg)

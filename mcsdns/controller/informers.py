@@ -141,7 +141,8 @@ class MemberCaches:
 
     def _set_error(self, err: str) -> None:
         if err != self.error:
-            log.warning("cluster %s unreachable: %s", self.member.name, err)
+            log.warning("cluster %s unreachable: %s", self.member.name, err,
+                        extra={"event": "member_unreachable", "cluster": self.member.name, "error": err})
         self.error = err
 
     # --- health ----------------------------------------------------------------------
@@ -158,7 +159,9 @@ class MemberCaches:
                 self.last_sync = time.time()
             if changed:
                 if now_ok:
-                    log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id)
+                    log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id,
+                             extra={"event": "member_reachable", "cluster": self.member.name,
+                                    "cluster_id": self.member.cluster_id})
                     self.error = ""
                 else:
                     self._set_error(f"{kind}: {err}")

@@ -104,7 +104,8 @@ class Manager:
         self.gate_open = True
         keys = self.rec.all_keys()
         self.queue.add_all(keys)
-        log.info("caches synced; reconciling %d services", len(keys))
+        log.info("caches synced; reconciling %d services", len(keys),
+                 extra={"event": "caches_synced", "services": len(keys)})
         return True
 
     # --- workers ------------------------------------------------------------------------
@@ -155,7 +156,9 @@ class Manager:
             if not leading:
                 self.ready.set()  # a healthy follower
             elif self.gate_open and not self.ready.is_set() and self.queue.idle():
-                log.info("first full sync done (%d reconciles)", sum(self.results.values()))
+                n = sum(self.results.values())
+                log.info("first full sync done (%d reconciles)", n,
+                         extra={"event": "synced", "reconciles": n, "results": dict(self.results)})
                 self.ready.set()
             for mc in self.caches:
                 if not mc.reachable and mc.last_ok is not None and mc.member.name not in self.expired \

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .. import __version__
+from .. import process
+from ..metrics import SnapshotCollector
+from ..stats import Stats
 from .manager import Manager
 
 
@@ -55,14 +57,15 @@ class _Collector:
                                 value=1.0 if mgr.leading() else 0.0)
         yield GaugeMetricFamily("mcsdns_controller_ready", "1 after the first full sync.",
                                 value=1.0 if mgr.ready.is_set() else 0.0)
-        info = GaugeMetricFamily("mcsdns_build_info", "Build information.", labels=["version"])
-        info.add_metric([__version__], 1.0)
-        yield info
 
 
 def registry(mgr: Manager) -> CollectorRegistry:
+    """The controller's series, then mcsdns_build_info and process_* (mcsdns.process)."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(_Collector(mgr))
+    stats = Stats()
+    stats.register(process.publish)
+    reg.register(SnapshotCollector(stats.snapshot, process.NAMES))
     return reg
 
 

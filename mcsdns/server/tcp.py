@@ -13,6 +13,12 @@ Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
 is not reading its answers), and answering stops while the client is not
 reading them.
+
+Each answered query is timed into `mcsdns_dns_request_duration_seconds{proto="tcp"}`
+from when its whole message is taken up (at the read that completed it, or
+when a transfer or a client pause that held it queued ends) to the write of
+its answer; answers to pipelined queries are written together, and each
+counts that time.
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ import ipaddress
 import logging
 import socket
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from time import perf_counter_ns
 from typing import Any, cast
 
+from ..querylog import log_query
 from ..stats import Put, define
 from ..wire import MAX_TCP
 from . import bound_socket
+from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
 
 log = logging.getLogger("mcsdns.tcp")
 
@@ -96,8 +106,12 @@ class TCPServerState:
         for c in list(self.conns):
             if c.answered and c.idle() and c.transport is not None:
                 c.transport.close()
+        self.timer = RequestTimer("tcp")
+        self.timed = timing()
+        self.log_queries = False  # --log-queries
 
     def publish(self, put: Put) -> None:
+        self.timer.publish(put)
         put(REJECTED, self.rejected)
         put(CLIENT_REFUSED, self.client_refused)
         for limit, n in self.evicted.items():
@@ -276,7 +290,9 @@ class TCPConnection(asyncio.BufferedProtocol):
         out: list[bytes] = []
         size = pos = 0
         end = len(buf)
-        stream = self.state.stream
+        state = self.state
+        stream, log_queries = state.stream, state.log_queries
+        t0 = perf_counter_ns()
         while end - pos >= 2:
             n = (buf[pos] << 8) | buf[pos + 1]
             if end - pos < 2 + n:
@@ -293,16 +309,19 @@ class TCPConnection(asyncio.BufferedProtocol):
                 if xfr is not None:
                     if out and self.transport is not None:
                         self.transport.write(b"".join(out))
+                        self._observe(t0, len(out))
                     self.pending_since = None
                     self.out = xfr
                     asyncio.get_running_loop().call_soon(self._pump)
                     self.scheduled = True
                     return pos
             try:
-                resp = self.state.respond(msg, True)
+                resp = state.respond(msg, True)
             except Exception:
                 log.exception("error answering %d-byte TCP query", len(msg))
                 resp = None
+            if log_queries:
+                log_query(msg, resp, "tcp", self.peer, perf_counter_ns() - t0)
             if resp is None:
                 self.close()
                 return -1
@@ -310,16 +329,27 @@ class TCPConnection(asyncio.BufferedProtocol):
             size += 2 + len(resp)
             if size >= FLUSH and self.transport is not None:
                 self.transport.write(b"".join(out))
+                self._observe(t0, len(out))
                 out.clear()
                 size = 0
                 if self.paused:
                     return pos
         if out and self.transport is not None:
             self.transport.write(b"".join(out))
+            if state.timed:  # self._observe(t0, len(out)), inlined: this runs per read
+                dt = perf_counter_ns() - t0
+                timer = state.timer
+                timer.buckets[bisect_left(DURATION_BOUNDS_NS, dt)] += len(out)
+                timer.total_ns += dt * len(out)
             self.answered = True
             if self.state.draining and pos == end:
                 self.transport.close()  # after the answers are flushed
         return pos
+
+    def _observe(self, t0: int, n: int) -> None:
+        """`n` answers written, for queries read at `t0` (perf_counter_ns)."""
+        if self.state.timed:
+            self.state.timer.observe(perf_counter_ns() - t0, n)
 
 
 def bind_tcp(host: str, port: int, reuse_port: bool) -> socket.socket:

@@ -7,10 +7,12 @@ Two implementations, chosen by `serve_udp`:
   batch of 64 is followed by another read (at most `ROUNDS` before the loop
   runs other callbacks);
 - plain: uvloop's datagram transport, one recvfrom/sendto per query. Used
-  when the extension is not built or MCSDNS_BATCHIO=0.
+  when the extension is not built, MCSDNS_BATCHIO=0, or with --log-queries
+  (the query log needs each client's address).
 Both time each request into the `mcsdns_dns_request_duration_seconds`
 histogram: a batch's queries each count the batch's time from the end of
-its read to the end of its send. MCSDNS_REQUEST_HISTOGRAM=0 turns the timing
+its read to the end of its send. (mcsdns.server.tcp times TCP queries in
+the same histogram.) MCSDNS_REQUEST_HISTOGRAM=0 turns the timing
 off (only to measure what it costs; see BENCHMARKS.md).
 """
 
@@ -27,6 +29,7 @@ from types import ModuleType
 from typing import cast
 
 from ..handler import Canned
+from ..querylog import log_query
 from ..stats import Put, define, put_histogram
 from . import bound_socket
 
@@ -35,7 +38,8 @@ log = logging.getLogger("mcsdns.udp")
 Respond = Callable[[bytes, bool], "bytes | None"]
 
 DURATION = define("mcsdns_dns_request_duration_seconds", "histogram",
-                  "Time from reading a UDP query to sending its response (batched: the batch's).",
+                  "Time from reading a query (a UDP datagram, a whole TCP message) to sending its "
+                  "response (batched: the batch's).",
                   ("proto",))
 BATCHED = define("mcsdns_udp_batch_io", "gauge", "1 when UDP uses recvmmsg/sendmmsg, 0 for recvfrom/sendto.")
 # CoreDNS' request duration buckets (0.25 ms doubling to 8.192 s), with three finer ones below.
@@ -44,11 +48,13 @@ ROUNDS = 16  # batches per readable event before yielding to the loop
 
 
 class RequestTimer:
-    """The request duration histogram of one process (all its UDP listeners)."""
+    """The request duration histogram of one process and transport (all its
+    listeners); for UDP also whether the batched path is in use."""
 
-    __slots__ = ("buckets", "total_ns", "batched")
+    __slots__ = ("proto", "buckets", "total_ns", "batched")
 
-    def __init__(self) -> None:
+    def __init__(self, proto: str = "udp") -> None:
+        self.proto = proto
         self.buckets = [0] * (len(DURATION_BOUNDS_NS) + 1)
         self.total_ns = 0
         self.batched = False
@@ -60,8 +66,9 @@ class RequestTimer:
 
     def publish(self, put: Put) -> None:
         put_histogram(put, DURATION, [b / 1e9 for b in DURATION_BOUNDS_NS], self.buckets,
-                      self.total_ns / 1e9, proto="udp")
-        put(BATCHED, 1 if self.batched else 0)
+                      self.total_ns / 1e9, proto=self.proto)
+        if self.proto == "udp":
+            put(BATCHED, 1 if self.batched else 0)
 
 
 def batch_module() -> ModuleType | None:
@@ -86,11 +93,13 @@ def timing() -> bool:
 class UDPProtocol(asyncio.DatagramProtocol):
     """The plain path: one datagram per callback, sent through the transport."""
 
-    def __init__(self, respond: Respond, timer: RequestTimer) -> None:
+    def __init__(self, respond: Respond, timer: RequestTimer, log_queries: bool = False) -> None:
         self.respond = respond
         self.timer = timer
         self.transport: asyncio.DatagramTransport | None = None
-        if not timing():
+        if log_queries:
+            self.datagram_received = self._logged  # type: ignore[method-assign]
+        elif not timing():
             self.datagram_received = self._untimed  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -118,6 +127,19 @@ class UDPProtocol(asyncio.DatagramProtocol):
             return
         if out is not None and self.transport is not None:
             self.transport.sendto(out, addr)
+
+    def _logged(self, data: bytes, addr: tuple[str, int]) -> None:
+        t0 = perf_counter_ns()
+        try:
+            out = self.respond(data, False)
+        except Exception as e:
+            _error(data, e)
+            return
+        if out is not None and self.transport is not None:
+            self.transport.sendto(out, addr)
+        dt = perf_counter_ns() - t0
+        self.timer.observe(dt, 1)
+        log_query(data, out, "udp", addr, dt)
 
     def error_received(self, exc: Exception) -> None:  # ICMP errors etc.
         pass
@@ -174,13 +196,16 @@ def bind_udp(host: str, port: int, reuse_port: bool) -> socket.socket:
 
 async def serve_udp(loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
                     timer: RequestTimer, cache: dict[bytes, Canned] | None = None,
-                    serial: bytearray | None = None) -> asyncio.DatagramTransport | BatchedUDP:
-    """Answer queries on `sock`, batched when the extension is available. `cache`
-    is the dict `respond` keeps its UDP responses in (Handler.canned[False]),
-    `serial` the SOA serial it writes into negative answers (Handler.serial)."""
-    batchio = batch_module()
+                    serial: bytearray | None = None,
+                    log_queries: bool = False) -> asyncio.DatagramTransport | BatchedUDP:
+    """Answer queries on `sock`, batched when the extension is available and
+    queries are not logged. `cache` is the dict `respond` keeps its UDP
+    responses in (Handler.canned[False]), `serial` the SOA serial it writes
+    into negative answers (Handler.serial)."""
+    batchio = None if log_queries else batch_module()
     timer.batched = batchio is not None
     if batchio is not None:
         return BatchedUDP(loop, sock, respond, timer, batchio, cache, serial)
-    transport, _ = await loop.create_datagram_endpoint(lambda: UDPProtocol(respond, timer), sock=sock)
+    transport, _ = await loop.create_datagram_endpoint(lambda: UDPProtocol(respond, timer, log_queries),
+                                                       sock=sock)
     return transport

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
@@ -145,10 +146,11 @@ class KubeSource:
                     config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
                 except ConfigException:
                     config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError, ValueError, TypeError) as e:
+        except (ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as e:
             where = self.kubeconfig or ("in-cluster config or ~/.kube/config")
-            log.error("cannot load Kubernetes client configuration from %s: %s", where, e)
-            raise SystemExit(f"mcsdns: cannot load Kubernetes client configuration from {where}: {e}") from e
+            reason = " ".join(str(e).split())  # a YAML error spans lines
+            raise SystemExit(f"mcsdns: cannot load Kubernetes client configuration from {where}: "
+                             f"{reason}") from e
         cfg.retries = 0  # our own backoff decides
         cfg.connection_pool_maxsize = 2 * max(1, len(self.namespaces)) + 4
         self.host = cfg.host
@@ -172,11 +174,15 @@ class KubeSource:
         if not changed:
             return
         if state == "ok":
+            watching = [x.label for x in self.collections]
             log.info("Kubernetes API %s: connected, watching %s", self.host,
-                     ", ".join(x.label for x in self.collections) or "nothing yet")
+                     ", ".join(watching) or "nothing yet",
+                     extra={"event": "source_connected", "api": self.host, "watching": watching})
         elif not ok:
-            log.warning("Kubernetes API %s: %s; serving the last known data and retrying",
-                        self.host, describe(err or Exception()))
+            why = describe(err or Exception())
+            log.warning("Kubernetes API %s: %s; serving the last known data and retrying", self.host, why,
+                        extra={"event": "source_error", "api": self.host, "error_kind": state,
+                               "error": why})
 
     # ---- discovery (kube-discovery thread) ----
 
@@ -308,8 +314,10 @@ class KubeSource:
         if not self._synced and all(c.listed for c in self.collections if c.required) and any(
                 c.required for c in self.collections):
             self._synced = True
-            log.info("initial sync complete: %d ServiceImports, %d EndpointSlices",
-                     len(self.store.imports), len(self.store.slices))
+            imports, slices = len(self.store.imports), len(self.store.slices)
+            log.info("initial sync complete: %d ServiceImports, %d EndpointSlices", imports, slices,
+                     extra={"event": "synced", "source": "kubernetes", "service_imports": imports,
+                            "endpoint_slices": slices})
 
     def _apply_run(self, run: dict[tuple[str, ObjKey], tuple[str, Obj]]) -> None:
         if not run:

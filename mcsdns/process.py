@@ -1,0 +1,66 @@
+"""This process: its version line, `mcsdns_build_info` and the process_* series
+as Prometheus' client libraries define them (read from /proc; Linux only, the
+series are left out elsewhere). Merged across --workers processes: CPU,
+memory and fds are summed, the start time is the earliest (the supervisor's)
+and the fd limit the largest."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from . import __version__
+from .stats import Put, define
+
+BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
+CPU = define("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.")
+RSS = define("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", merge="sum")
+VSIZE = define("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", merge="sum")
+OPEN_FDS = define("process_open_fds", "gauge", "Number of open file descriptors.", merge="sum")
+MAX_FDS = define("process_max_fds", "gauge", "Maximum number of open file descriptors.")
+START = define("process_start_time_seconds", "gauge",
+               "Start time of the process since unix epoch in seconds.", merge="min")
+NAMES = (BUILD_INFO, CPU, RSS, VSIZE, OPEN_FDS, MAX_FDS, START)
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def version_text(prog: str = "mcsdns") -> str:
+    """`mcsdns 0.1.0 (UDP: ...)`: the version and whether the batched UDP extension is in use."""
+    if os.environ.get("MCSDNS_BATCHIO", "1") == "0":
+        udp = "plain; extension disabled by MCSDNS_BATCHIO=0"
+    else:
+        from .server.udp import batch_module
+
+        udp = "recvmmsg/sendmmsg extension" if batch_module() is not None else "plain; extension not built"
+    return f"{prog} {__version__} (UDP: {udp})"
+
+
+def publish(put: Put) -> None:
+    """`mcsdns_build_info` and the process_* samples of this process (`stats.Publisher`)."""
+    put(BUILD_INFO, 1, version=__version__)
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        boot = _boot_time()
+        nfds = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return
+    # the fields after the command name, which is in parentheses and may hold spaces
+    parts = stat[stat.rfind(b")") + 2:].split()
+    utime, stime, start, vsize, rss = (int(parts[i]) for i in (11, 12, 19, 20, 21))
+    put(CPU, (utime + stime) / _TICKS)
+    put(RSS, rss * _PAGE)
+    put(VSIZE, vsize)
+    put(OPEN_FDS, nfds)
+    put(MAX_FDS, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    put(START, boot + start / _TICKS)
