@@ -98,6 +98,9 @@ class TCPServerState:
         self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
         self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
         self.draining = False  # shutting down: close each connection once answered
+        self.timer = RequestTimer("tcp")
+        self.timed = timing()
+        self.log_queries = False  # --log-queries
 
     def drain(self) -> None:
         """Shutting down: close the idle connections that were answered; the others
@@ -106,9 +109,6 @@ class TCPServerState:
         for c in list(self.conns):
             if c.answered and c.idle() and c.transport is not None:
                 c.transport.close()
-        self.timer = RequestTimer("tcp")
-        self.timed = timing()
-        self.log_queries = False  # --log-queries
 
     def publish(self, put: Put) -> None:
         self.timer.publish(put)
