@@ -4,8 +4,10 @@ it waits for and why it gave up."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -103,3 +105,31 @@ def test_records_help_shows_the_timeout_default() -> None:
 def test_rbac_rule_of_a_request(path: str, verbs: tuple[str, ...], rule: str) -> None:
     req = Request.of(path, verbs)
     assert req is not None and req.rule() == rule
+
+
+def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from mcsdns.controller.clusters import Member
+    from mcsdns.controller.informers import MemberCaches
+
+    caplog.set_level(logging.INFO, "mcsdns.controller")
+    with KubeAPI() as api:
+        api.user = USER
+        api.deny("serviceexports")
+        m = Member("a", str(api.write_kubeconfig(tmp_path / "kubeconfig")), cluster_id="a")
+        m.connect()
+        stop = threading.Event()
+        caches = MemberCaches(m, lambda k: None, lambda ns: None, stop)
+        caches.start()
+        try:
+            lists = lambda: sum(1 for _, u in api.requests if "/serviceexports" in u)  # noqa: E731
+            assert wait_for(lambda: lists() >= 4, timeout=10), api.requests
+            msgs = [r.getMessage() for r in caplog.records]
+            hits = [x for x in msgs if 'cannot list resource "serviceexports"' in x]
+            assert len(hits) == 1, msgs
+            assert hits[0].startswith("cluster a unreachable: serviceexports: HTTP 403 Forbidden: "
+                                      "serviceexports.multicluster.x-k8s.io is forbidden: "), hits
+            assert hits[0].endswith('add to the ClusterRole: apiGroups: ["multicluster.x-k8s.io"], '
+                                    'resources: ["serviceexports"], verbs: ["list","watch"]'), hits
+        finally:
+            stop.set()
+            m.api.close()
