@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from helpers import free_port, run_server, wait_for
 from kubeapi import KubeAPI
+from kubernetes.client.exceptions import ApiException
 from test_kube_source import addrs, service_import
 
-from mcsdns.kube.errors import Request
+from mcsdns.kube.errors import Request, explain
 
 Z = "clusterset.local"
 USER = "system:serviceaccount:dns:mcsdns"
@@ -130,6 +131,16 @@ def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
                                       "serviceexports.multicluster.x-k8s.io is forbidden: "), hits
             assert hits[0].endswith('add to the ClusterRole: apiGroups: ["multicluster.x-k8s.io"], '
                                     'resources: ["serviceexports"], verbs: ["list","watch"]'), hits
+            # a refused write (reconcile.py logs `explain` of it) names its own rule
+            api.deny("serviceimports", ["create"])
+            with pytest.raises(ApiException) as e:
+                m.request("POST", "/apis/multicluster.x-k8s.io/v1beta1/namespaces/shop/serviceimports",
+                          {"metadata": {"name": "db"}, "spec": {"type": "ClusterSetIP"}})
+            assert explain(e.value) == (
+                'HTTP 403 Forbidden: serviceimports.multicluster.x-k8s.io is forbidden: User '
+                f'"{USER}" cannot create resource "serviceimports" in API group "multicluster.x-k8s.io" '
+                'in the namespace "shop"; add to a Role in namespace "shop" (or the ClusterRole): '
+                'apiGroups: ["multicluster.x-k8s.io"], resources: ["serviceimports"], verbs: ["create"]')
         finally:
             stop.set()
             m.api.close()

@@ -17,18 +17,22 @@ class WatchError(Exception):
     """The watch stream reported an error other than 410."""
 
 
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}  # and GET: get, list
+
+
 @dataclass(frozen=True)
 class Request:
     """What a request asks for, as RBAC sees it: API group, resource, namespace, verbs."""
 
     group: str  # "" is the core group
-    resource: str
+    resource: str  # and "/subresource"
     namespace: str | None
     verbs: tuple[str, ...]
 
     @classmethod
-    def of(cls, path: str, verbs: tuple[str, ...]) -> Request | None:
-        """The request for a collection or object path (`/api/v1/...`, `/apis/G/V/...`)."""
+    def of(cls, path: str, verbs: tuple[str, ...] = (), method: str = "GET") -> Request | None:
+        """The request for a collection or object path (`/api/v1/...`, `/apis/G/V/...`): `verbs`,
+        else the verb of `method` (GET: list a collection, get an object)."""
         parts = [p for p in path.split("?")[0].split("/") if p]
         if parts[:1] == ["api"] and len(parts) > 2:
             group, rest = "", parts[2:]
@@ -39,6 +43,7 @@ class Request:
         ns = None
         if rest[0] == "namespaces" and len(rest) > 2:
             ns, rest = rest[1], rest[2:]
+        verbs = verbs or (VERBS.get(method) or ("get" if len(rest) > 1 else "list"),)
         return cls(group, "/".join(rest[:1] + rest[2:3]), ns, verbs)
 
     def rule(self) -> str:
@@ -50,6 +55,15 @@ class Request:
                  else "the ClusterRole")
         return (f"add to {where}: apiGroups: {flow([self.group])}, resources: {flow([self.resource])}, "
                 f"verbs: {flow(self.verbs)}")
+
+
+class RequestError(ApiException):
+    """An HTTP error answer that knows what its request asked for (for `explain`)."""
+
+    def __init__(self, status: int, reason: str, body: bytes | str, request: Request | None) -> None:
+        super().__init__(status=status, reason=reason,
+                         body=body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+        self.request = request
 
 
 def status_of(e: ApiException) -> dict[str, Any]:
@@ -87,7 +101,9 @@ def describe(e: BaseException) -> str:
 
 
 def explain(e: BaseException, request: Request | None = None) -> str:
-    """`describe`, and what to do about a 401 or a 403 of `request`."""
+    """`describe`, and what to do about a 401 or a 403 of `request` (a RequestError's own)."""
+    if request is None and isinstance(e, RequestError):
+        request = e.request
     out = describe(e)
     status = e.status if isinstance(e, ApiException) else None
     if status == 401:
