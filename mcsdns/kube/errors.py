@@ -1,5 +1,7 @@
-"""Kubernetes API errors for a person: one line with the API's own Status message and, for a
-refusal (403), the RBAC rule that would allow the request; the metric label of each error."""
+"""Kubernetes API errors for a person (`explain`): one line with the status, the API's own
+Status reason and message and, for a refusal (403), the RBAC rule that would allow the request
+(`Request.rule`, from the request's path and verbs); `Problems` logs each distinct one once;
+`error_kind` is the metric label."""
 
 from __future__ import annotations
 
