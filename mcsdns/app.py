@@ -183,7 +183,8 @@ class App:
             self.hurry.set()
         self.stopping.set()
 
-    def make_sources(self) -> list[Source]:
+    def make_sources(self, serving: bool = True) -> list[Source]:
+        """The configured source; `serving`: the zone is answered from it (not `records`)."""
         if self.cfg.manifests:
             from .sources.files import MAX_BYTES, FileSource
 
@@ -191,7 +192,8 @@ class App:
                                max_bytes=self.cfg.max_manifest_bytes or MAX_BYTES)]
         from .sources.kube import KubeSource
 
-        return [KubeSource(self.store, self.cfg.kubeconfig, self.cfg.context, self.cfg.namespaces)]
+        return [KubeSource(self.store, self.cfg.kubeconfig, self.cfg.context, self.cfg.namespaces,
+                           has_data=self.ready if serving else None)]
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

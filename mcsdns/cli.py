@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept hmac-md5 and hmac-sha1 keys (refused by default)")
     r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
     _add_source_args(r)
-    r.add_argument("--timeout", type=float, default=30, help="seconds to wait for the first sync")
+    r.add_argument("--timeout", type=float, default=30,
+                   help="seconds to wait for the first sync, then exit 1 (default 30)")
     try:
         controller = importlib.import_module(".controller.cli", __package__)
     except ImportError:  # pragma: no cover - controller not installed
@@ -176,21 +177,31 @@ def config_from(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def _tell(source: object, what: str) -> str:
+    """A source's own `target()` (what it waits for) or `pending()` (what it lacks) text."""
+    fn = getattr(source, what, None)
+    return str(fn()) if callable(fn) else f"the {getattr(source, 'name', '?')} source"
+
+
 async def print_records(cfg: Config, timeout: float) -> int:
     from .zonefile import zone_text
 
     app = App(cfg)
-    app.sources = app.make_sources()
+    app.sources = app.make_sources(serving=False)
     loop = asyncio.get_running_loop()
     for s in app.sources:
         await s.start(loop)
+    if not app.synced():
+        what = "; ".join(_tell(s, "target") for s in app.sources)
+        print(f"mcsdns: waiting up to {timeout:g}s for {what}", file=sys.stderr)
     deadline = time.monotonic() + timeout
     while not app.synced() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+    missing = [_tell(s, "pending") for s in app.sources if not s.synced]
     for s in app.sources:
         await s.stop()
-    if not app.synced():
-        print(f"mcsdns: sources not synced within {timeout:g}s", file=sys.stderr)
+    if missing:
+        print(f"mcsdns: no first sync within {timeout:g}s: {'; '.join(missing)}", file=sys.stderr)
         return 1
     sys.stdout.write(zone_text(app.zone))
     return 0

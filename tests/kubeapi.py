@@ -41,8 +41,11 @@ Served API (what is served is configurable):
   kept, released on delete) and the API's defaults (type, sessionAffinity, port protocol and
   targetPort).
 - faults: `stop()`/`start()`, `drop_watches()` (close every open watch),
-  `fail_next(n, status)` (the next n requests get that error), `requests` (log of
-  (method, path?query) served).
+  `fail_next(n, status, reason, message)` (the next n requests get that error, with a
+  `Status` body), `requests` (log of (method, path?query) served).
+- RBAC, as far as refusing goes: `deny(plural, verbs)` answers those verbs on that resource
+  with kube-apiserver's 403 `Status` (its message naming `user`, verb, resource, group and
+  namespace); `allow()` lifts every denial.
 - timing: `emitted[rv]` is the `time.perf_counter()` when an event with that
   resourceVersion was first written to a watch stream (for latency benchmarks).
 """
@@ -356,7 +359,9 @@ class KubeAPI:
         self._watches: set[socket.socket] = set()
         self._epoch = 0  # bumped by drop_watches()/stop() to end watch loops
         self._bookmark_epoch = 0
-        self._fail: list[int] = []
+        self._fail: list[tuple[int, str, str]] = []
+        self.user = "system:serviceaccount:mcsdns:mcsdns"  # named in 403 messages
+        self._denied: set[tuple[str, str]] = set()  # (plural, verb)
         self._pages: OrderedDict[str, tuple[int, list[Obj]]] = OrderedDict()
         self._page_ids = itertools.count(1)
         self.ipam = ClusterIPs(service_cidrs)
@@ -431,10 +436,38 @@ class KubeAPI:
             self._bookmark_epoch += 1
             self.cond.notify_all()
 
-    def fail_next(self, n: int, code: int = 500) -> None:
+    def fail_next(self, n: int, code: int = 500, reason: str = "", message: str = "injected failure") -> None:
         """Answer the next n API requests with HTTP `code` (replaces pending failures; 0 clears)."""
+        reason = reason or ("InternalError" if code >= 500 else "Failure")
         with self.cond:
-            self._fail = [code] * n
+            self._fail = [(code, reason, message)] * n
+
+    def deny(self, plural: str, verbs: Iterable[str] = ("list", "watch")) -> None:
+        """Refuse these verbs on this resource (any group, namespace) with 403 Forbidden."""
+        with self.cond:
+            self._denied.update((plural, v) for v in verbs)
+
+    def allow(self) -> None:
+        """Lift every `deny`."""
+        with self.cond:
+            self._denied.clear()
+
+    def _authorize(self, method: str, r: Resource, ns: str | None, name: str | None, sub: str | None,
+                   q: dict[str, str]) -> None:
+        """kube-apiserver's 403 for a denied verb (call with self.cond held)."""
+        if method == "GET":
+            verb = "get" if name else "watch" if q.get("watch") in ("1", "true", "True") else "list"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        if (r.plural, verb) not in self._denied:
+            return
+        what = f"{r.plural}.{r.group}" if r.group else r.plural
+        res = f"{r.plural}/{sub}" if sub else r.plural
+        scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+        e = HTTPError(403, "Forbidden", f'{what}{f" {json.dumps(name)}" if name else ""} is forbidden: '
+                      f'User "{self.user}" cannot {verb} resource "{res}" in API group "{r.group}" {scope}')
+        e.body["details"] = {"group": r.group, "kind": r.plural, **({"name": name} if name else {})}
+        raise e
 
     # ---- lifecycle ----
 
@@ -623,8 +656,7 @@ class KubeAPI:
         with self.cond:
             self.requests.append((method, url))
             if self._fail:
-                code = self._fail.pop(0)
-                raise HTTPError(code, "InternalError" if code >= 500 else "Failure", "injected failure")
+                raise HTTPError(*self._fail.pop(0))
         if method == "GET":
             d = self._discovery(parts)
             if d is not None:
@@ -635,6 +667,8 @@ class KubeAPI:
                 raise HTTPError(405, "MethodNotAllowed")
             return 200, self._resource_list(parts[-2] if parts[0] == "apis" else "", parts[-1])
         r, version, ns, name, sub, api_version = route
+        with self.cond:
+            self._authorize(method, r, ns, name, sub, q)
         if r.namespaced and ns is None and (name is not None or method != "GET"):
             raise HTTPError(404, "NotFound", "the server could not find the requested resource")
         nskey = ns or "" if r.namespaced else ""

@@ -317,7 +317,7 @@ def test_restarted_worker_takes_no_queries_before_its_first_sync(tmp_path: Path)
             import signal
             os.kill(pids[0], signal.SIGKILL)
             assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3, timeout=5)
-            assert wait_for(lambda: "serving the last known data" in srv.logs().split("restarting")[-1],
+            assert wait_for(lambda: "no data yet" in srv.logs().split("restarting")[-1],
                             timeout=10)
             for _ in range(100):  # every query reaches the surviving, synced worker
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]

@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from ..kube.errors import VERBS, Request, RequestError
 from ..objects import CLUSTER_PROPERTY_ID, valid_cluster_id
 
 log = logging.getLogger("mcsdns.controller")
@@ -19,9 +20,6 @@ log = logging.getLogger("mcsdns.controller")
 MCS_GROUP = "multicluster.x-k8s.io"
 ABOUT_GROUP = "about.k8s.io"
 TIMEOUT = (3.0, 10.0)  # connect, read
-
-
-VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 def resource_of(path: str) -> str:
@@ -119,8 +117,8 @@ class Member:
             raise Conflict(f"{method} {path}: {resp.reason}")
         if status >= 500 or status == 429:
             raise Unreachable(f"{self.name}: {method} {path}: {status} {resp.reason}")
-        if status >= 300:  # a real error (400, 403, 422): the caller logs it
-            raise ApiException(status=status, reason=resp.reason, body=data)
+        if status >= 300:  # a real error (400, 403, 422): the caller logs it (`explain`)
+            raise RequestError(status, resp.reason, data, Request.of(path, method=method))
         return json.loads(data) if data else None
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:

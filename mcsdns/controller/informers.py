@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ..kube.reflector import Backoff, Cache, path_lister
+from ..kube.errors import Problems, explain
+from ..kube.reflector import Backoff, Cache, PathLister
 from .clusters import ConfigError, Member, Unreachable
 from .exports import MCS_SERVICE_NAME, SERVICE_NAME, SLICES, Key, is_ours, labels
 
@@ -92,6 +93,7 @@ class MemberCaches:
         self.last_ok: float | None = None  # monotonic; set from the member's Lease at start
         self.last_sync = 0.0  # unix time of the last list, event or bookmark
         self.error = ""
+        self.problems = Problems()  # each distinct error of the watches is logged once
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
@@ -117,7 +119,7 @@ class MemberCaches:
                 self._set_error(str(e))
                 self.stop.wait(backoff.next())
             except Exception as e:  # noqa: BLE001 - a 4xx from discovery: retried
-                self._set_error(str(e))
+                self._set_error(explain(e))
                 self.stop.wait(backoff.next())
         if self.stop.is_set():
             return
@@ -132,7 +134,7 @@ class MemberCaches:
         for kind in self.KINDS:
             self.healthy[kind] = False
             self.caches[kind] = Cache(
-                f"{m.name} {kind}", path_lister(m.api, paths[kind]), handlers[kind], self.stop,
+                f"{m.name} {kind}", PathLister(m.api, paths[kind]), handlers[kind], self.stop,
                 on_health=self._health_cb(kind), index=index.get(kind), transform=trim.get(kind),
                 watch_timeout=self.watch_timeout,
                 backoff=(0.2, 5.0))
@@ -148,6 +150,9 @@ class MemberCaches:
     # --- health ----------------------------------------------------------------------
     def _health_cb(self, kind: str) -> Callable[[bool, BaseException | None], None]:
         def cb(ok: bool, err: BaseException | None) -> None:
+            failed = None if ok else err or Exception("unknown error")
+            text = "" if failed is None else explain(failed, self.caches[kind].reflector.request)
+            new = self.problems.update(kind, failed, text)
             with self.lock:
                 self.healthy[kind] = ok
                 now_ok = all(self.healthy.values()) and len(self.healthy) == len(self.KINDS)
@@ -157,14 +162,14 @@ class MemberCaches:
                     self.last_ok = time.monotonic()
             if ok:
                 self.last_sync = time.time()
+            if changed and now_ok:
+                log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id,
+                         extra={"event": "member_reachable", "cluster": self.member.name,
+                                "cluster_id": self.member.cluster_id})
+                self.error = ""
+            if new:
+                self._set_error(f"{kind}: {text}")
             if changed:
-                if now_ok:
-                    log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id,
-                             extra={"event": "member_reachable", "cluster": self.member.name,
-                                    "cluster_id": self.member.cluster_id})
-                    self.error = ""
-                else:
-                    self._set_error(f"{kind}: {err}")
                 self.on_reachable(self, now_ok)
         return cb
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from ..kube.errors import explain
 from .clusters import Conflict, Member, NotFound, Unreachable
 from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name, desired_service, service_view
 from .exports import (
@@ -261,8 +262,7 @@ class Reconciler:
             log.warning("cluster %s: %s %s/%s: %s", name, what, *key, e)
             r.retry = True
         except ApiException as e:
-            body = e.body[:300] if isinstance(e.body, bytes | str) else e.body
-            log.error("cluster %s: %s %s/%s rejected: %s %s", name, what, *key, e.status, body)
+            log.error("cluster %s: %s %s/%s rejected: %s", name, what, *key, explain(e))
             r.retry = True
         if not what.startswith("ServiceExport"):  # status writes do not make an import fail
             r.failed.append(f"{what} failed in cluster {mc.member.cluster_id}")

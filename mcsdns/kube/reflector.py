@@ -9,8 +9,8 @@
 
 Listers are callables taking the typed client's keyword arguments (`limit`, `_continue`,
 `watch`, `resource_version`, `allow_watch_bookmarks`, `timeout_seconds`, `_preload_content`,
-`_request_timeout`) and returning the raw urllib3 response: a bound typed client call
-(`bind`) or a plain API path (`path_lister`).
+`_request_timeout`) and returning the raw urllib3 response, such as `PathLister` (a plain
+API path, which also tells `Reflector.request`: what RBAC must allow).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError, MaxRetryError, ReadTimeoutError
+from urllib3.exceptions import HTTPError, ReadTimeoutError
+
+from .errors import Request, WatchError, describe
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -36,10 +38,6 @@ Lister = Callable[..., Any]
 
 class Expired(Exception):
     """410 Gone: the resourceVersion or continue token is too old; relist."""
-
-
-class WatchError(Exception):
-    """The watch stream reported an error other than 410."""
 
 
 @dataclass
@@ -57,26 +55,6 @@ class Backoff:
 
     def reset(self) -> None:
         self.attempt = 0
-
-
-def error_kind(e: BaseException) -> str:
-    """A short metric label for a client error."""
-    if isinstance(e, ApiException):
-        return f"http_{e.status}" if e.status else "unreachable"
-    if isinstance(e, WatchError):
-        return "watch_error"
-    if isinstance(e, ValueError):
-        return "bad_response"
-    return "unreachable"
-
-
-def describe(e: BaseException) -> str:
-    """A one-line description of a client error."""
-    if isinstance(e, ApiException):
-        return f"HTTP {e.status} {e.reason}" if e.status else str(e.reason)
-    if isinstance(e, MaxRetryError) and e.reason is not None:
-        e = e.reason
-    return f"{type(e).__name__}: {e}".splitlines()[0][:300]
 
 
 def is_read_timeout(e: BaseException | None) -> bool:
@@ -103,36 +81,32 @@ def lines(resp: Any) -> Iterator[bytes]:
         yield buf
 
 
-def bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Lister:
-    """A typed client call with its positional/fixed arguments bound."""
-    return lambda **kw: fn(*args, **kwargs, **kw)
-
-
 _QUERY = {"limit": "limit", "_continue": "continue", "watch": "watch",
           "resource_version": "resourceVersion", "allow_watch_bookmarks": "allowWatchBookmarks",
           "timeout_seconds": "timeoutSeconds", "label_selector": "labelSelector"}
 
 
-def path_lister(api: Any, path: str, label_selector: str | None = None) -> Lister:
+class PathLister:
     """A lister for any collection path, with the typed client's calling convention."""
 
-    def call(**kw: Any) -> Any:
-        if label_selector:
-            kw.setdefault("label_selector", label_selector)
+    def __init__(self, api: Any, path: str, label_selector: str | None = None) -> None:
+        self.api, self.path, self.label_selector = api, path, label_selector
+
+    def __call__(self, **kw: Any) -> Any:
+        if self.label_selector:
+            kw.setdefault("label_selector", self.label_selector)
         timeout = kw.pop("_request_timeout", None)
         kw.pop("_preload_content", None)
         query = [(_QUERY[k], str(v).lower() if isinstance(v, bool) else str(v))
                  for k, v in kw.items() if v is not None]
-        req = api.param_serialize("GET", path, query_params=query,
-                                  header_params={"Accept": "application/json"},
-                                  auth_settings=["BearerToken"])
-        resp = api.call_api(*req, _request_timeout=timeout)
+        req = self.api.param_serialize("GET", self.path, query_params=query,
+                                       header_params={"Accept": "application/json"},
+                                       auth_settings=["BearerToken"])
+        resp = self.api.call_api(*req, _request_timeout=timeout)
         if not 200 <= resp.status <= 299:
             resp.read()
             raise ApiException.from_response(http_resp=resp, body=None, data=None)
         return resp.response
-
-    return call
 
 
 def default_key(obj: Obj) -> Key:
@@ -164,6 +138,7 @@ class Reflector:
         self.lists = 0  # completed lists (the first one and every relist)
         self.resp: Any = None  # the open watch response, to interrupt it
         self.thread: threading.Thread | None = None
+        self.request = Request.of(lister.path, ("list", "watch")) if isinstance(lister, PathLister) else None
 
     def start(self, name: str | None = None) -> None:
         self.thread = threading.Thread(target=self.run, daemon=True, name=name or f"reflector-{self.label}")

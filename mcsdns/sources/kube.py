@@ -9,7 +9,9 @@ client, reading raw JSON:
   (timeoutSeconds, idle read timeout) resumes from the last resourceVersion;
   410 Gone (HTTP status or ERROR event) relists;
 - errors back off with full jitter (0.2 s doubling to 10 s); the last known
-  data keeps being served; the connection state is logged once per change.
+  data keeps being served; each distinct error is logged once, with the API's
+  own message and, for a 403, the RBAC rule that would allow the request
+  (mcsdns/kube/errors.py); getting connected is logged once per outage.
 
 Threads only parse; Store methods run on the event loop (events are queued
 and applied in batches, coalesced per object). `synced` turns true once the
@@ -26,6 +28,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -34,7 +37,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
-from ..kube.reflector import Backoff, Lister, Reflector, bind, describe, error_kind
+from ..kube.errors import Problems, error_kind, explain
+from ..kube.reflector import Backoff, Lister, PathLister, Reflector
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
 from ..stats import Put
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
@@ -53,7 +57,7 @@ class Collection:
 
     kind: str
     namespace: str | None
-    lister: Lister  # the typed client call, taking list/watch keyword args
+    lister: Lister
     required: bool  # counts for `synced`
     sole: bool  # the only collection of its kind: a relist may use Store.replace
     listed: bool = False  # a first list reached the Store (set on the loop)
@@ -74,8 +78,10 @@ class KubeSource:
     def __init__(self, store: Store, kubeconfig: str | None, context: str | None,
                  namespaces: list[str] | None = None, *, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
-                 backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0) -> None:
+                 backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0,
+                 has_data: Callable[[], bool] | None = None) -> None:
         self.store = store
+        self.has_data = has_data  # whether DNS answers from data; None: not serving (`records`)
         self.kubeconfig, self.context = kubeconfig, context
         self.namespaces = list(dict.fromkeys(namespaces or []))
         self.page_size, self.watch_timeout, self.idle_timeout = page_size, watch_timeout, idle_timeout
@@ -88,7 +94,9 @@ class KubeSource:
         self.host = ""
         self.collections: list[Collection] = []
         self._synced = False
-        self._state: str | None = None  # "ok" or the kind of the last error, for logging
+        self._ok = False  # every watch healthy, for logging
+        self._problems = Problems()
+        self.last_error = ""  # the explanation of the last error seen
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -159,30 +167,51 @@ class KubeSource:
     # ---- connection state (any thread) ----
 
     def _health(self, c: Collection | None, ok: bool, err: BaseException | None = None) -> None:
-        kind = "ok" if ok else error_kind(err or Exception())
-        if not ok:
-            self.errors[kind] += 1
+        failed = None if ok else err or Exception("unknown error")
+        text = ""
+        if failed is not None:
+            self.errors[error_kind(failed)] += 1
+            request = c.reflector.request if c is not None and c.reflector is not None else None
+            text = explain(failed, request)
+            self.last_error = f"{c.label}: {text}" if c is not None else text
+        new = self._problems.update(c.label if c is not None else "discovery", failed, text)
         with self._lock:
             if c is not None:
                 c.healthy = ok
             now_ok = ok and all(x.healthy for x in self.collections)
             self.connected = now_ok
-            state = "ok" if now_ok else (kind if not ok else self._state)
-            changed, self._state = state != self._state, state
+            became_ok, self._ok = now_ok and not self._ok, now_ok
         if ok:
             self.last_sync = time.time()
-        if not changed:
-            return
-        if state == "ok":
+        if became_ok:
             watching = [x.label for x in self.collections]
             log.info("Kubernetes API %s: connected, watching %s", self.host,
                      ", ".join(watching) or "nothing yet",
                      extra={"event": "source_connected", "api": self.host, "watching": watching})
-        elif not ok:
-            why = describe(err or Exception())
-            log.warning("Kubernetes API %s: %s; serving the last known data and retrying", self.host, why,
-                        extra={"event": "source_error", "api": self.host, "error_kind": state,
-                               "error": why})
+        elif new:
+            if self.has_data is None:
+                then = "retrying"
+            elif self.has_data():
+                then = "serving the last known data and retrying"
+            else:
+                then = "no data yet: answering SERVFAIL until the first sync, retrying"
+            log.warning("Kubernetes API %s: %s%s; %s", self.host,
+                        f"{c.label}: " if c is not None else "", text, then,
+                        extra={"event": "source_error", "api": self.host, "error": text})
+
+    def target(self) -> str:
+        """What this source waits for, for a person."""
+        return f"ServiceImports and EndpointSlices from the Kubernetes API {self.host}"
+
+    def pending(self) -> str:
+        """What is not synced yet, and the last error, for a person ("" once synced)."""
+        if self._synced:
+            return ""
+        with self._lock:
+            todo = [c.label for c in self.collections if c.required and not c.listed]
+        what = ", ".join(todo) if todo else f"discovery of the {MCS_GROUP} API"
+        return f"{what} from {self.host}: " + (f"last error: {self.last_error}" if self.last_error
+                                               else "no answer yet")
 
     # ---- discovery (kube-discovery thread) ----
 
@@ -197,6 +226,7 @@ class KubeSource:
                 self._stop.wait(backoff.next())
                 continue
             backoff.reset()
+            self._problems.update("discovery", None)
             self.mcs_version = next((v for v in PREFERRED if v in served.get(MCS_GROUP, ())), None)
             if self.mcs_version is not None:
                 self.about_version = next((v for v in PREFERRED if v in served.get(ABOUT_GROUP, ())), None)
@@ -229,19 +259,14 @@ class KubeSource:
         return {g["name"]: [v["version"] for v in g.get("versions") or []] for g in data.get("groups") or []}
 
     def _collections(self) -> list[Collection]:
-        custom = client.CustomObjectsApi(self._api)
-        slices = client.DiscoveryV1Api(self._api)
         scopes: list[str | None] = list(self.namespaces) or [None]
         sole = len(scopes) == 1
         out: list[Collection] = []
         for ns in scopes:
-            if ns is None:
-                si = bind(custom.list_cluster_custom_object, MCS_GROUP, self.mcs_version, "serviceimports")
-                es = bind(slices.list_endpoint_slice_for_all_namespaces, label_selector=SERVICE_NAME_LABEL)
-            else:
-                si = bind(custom.list_namespaced_custom_object, MCS_GROUP, self.mcs_version, ns,
-                           "serviceimports")
-                es = bind(slices.list_namespaced_endpoint_slice, ns, label_selector=SERVICE_NAME_LABEL)
+            where = f"/namespaces/{ns}" if ns is not None else ""
+            si = PathLister(self._api, f"/apis/{MCS_GROUP}/{self.mcs_version}{where}/serviceimports")
+            es = PathLister(self._api, f"/apis/discovery.k8s.io/v1{where}/endpointslices",
+                            label_selector=SERVICE_NAME_LABEL)
             out.append(Collection(SERVICE_IMPORT, ns, si, required=True, sole=sole))
             out.append(Collection(ENDPOINT_SLICE, ns, es, required=True, sole=sole))
         if self.about_version is not None:
@@ -249,9 +274,7 @@ class KubeSource:
         return out
 
     def _cluster_properties(self) -> Collection:
-        custom = client.CustomObjectsApi(self._api)
-        lister = bind(custom.list_cluster_custom_object, ABOUT_GROUP, self.about_version,
-                       "clusterproperties")
+        lister = PathLister(self._api, f"/apis/{ABOUT_GROUP}/{self.about_version}/clusterproperties")
         return Collection(CLUSTER_PROPERTY, None, lister, required=False, sole=True)
 
     def _add(self, *cs: Collection) -> None:

@@ -1,0 +1,137 @@
+"""Kubernetes API errors for a person (`explain`): one line with the status, the API's own
+Status reason and message and, for a refusal (403), the RBAC rule that would allow the request
+(`Request.rule`, from the request's path and verbs); `Problems` logs each distinct one once;
+`error_kind` is the metric label."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
+
+
+class WatchError(Exception):
+    """The watch stream reported an error other than 410."""
+
+
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}  # and GET: get, list
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a request asks for, as RBAC sees it: API group, resource, namespace, verbs."""
+
+    group: str  # "" is the core group
+    resource: str  # and "/subresource"
+    namespace: str | None
+    verbs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, path: str, verbs: tuple[str, ...] = (), method: str = "GET") -> Request | None:
+        """The request for a collection or object path (`/api/v1/...`, `/apis/G/V/...`): `verbs`,
+        else the verb of `method` (GET: list a collection, get an object)."""
+        parts = [p for p in path.split("?")[0].split("/") if p]
+        if parts[:1] == ["api"] and len(parts) > 2:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) > 3:
+            group, rest = parts[1], parts[3:]
+        else:
+            return None
+        ns = None
+        if rest[0] == "namespaces" and len(rest) > 2:
+            ns, rest = rest[1], rest[2:]
+        verbs = verbs or (VERBS.get(method) or ("get" if len(rest) > 1 else "list"),)
+        return cls(group, "/".join(rest[:1] + rest[2:3]), ns, verbs)
+
+    def rule(self) -> str:
+        """Where to add the RBAC rule that allows this request, and the rule."""
+        def flow(xs: tuple[str, ...] | list[str]) -> str:
+            return json.dumps(list(xs), separators=(",", ":"))
+
+        where = (f'a Role in namespace "{self.namespace}" (or the ClusterRole)' if self.namespace
+                 else "the ClusterRole")
+        return (f"add to {where}: apiGroups: {flow([self.group])}, resources: {flow([self.resource])}, "
+                f"verbs: {flow(self.verbs)}")
+
+
+class RequestError(ApiException):
+    """An HTTP error answer that knows what its request asked for (for `explain`)."""
+
+    def __init__(self, status: int, reason: str, body: bytes | str, request: Request | None) -> None:
+        super().__init__(status=status, reason=reason,
+                         body=body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+        self.request = request
+
+
+def status_of(e: ApiException) -> dict[str, Any]:
+    """The Kubernetes Status object in an error response's body ({} when there is none)."""
+    try:
+        body = json.loads(e.body) if e.body else None
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) and body.get("kind") == "Status" else {}
+
+
+def error_kind(e: BaseException) -> str:
+    """A short metric label for a client error."""
+    if isinstance(e, ApiException):
+        return f"http_{e.status}" if e.status else "unreachable"
+    if isinstance(e, WatchError):
+        return "watch_error"
+    if isinstance(e, ValueError):
+        return "bad_response"
+    return "unreachable"
+
+
+def describe(e: BaseException) -> str:
+    """A one-line description of a client error: status, reason and the API's message."""
+    if isinstance(e, ApiException):
+        if not e.status:
+            return str(e.reason)
+        st = status_of(e)
+        out = f"HTTP {e.status} {st.get('reason') or e.reason}"
+        msg = str(st.get("message") or "").strip()
+        return f"{out}: {msg}"[:1000] if msg else out
+    if isinstance(e, MaxRetryError) and e.reason is not None:
+        e = e.reason
+    return f"{type(e).__name__}: {e}".splitlines()[0][:300]
+
+
+def explain(e: BaseException, request: Request | None = None) -> str:
+    """`describe`, and what to do about a 401 or a 403 of `request` (a RequestError's own)."""
+    if request is None and isinstance(e, RequestError):
+        request = e.request
+    out = describe(e)
+    status = e.status if isinstance(e, ApiException) else None
+    if status == 401:
+        out += "; the kubeconfig's credentials (token, client certificate) were not accepted"
+    elif status == 403 and request is not None:
+        out += "; " + request.rule()
+    return out
+
+
+class Problems:
+    """The current error of each of several watches, to log each distinct problem once: an
+    error is new while no watch has the same problem; a watch's problem ends when it recovers."""
+
+    def __init__(self) -> None:
+        self.held: dict[Hashable, str] = {}
+        self.lock = threading.Lock()
+
+    def update(self, who: Hashable, e: BaseException | None, text: str = "") -> bool:
+        """Record `who`'s outcome (None: success) and its explanation; True if it is a new problem.
+        The same problem is the same explanation of an HTTP error, the same kind of any other
+        (connection errors differ in detail, not in meaning)."""
+        key = None if e is None else text if isinstance(e, ApiException) and e.status else error_kind(e)
+        with self.lock:
+            new = key is not None and key not in self.held.values()
+            if key is None:
+                self.held.pop(who, None)
+            else:
+                self.held[who] = key
+        return new
