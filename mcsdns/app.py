@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import __version__, state, tsig
+from .flags import ConfigError, http_addrs, os_reason, show_addr
 from .handler import CACHE_BYTES, Handler
 from .journal import Versions
 from .locality import OFF, Locality
@@ -185,10 +186,7 @@ class App:
         if not self.cfg.bind_when_ready:
             await self._bind()
         await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
-        self.sources = self.make_sources()
-        for s in self.sources:
-            self.stats.register(s.publish)
-            await s.start(loop)
+        await self.start_sources(loop)
         self._tasks.append(loop.create_task(self._until_synced()))
         if self.cfg.bind_when_ready:
             self._tasks.append(loop.create_task(self._bind_when_loaded()))
@@ -198,12 +196,32 @@ class App:
             self.notifier.start()
         self._tasks.append(loop.create_task(self._keep_serial()))
 
+    async def start_sources(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make and start the sources; ConfigError when the manifests directory cannot be read
+        (a kubeconfig that does not load raises its own)."""
+        self.sources = self.make_sources()
+        for s in self.sources:
+            self.stats.register(s.publish)
+            try:
+                await s.start(loop)
+            except OSError as e:
+                raise ConfigError(f"--manifests {self.cfg.manifests}: cannot read the directory: "
+                                  f"{os_reason(e)}") from None
+
     async def _bind(self) -> None:
+        """Bind UDP and TCP on every --listen address; ConfigError when one cannot be bound."""
         loop = asyncio.get_running_loop()
         respond = self.handler.respond
         for host, port in self.cfg.listen:
-            udp = bind_udp(host, port, self.cfg.reuse_port)
-            tcp = bind_tcp(host, port, self.cfg.reuse_port)
+            try:
+                udp = bind_udp(host, port, self.cfg.reuse_port)
+            except OSError as e:
+                raise ConfigError(f"--listen {show_addr(host, port)}: UDP: {os_reason(e)}") from None
+            try:
+                tcp = bind_tcp(host, port, self.cfg.reuse_port)
+            except OSError as e:
+                udp.close()
+                raise ConfigError(f"--listen {show_addr(host, port)}: TCP: {os_reason(e)}") from None
             cache, serial = self.handler.canned[False], self.handler.serial
             self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
@@ -357,10 +375,14 @@ class App:
 async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
                           snaps: Callable[[], list[Snapshot]],
                           out: list[asyncio.AbstractServer]) -> None:
-    """Serve /health, /ready and /metrics on --health and --metrics."""
-    for addr in dict.fromkeys(a for a in (cfg.health, cfg.metrics) if a):
+    """Serve /health, /ready and /metrics on --health and --metrics; ConfigError when an
+    address cannot be bound."""
+    for addr, flag in http_addrs(cfg.health, cfg.metrics).items():
         ep = HTTPEndpoints(ready, lambda: render(snaps()))
-        out.append(await serve_http(addr[0], addr[1], ep))
+        try:
+            out.append(await serve_http(addr[0], addr[1], ep))
+        except OSError as e:
+            raise ConfigError(f"{flag} {show_addr(*addr)}: {os_reason(e)}") from None
         log.info("HTTP /health /ready /metrics on %s:%d", *addr)
 
 

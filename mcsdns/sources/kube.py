@@ -33,6 +33,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from ..flags import ConfigError
 from ..kube.reflector import Backoff, Lister, Reflector, bind, describe, error_kind
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
 from ..stats import Put
@@ -146,9 +147,10 @@ class KubeSource:
                 except ConfigException:
                     config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         except (ConfigException, OSError, ValueError, TypeError) as e:
-            where = self.kubeconfig or ("in-cluster config or ~/.kube/config")
-            log.error("cannot load Kubernetes client configuration from %s: %s", where, e)
-            raise SystemExit(f"mcsdns: cannot load Kubernetes client configuration from {where}: {e}") from e
+            given = " ".join(f"{flag} {v}" for flag, v in (("--kubeconfig", self.kubeconfig),
+                                                           ("--context", self.context)) if v)
+            where = given or "no --kubeconfig or --manifests, not in a cluster, and ~/.kube/config"
+            raise ConfigError(f"{where}: cannot load the Kubernetes client configuration: {e}") from None
         cfg.retries = 0  # our own backoff decides
         cfg.connection_pool_maxsize = 2 * max(1, len(self.namespaces)) + 4
         self.host = cfg.host
