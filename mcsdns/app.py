@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -183,9 +184,10 @@ class App:
         loop = asyncio.get_running_loop()
         if self.state_path is not None:
             self.restore_state()
+        self.prepare_sources()
+        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
         if not self.cfg.bind_when_ready:
             await self._bind()
-        await serve_endpoints(self.cfg, self.ready, lambda: [self.stats.snapshot()], self._http)
         await self.start_sources(loop)
         self._tasks.append(loop.create_task(self._until_synced()))
         if self.cfg.bind_when_ready:
@@ -196,10 +198,17 @@ class App:
             self.notifier.start()
         self._tasks.append(loop.create_task(self._keep_serial()))
 
-    async def start_sources(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Make and start the sources; ConfigError when the manifests directory cannot be read
-        (a kubeconfig that does not load raises its own)."""
+    def prepare_sources(self) -> None:
+        """Make the sources and load their client configuration, before anything is bound:
+        ConfigError for a kubeconfig that does not load."""
         self.sources = self.make_sources()
+        for s in self.sources:
+            configure = getattr(s, "configure", None)
+            if configure is not None:
+                configure()
+
+    async def start_sources(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the prepared sources; ConfigError when the manifests directory cannot be read."""
         for s in self.sources:
             self.stats.register(s.publish)
             try:
@@ -209,19 +218,24 @@ class App:
                                   f"{os_reason(e)}") from None
 
     async def _bind(self) -> None:
-        """Bind UDP and TCP on every --listen address; ConfigError when one cannot be bound."""
+        """Bind UDP and TCP on every --listen address, then serve them; ConfigError when one
+        cannot be bound (then none is served)."""
         loop = asyncio.get_running_loop()
         respond = self.handler.respond
-        for host, port in self.cfg.listen:
-            try:
-                udp = bind_udp(host, port, self.cfg.reuse_port)
-            except OSError as e:
-                raise ConfigError(f"--listen {show_addr(host, port)}: UDP: {os_reason(e)}") from None
-            try:
-                tcp = bind_tcp(host, port, self.cfg.reuse_port)
-            except OSError as e:
-                udp.close()
-                raise ConfigError(f"--listen {show_addr(host, port)}: TCP: {os_reason(e)}") from None
+        bound: list[tuple[str, int, socket.socket]] = []
+        try:
+            for host, port in self.cfg.listen:
+                for proto, bind in (("UDP", bind_udp), ("TCP", bind_tcp)):
+                    try:
+                        bound.append((host, port, bind(host, port, self.cfg.reuse_port)))
+                    except OSError as e:
+                        raise ConfigError(f"--listen {show_addr(host, port)}: {proto}: "
+                                          f"{os_reason(e)}") from None
+        except ConfigError:
+            for *_, sock in bound:
+                sock.close()
+            raise
+        for (host, port, udp), (_, _, tcp) in zip(bound[::2], bound[1::2], strict=True):
             cache, serial = self.handler.canned[False], self.handler.serial
             self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))

@@ -147,6 +147,7 @@ async def print_records(cfg: Config, timeout: float) -> int:
     from .zonefile import zone_text
 
     app = App(cfg)
+    app.prepare_sources()
     await app.start_sources(asyncio.get_running_loop())
     deadline = time.monotonic() + timeout
     while not app.synced() and time.monotonic() < deadline:

@@ -216,11 +216,11 @@ def readable_file(s: str) -> str:
 
 dns_label = checked("a DNS label (lowercase letters, digits and '-', at most 63)", is_dns_label)
 _cluster_id = checked("a cluster ID (a DNS label, or two joined by a dot)",
-                      lambda s: valid_cluster_id(s.lower()))
+                      lambda s: not s or valid_cluster_id(s.lower()))
 
 
 def cluster_id(s: str) -> str:
-    """A cluster ID (any case), in lower case."""
+    """A cluster ID (any case), in lower case; "" for none."""
     return _cluster_id(s).lower()
 
 

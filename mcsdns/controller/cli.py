@@ -50,7 +50,7 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--leader-elect", action="store_true", help="only write while holding a Lease")
     c.add_argument("--lease-namespace", type=flags.dns_label, default="kube-system")
     c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller")
-    c.add_argument("--lease-cluster", type=flags.non_empty, default="", metavar="NAME",
+    c.add_argument("--lease-cluster", default="", metavar="NAME",
                    help="member holding the Lease (default: the first --cluster)")
     c.add_argument("--lease-duration", type=flags.seconds, default=15.0, metavar="SECONDS")
     c.add_argument("--identity", type=flags.non_empty, default=f"{socket.gethostname()}-{os.getpid()}",

@@ -106,9 +106,14 @@ class KubeSource:
 
     # ---- lifecycle (loop thread) ----
 
+    def configure(self) -> None:
+        """Load the client configuration (once); ConfigError naming --kubeconfig/--context."""
+        if self._api is None:
+            self._api = self._client()
+
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._api = self._client()
+        self.configure()
         self._main = threading.Thread(target=self._run, name="kube-discovery", daemon=True)
         self._main.start()
 
