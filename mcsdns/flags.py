@@ -144,20 +144,25 @@ def ttl(s: str) -> int:
     return _integer(s, 0, MAX_TTL)
 
 
-def seconds(s: str) -> float:
-    """A finite number of seconds above 0."""
+def _seconds(s: str, least: float) -> float:
     try:
         v = float(s)
     except ValueError:
         v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"{s}: expected a number of seconds above 0")
+    if not (math.isfinite(v) and (v > 0 or v == least == 0)):
+        what = "0 or more" if least == 0 else "above 0"
+        raise argparse.ArgumentTypeError(f"{s}: expected a number of seconds {what}")
     return v
+
+
+def seconds(s: str) -> float:
+    """A finite number of seconds above 0."""
+    return _seconds(s, 1)
 
 
 def seconds_or_zero(s: str) -> float:
     """A finite number of seconds, 0 or more."""
-    return 0.0 if s.strip() in ("0", "0.0") else seconds(s)
+    return _seconds(s, 0)
 
 
 def zone(s: str) -> str:

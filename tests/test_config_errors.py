@@ -92,7 +92,7 @@ CASES = [
     case("serve", "--log-queries", "=yes", "ignored explicit argument"),
     case("serve", "--cache-size", "-1", "from 0 to"),
     case("serve", "--state-dir", "{file}", "not a directory"),
-    case("serve", "--state-interval", "-5", "seconds above 0"),
+    case("serve", "--state-interval", "-5", "seconds 0 or more"),
     case("serve", "--allow-transfer", "10.0.0.0/33", "address or CIDR"),
     case("serve", "--notify", "10.0.0.1", "expected HOST:PORT"),
     case("serve", "--tsig-key-file", "{missing}", "No such file or directory"),

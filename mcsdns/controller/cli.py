@@ -73,7 +73,7 @@ def _members(args: argparse.Namespace) -> list[Member]:
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
-        raise ConfigError(f"--cluster {dup}=...: --cluster names must be unique")
+        raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
     if args.lease_cluster and args.lease_cluster not in names:
         raise ConfigError(f"--lease-cluster {args.lease_cluster}: expected one of {names}")
     for spec in args.cluster_id:
@@ -132,7 +132,8 @@ class _Endpoints:
 def _mode(args: argparse.Namespace) -> str:
     mode: str = args.clusterset_ip or (CIDR if args.clusterset_cidr else DERIVED)
     if mode == DERIVED and args.clusterset_cidr:
-        raise ConfigError("--clusterset-cidr is for --clusterset-ip cidr")
+        raise ConfigError(f"--clusterset-cidr {','.join(args.clusterset_cidr)}: only with "
+                          "--clusterset-ip cidr")
     return mode
 
 
