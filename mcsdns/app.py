@@ -9,6 +9,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import process, state, tsig
+from .flags import ConfigError, http_addrs, os_reason, show_addr
 from .handler import CACHE_BYTES, Handler
 from .journal import Versions
 from .locality import OFF, Locality
@@ -199,13 +201,11 @@ class App:
         loop = asyncio.get_running_loop()
         if self.state_path is not None:
             self.restore_state()
+        self.prepare_sources()
+        await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self._http)
         if not self.cfg.bind_when_ready:
             await self._bind()
-        await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self._http)
-        self.sources = self.make_sources()
-        for s in self.sources:
-            self.stats.register(s.publish)
-            await s.start(loop)
+        await self.start_sources(loop)
         self._tasks.append(loop.create_task(self._until_synced()))
         if self.cfg.bind_when_ready:
             self._tasks.append(loop.create_task(self._bind_when_loaded()))
@@ -215,12 +215,44 @@ class App:
             self.notifier.start()
         self._tasks.append(loop.create_task(self._keep_serial()))
 
+    def prepare_sources(self, serving: bool = True) -> None:
+        """Make the sources (`serving`: as make_sources) and load their client configuration,
+        before anything is bound: ConfigError for a kubeconfig that does not load."""
+        self.sources = self.make_sources(serving)
+        for s in self.sources:
+            configure = getattr(s, "configure", None)
+            if configure is not None:
+                configure()
+
+    async def start_sources(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the prepared sources; ConfigError when the manifests directory cannot be read."""
+        for s in self.sources:
+            self.stats.register(s.publish)
+            try:
+                await s.start(loop)
+            except OSError as e:
+                raise ConfigError(f"--manifests {self.cfg.manifests}: cannot read the directory: "
+                                  f"{os_reason(e)}") from None
+
     async def _bind(self) -> None:
+        """Bind UDP and TCP on every --listen address, then serve them; ConfigError when one
+        cannot be bound (then none is served)."""
         loop = asyncio.get_running_loop()
         respond = self.handler.respond
-        for host, port in self.cfg.listen:
-            udp = bind_udp(host, port, self.cfg.reuse_port)
-            tcp = bind_tcp(host, port, self.cfg.reuse_port)
+        bound: list[tuple[str, int, socket.socket]] = []
+        try:
+            for host, port in self.cfg.listen:
+                for proto, bind in (("UDP", bind_udp), ("TCP", bind_tcp)):
+                    try:
+                        bound.append((host, port, bind(host, port, self.cfg.reuse_port)))
+                    except OSError as e:
+                        raise ConfigError(f"--listen {show_addr(host, port)}: {proto}: "
+                                          f"{os_reason(e)}") from None
+        except ConfigError:
+            for *_, sock in bound:
+                sock.close()
+            raise
+        for (host, port, udp), (_, _, tcp) in zip(bound[::2], bound[1::2], strict=True):
             cache, serial = self.handler.canned[False], self.handler.serial
             self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
             self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial,
@@ -408,10 +440,14 @@ class App:
 async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
                           snaps: Callable[[], list[Snapshot]],
                           out: list[asyncio.AbstractServer]) -> None:
-    """Serve /health, /ready and /metrics on --health and --metrics."""
-    for addr in dict.fromkeys(a for a in (cfg.health, cfg.metrics) if a):
+    """Serve /health, /ready and /metrics on --health and --metrics; ConfigError when an
+    address cannot be bound."""
+    for addr, flag in http_addrs(cfg.health, cfg.metrics).items():
         ep = HTTPEndpoints(ready, lambda: render(snaps()))
-        out.append(await serve_http(addr[0], addr[1], ep))
+        try:
+            out.append(await serve_http(addr[0], addr[1], ep))
+        except OSError as e:
+            raise ConfigError(f"{flag} {show_addr(*addr)}: {os_reason(e)}") from None
         log.info("HTTP /health /ready /metrics on %s:%d", *addr,
                  extra={"event": "listening_http", "address": addr[0], "port": addr[1]})
 

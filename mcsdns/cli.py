@@ -5,78 +5,41 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import ipaddress
 import logging
 import os
 import sys
 import time
 
-from . import tsig
+from . import flags, tsig
 from .app import App, Config, run, run_loop
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
 from .logs import setup_logging
-from .objects import valid_cluster_id
 from .process import version_text
 from .server.tcp import TCPLimits
 from .sources.files import MAX_BYTES
 
 
-def host_port(s: str) -> tuple[str, int]:
-    host, sep, port = s.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {s!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def cidr(s: str) -> str:
-    try:
-        return str(ipaddress.ip_network(s, strict=False))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an address or CIDR, got {s!r}") from None
-
-
-def positive(s: str) -> int:
-    if not s.isdigit() or int(s) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return int(s)
-
-
-def non_negative(s: str) -> int:
-    try:
-        n = int(s)
-    except ValueError:
-        n = -1
-    if n < 0 or n > 1 << 20:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {1 << 20}, got {s!r}")
-    return n
-
-
-def key_value(s: str) -> tuple[str, str]:
-    k, sep, v = s.partition("=")
-    if not sep or not k or not v:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {s!r}")
-    return k.lower(), v
-
-
 def _add_source_args(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--zone", default="clusterset.local")
-    s.add_argument("--ttl", type=int, default=5, help="TTL of every record (default 5)")
-    s.add_argument("--manifests", metavar="DIR", help="serve objects from a directory of YAML/JSON files")
-    s.add_argument("--max-manifest-bytes", type=positive, default=MAX_BYTES, metavar="N",
+    s.add_argument("--zone", type=flags.zone, default="clusterset.local")
+    s.add_argument("--ttl", type=flags.ttl, default=5, help="TTL of every record (default 5)")
+    s.add_argument("--manifests", type=flags.directory, metavar="DIR",
+                   help="serve objects from a directory of YAML/JSON files")
+    s.add_argument("--max-manifest-bytes", type=flags.positive, default=MAX_BYTES, metavar="N",
                    help=f"skip manifest files larger than N bytes (default {MAX_BYTES}: 16 MiB)")
-    s.add_argument("--kubeconfig", metavar="PATH", help="watch a Kubernetes API (default: in-cluster)")
-    s.add_argument("--context", metavar="NAME")
-    s.add_argument("--namespace", action="append", default=[], dest="namespaces",
+    s.add_argument("--kubeconfig", type=flags.readable_file, metavar="PATH",
+                   help="watch a Kubernetes API (default: in-cluster)")
+    s.add_argument("--context", type=flags.non_empty, metavar="NAME")
+    s.add_argument("--namespace", action="append", default=[], dest="namespaces", type=flags.dns_label,
                    help="only watch these namespaces (repeatable; default all)")
     loc = s.add_argument_group("locality (headless answers ordered local cluster, region, rest)")
-    loc.add_argument("--cluster-id", default="",
+    loc.add_argument("--cluster-id", type=flags.cluster_id, default="",
                      help="this server's cluster ID (default: the watched ClusterProperty "
                           "cluster.clusterset.k8s.io; without one, locality is off)")
-    loc.add_argument("--region", default="", help="this server's region")
-    loc.add_argument("--topology-zone", default="",
+    loc.add_argument("--region", type=flags.label_value, default="", help="this server's region")
+    loc.add_argument("--topology-zone", type=flags.label_value, default="",
                      help="this server's zone: local endpoints in it are listed first")
-    loc.add_argument("--cluster-region", action="append", default=[], type=key_value,
+    loc.add_argument("--cluster-region", action="append", default=[], type=flags.cluster_region,
                      metavar="CLUSTER=REGION", help="region of a member cluster (repeatable)")
     loc.add_argument("--prefer-local", choices=POLICIES, default=ORDER,
                      help="order: every endpoint, local first (default); only-when-available: "
@@ -84,56 +47,57 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
     loc.add_argument("--terminating-fallback", action="store_true",
                      help="answer serving+terminating endpoints of a headless service while none "
                           "is ready (as kube-proxy does; the spec says NXDOMAIN)")
-    s.add_argument("--log-level", default="INFO")
+    s.add_argument("--log-level", type=flags.log_level, default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text")
     s.add_argument("--version", action="version", version=version_text())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcsdns", description=__doc__)
+    p = flags.Parser(prog="mcsdns", description=__doc__)
     p.add_argument("--version", action="version", version=version_text(),
                    help="print the version and the UDP I/O in use, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve the clusterset.local zone")
-    s.add_argument("--listen", action="append", type=host_port, metavar="HOST:PORT",
+    s.add_argument("--listen", action="append", type=flags.host_port, metavar="HOST:PORT",
                    help="UDP+TCP address (repeatable; default 0.0.0.0:53)")
     _add_source_args(s)
-    s.add_argument("--health", type=host_port, metavar="HOST:PORT", help="/health and /ready")
-    s.add_argument("--metrics", type=host_port, metavar="HOST:PORT", help="Prometheus /metrics")
-    s.add_argument("--tcp-max-conns", type=positive, default=1000,
+    s.add_argument("--health", type=flags.host_port, metavar="HOST:PORT", help="/health and /ready")
+    s.add_argument("--metrics", type=flags.host_port, metavar="HOST:PORT", help="Prometheus /metrics")
+    s.add_argument("--tcp-max-conns", type=flags.positive, default=1000,
                    help="open TCP connections; when full, an idle one is closed for a new one "
                         "(default 1000)")
-    s.add_argument("--tcp-max-conns-per-client", type=positive, default=100, metavar="N",
+    s.add_argument("--tcp-max-conns-per-client", type=flags.positive, default=100, metavar="N",
                    help="open TCP connections from one IPv4 address or IPv6 /64; beyond, the "
                         "client's oldest idle one is closed, else the new one refused (default 100)")
-    s.add_argument("--tcp-idle-timeout", type=float, default=10.0,
+    s.add_argument("--tcp-idle-timeout", type=flags.seconds, default=10.0,
                    help="close a TCP connection idle this many seconds (default 10)")
-    s.add_argument("--tcp-read-timeout", type=float, default=5.0,
+    s.add_argument("--tcp-read-timeout", type=flags.seconds, default=5.0,
                    help="a TCP query must arrive whole within this many seconds (default 5)")
-    s.add_argument("--workers", type=int, default=1,
+    s.add_argument("--workers", type=flags.positive, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--reuse-port", action="store_true",
                    help="share the port with other servers (SO_REUSEPORT); the port is bound "
                         "once the zone is loaded, so a new server takes no queries before")
-    s.add_argument("--lameduck", type=float, default=5.0, metavar="SECONDS",
+    s.add_argument("--lameduck", type=flags.seconds_or_zero, default=5.0, metavar="SECONDS",
                    help="on SIGTERM, /ready answers 503 at once and queries are answered for "
                         "SECONDS more before the listeners close (default 5; 0: close at once)")
     s.add_argument("--log-queries", action="store_true",
                    help="log every query as CoreDNS' log plugin does (slow: UDP then skips batched I/O)")
-    s.add_argument("--cache-size", type=non_negative, default=CACHE_BYTES >> 20, metavar="MIB",
+    s.add_argument("--cache-size", type=flags.non_negative, default=CACHE_BYTES >> 20, metavar="MIB",
                    help=f"response cache budget in MiB, UDP and TCP together "
                         f"(default {CACHE_BYTES >> 20}; 0: no response cache)")
-    s.add_argument("--state-dir", metavar="DIR",
+    s.add_argument("--state-dir", type=flags.dir_or_new, metavar="DIR",
                    help="keep the last synced Kubernetes objects in DIR/objects.json and serve "
                         "them after a restart until the API answers; the SOA serial in DIR/serial")
-    s.add_argument("--state-interval", type=float, default=10.0, metavar="SECONDS",
+    s.add_argument("--state-interval", type=flags.seconds_or_zero, default=10.0, metavar="SECONDS",
                    help="write the state at most this often while changes arrive (default 10)")
     x = s.add_argument_group("zone transfers (AXFR/IXFR over TCP, NOTIFY; default: all REFUSED)")
-    x.add_argument("--allow-transfer", action="append", default=[], type=cidr, metavar="CIDR",
+    x.add_argument("--allow-transfer", action="append", default=[], type=flags.cidr, metavar="CIDR",
                    help="clients allowed AXFR/IXFR (repeatable; default none)")
-    x.add_argument("--notify", action="append", default=[], type=host_port, metavar="HOST:PORT",
+    x.add_argument("--notify", action="append", default=[], type=flags.host_port, metavar="HOST:PORT",
                    help="secondary to send NOTIFY to after each change (repeatable)")
-    x.add_argument("--tsig-key-file", action="append", default=[], metavar="PATH",
+    x.add_argument("--tsig-key-file", action="append", default=[], type=flags.readable_file,
+                   metavar="PATH",
                    help="TSIG keys (repeatable): BIND's key file (tsig-keygen), knot's (keymgr -t), "
                         "or NAME:ALGORITHM:BASE64SECRET lines. With keys, transfers must be signed "
                         "with one; signed queries are verified and answered signed; NOTIFY is "
@@ -144,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept hmac-md5 and hmac-sha1 keys (refused by default)")
     r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
     _add_source_args(r)
-    r.add_argument("--timeout", type=float, default=30,
+    r.add_argument("--timeout", type=flags.seconds, default=30,
                    help="seconds to wait for the first sync, then exit 1 (default 30)")
     try:
         controller = importlib.import_module(".controller.cli", __package__)
@@ -187,10 +151,9 @@ async def print_records(cfg: Config, timeout: float) -> int:
     from .zonefile import zone_text
 
     app = App(cfg)
-    app.sources = app.make_sources(serving=False)
+    app.prepare_sources(serving=False)
     loop = asyncio.get_running_loop()
-    for s in app.sources:
-        await s.start(loop)
+    await app.start_sources(loop)
     if not app.synced():
         what = "; ".join(_tell(s, "target") for s in app.sources)
         print(f"mcsdns: waiting up to {timeout:g}s for {what}", file=sys.stderr)
@@ -213,18 +176,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in ("serve", "records"):
         return int(args.func(args))
     cfg = config_from(args)
-    if cfg.locality.cluster_id and not valid_cluster_id(cfg.locality.cluster_id):
-        print(f"mcsdns: --cluster-id {args.cluster_id!r} is not a DNS label", file=sys.stderr)
-        return 2
-    if args.command == "records":
-        return asyncio.run(print_records(cfg, args.timeout))
     try:
-        cfg.tsig_keys = tsig.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
-                                             args.tsig_allow_weak)
-    except ValueError as e:
-        print(f"mcsdns: {e}", file=sys.stderr)
-        return 2
-    if args.tsig_key:
+        if args.command == "records":
+            return asyncio.run(print_records(cfg, args.timeout))
+        try:
+            cfg.tsig_keys = tsig.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
+                                                 args.tsig_allow_weak)
+        except ValueError as e:
+            raise flags.ConfigError(e) from None
+        return serve(cfg, args.tsig_key)
+    except flags.ConfigError as e:
+        return flags.fail(e)
+
+
+def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
+    """`mcsdns serve`, until SIGTERM; ConfigError when an address cannot be bound or a
+    source cannot start."""
+    if tsig_on_command_line:
         logging.getLogger("mcsdns").warning(
             "--tsig-key shows the secret to anyone who can list processes: prefer --tsig-key-file "
             "or $%s", tsig.ENV)
@@ -232,6 +200,5 @@ def main(argv: list[str] | None = None) -> int:
         from .workers import supervise
 
         return supervise(cfg)
-    else:
-        run_loop(lambda: run(cfg))
+    run_loop(lambda: run(cfg))
     return 0

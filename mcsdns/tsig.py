@@ -268,7 +268,10 @@ def configured_keys(specs: list[str], files: list[str], env: Mapping[str, str],
         except ValueError as e:
             raise ValueError(f"--tsig-key: {e}") from None
     for path in files:
-        keys += load_key_file(path, allow_weak)
+        try:
+            keys += load_key_file(path, allow_weak)
+        except ValueError as e:
+            raise ValueError(f"--tsig-key-file {e}") from None
     if not specs and not files and env.get(ENV, "").strip():
         keys = load_keys(env[ENV], "$" + ENV, allow_weak)
     seen: set[bytes] = set()

@@ -8,7 +8,9 @@ one that exits with an error before its first snapshot (a configuration
 error) stops the supervisor with that exit code instead. A restarted worker
 binds its sockets only once its zone is loaded (synced or restored), so it
 takes no share of the queries before. Worker 0 alone writes the --state-dir
-snapshot. On SIGTERM the supervisor's /ready turns 503 and each worker runs
+snapshot. A worker that meets a configuration error (an address it cannot bind, a
+kubeconfig that does not load) sends its message and exits; the supervisor
+stops the others and raises it, once. On SIGTERM the supervisor's /ready turns 503 and each worker runs
 its own --lameduck period.
 """
 
@@ -27,6 +29,7 @@ from multiprocessing.process import BaseProcess
 
 from . import process
 from .app import HANDOFF, Config, run, run_loop, serve_endpoints
+from .flags import EXIT_CONFIG, ConfigError
 from .notify import Notifier
 from .serial import serial_lt
 from .stats import Snapshot, Stats
@@ -44,7 +47,14 @@ def _worker(cfg: Config, conn: multiprocessing.connection.Connection) -> None:
         except (BrokenPipeError, OSError):
             pass
 
-    run_loop(lambda: run(cfg, report))
+    try:
+        run_loop(lambda: run(cfg, report))
+    except ConfigError as e:
+        try:
+            conn.send(str(e))
+        except (BrokenPipeError, OSError):
+            pass
+        os._exit(EXIT_CONFIG)
 
 
 class Supervisor:
@@ -64,6 +74,7 @@ class Supervisor:
         self.conns: list[multiprocessing.connection.Connection | None] = [None] * cfg.workers
         self.snaps: list[Snapshot] = [{} for _ in range(cfg.workers)]
         self.restarts = 0
+        self.config_error: str | None = None  # the first worker's configuration error
         self.stopping = asyncio.Event()
         self.exit_code = 0  # a worker's that failed at start
 
@@ -125,7 +136,12 @@ class Supervisor:
             return
         try:
             while conn.poll():
-                self.snaps[i] = conn.recv()
+                msg = conn.recv()
+                if isinstance(msg, str):
+                    self.config_error = self.config_error or msg
+                    self.stopping.set()
+                else:
+                    self.snaps[i] = msg
         except (EOFError, OSError):
             asyncio.get_running_loop().remove_reader(conn.fileno())
             self.conns[i] = None
@@ -136,10 +152,15 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.signalled)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
+        http: list[asyncio.AbstractServer] = []
+        try:
+            await serve_endpoints(self.cfg, self.ready, self.snapshots, http)
+        except ConfigError:
+            if self.tmpdir:
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+            raise
         for i in range(self.cfg.workers):
             self.start_worker(i, loop)
-        http: list[asyncio.AbstractServer] = []
-        await serve_endpoints(self.cfg, self.ready, self.snapshots, http)
         if self.cfg.notify:
             self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify,
                                      next(iter(self.cfg.tsig_keys), None))
@@ -155,6 +176,8 @@ class Supervisor:
                 if serial is not None:
                     self.notifier.update(serial)
             for i, p in enumerate(self.procs):
+                if p is not None and not p.is_alive() and p.exitcode == EXIT_CONFIG:
+                    self._receive(i)  # its message, if not read yet
                 if p is not None and not p.is_alive() and not stopping.is_set():
                     if p.exitcode and p.exitcode > 0 and not self.snaps[i]:
                         # failed before serving (a configuration error it has printed): no restart loop
@@ -185,6 +208,8 @@ class Supervisor:
             await self.notifier.stop()
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self.config_error is not None:
+            raise ConfigError(self.config_error)
 
 
 def supervise(cfg: Config) -> int:

@@ -60,7 +60,7 @@ def test_bad_kubeconfig_and_no_cluster(tmp_path: Path) -> None:
     r = controller()
     assert r.returncode == 2 and "at least one --cluster" in r.stderr
     r = controller("--cluster", "a=x", "--clusterset-cidr", "10.0.0.0/33")
-    assert r.returncode == 2 and "bad CIDR" in r.stderr
+    assert r.returncode == 2 and "--clusterset-cidr 10.0.0.0/33: expected an address or CIDR" in r.stderr
 
 
 def test_context_is_taken_from_after_the_at_sign(api: tuple[KubeAPI, Path], tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import signal
@@ -15,6 +14,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from .. import flags
 from ..logs import setup_logging
 from ..objects import valid_cluster_id
 from ..process import version_text
@@ -26,20 +26,6 @@ from .metrics import registry, render
 from .reconcile import CIDR, DERIVED
 
 log = logging.getLogger("mcsdns.controller")
-
-
-def _host_port(s: str) -> tuple[str, int]:
-    host, sep, port = s.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {s!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _cidr(s: str) -> str:
-    try:
-        return str(ipaddress.ip_network(s, strict=False))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"bad CIDR {s!r}: {e}") from e
 
 
 def add_parser(subparsers: Any) -> None:
@@ -55,28 +41,29 @@ def add_parser(subparsers: Any) -> None:
                    help="where ClusterSetIPs come from: a derived Service's ClusterIP in each importing "
                         "cluster (derived, the default) or --clusterset-cidr (cidr; the default when a "
                         "--clusterset-cidr is given)")
-    c.add_argument("--clusterset-cidr", action="append", default=[], type=_cidr, metavar="CIDR",
+    c.add_argument("--clusterset-cidr", action="append", default=[], type=flags.cidr, metavar="CIDR",
                    help="range for ClusterSetIPs in cidr mode (repeatable; one IPv4 and/or one IPv6)")
-    c.add_argument("--endpoint-ttl", type=float, default=60.0, metavar="SECONDS",
+    c.add_argument("--endpoint-ttl", type=flags.seconds, default=60.0, metavar="SECONDS",
                    help="drop an unreachable member's endpoints after this long (default 60)")
-    c.add_argument("--resync", type=float, default=300.0, metavar="SECONDS",
+    c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
                    help="re-queue every service at least this often (default 300)")
-    c.add_argument("--workers", type=int, default=4, help="services reconciled in parallel (default 4)")
+    c.add_argument("--workers", type=flags.positive, default=4,
+                   help="services reconciled in parallel (default 4)")
     c.add_argument("--leader-elect", action="store_true", help="only write while holding a Lease")
-    c.add_argument("--lease-namespace", default="kube-system")
-    c.add_argument("--lease-name", default="mcsdns-controller")
+    c.add_argument("--lease-namespace", type=flags.dns_label, default="kube-system")
+    c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller")
     c.add_argument("--lease-cluster", default="", metavar="NAME",
                    help="member holding the Lease (default: the first --cluster)")
-    c.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
-    c.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
+    c.add_argument("--lease-duration", type=flags.seconds, default=15.0, metavar="SECONDS")
+    c.add_argument("--identity", type=flags.non_empty, default=f"{socket.gethostname()}-{os.getpid()}",
                    help="this replica's name in the Lease (default HOSTNAME-PID)")
-    c.add_argument("--health", type=_host_port, metavar="HOST:PORT",
+    c.add_argument("--health", type=flags.host_port, metavar="HOST:PORT",
                    help="/health (always 200), /ready (200 after the first full sync, or while following) "
                         "and /metrics")
-    c.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
+    c.add_argument("--metrics", type=flags.host_port, metavar="HOST:PORT",
                    help="also serve /metrics (and /health, /ready) here")
     c.add_argument("--once", action="store_true", help="sync every service once, then exit")
-    c.add_argument("--log-level", default="INFO")
+    c.add_argument("--log-level", type=flags.log_level, default="INFO")
     c.add_argument("--log-format", choices=("text", "json"), default="text")
     c.add_argument("--version", action="version", version=version_text())
     c.set_defaults(func=main)
@@ -88,13 +75,16 @@ def _members(args: argparse.Namespace) -> list[Member]:
     members = [Member.parse(s) for s in args.cluster]
     names = [m.name for m in members]
     if len(set(names)) != len(names):
-        raise ConfigError("--cluster names must be unique")
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
+    if args.lease_cluster and args.lease_cluster not in names:
+        raise ConfigError(f"--lease-cluster {args.lease_cluster}: expected one of {names}")
     for spec in args.cluster_id:
         name, sep, cid = spec.partition("=")
         if not sep or name not in names:
-            raise ConfigError(f"--cluster-id {spec!r}: expected NAME=ID with NAME one of {names}")
+            raise ConfigError(f"--cluster-id {spec}: expected NAME=ID with NAME one of {names}")
         if not valid_cluster_id(cid):
-            raise ConfigError(f"--cluster-id {spec!r}: {cid!r} is not a valid cluster ID "
+            raise ConfigError(f"--cluster-id {spec}: {cid!r} is not a valid cluster ID "
                               "(a DNS label or two joined by a dot)")
         members[names.index(name)].cluster_id = cid
     for m in members:
@@ -125,12 +115,19 @@ def _resolve_ids(members: list[Member]) -> None:
 class _Endpoints:
     """/health, /ready and /metrics (mcsdns.server.http, with its limits) on a thread."""
 
-    def __init__(self, addrs: list[tuple[str, int]], mgr: Manager) -> None:
+    def __init__(self, addrs: dict[tuple[str, int], str], mgr: Manager) -> None:
+        """Serve on each address (its value: the flag that gave it); ConfigError when one
+        cannot be bound, before the thread starts."""
         self.loop = asyncio.new_event_loop()
         reg = registry(mgr)
-        for host, port in dict.fromkeys(addrs):  # a bind error is raised here, before the thread starts
+        for (host, port), flag in addrs.items():
             ep = HTTPEndpoints(mgr.ready.is_set, lambda: render(reg))
-            self.loop.run_until_complete(serve_http(host, port, ep))
+            try:
+                self.loop.run_until_complete(serve_http(host, port, ep))
+            except OSError as e:
+                self.loop.close()
+                addr = flags.show_addr(host, port)
+                raise flags.ConfigError(f"{flag} {addr}: {flags.os_reason(e)}") from None
         threading.Thread(target=self.loop.run_forever, daemon=True, name="health").start()
 
     def stop(self) -> None:
@@ -140,7 +137,8 @@ class _Endpoints:
 def _mode(args: argparse.Namespace) -> str:
     mode: str = args.clusterset_ip or (CIDR if args.clusterset_cidr else DERIVED)
     if mode == DERIVED and args.clusterset_cidr:
-        raise ConfigError("--clusterset-cidr is for --clusterset-ip cidr")
+        raise ConfigError(f"--clusterset-cidr {','.join(args.clusterset_cidr)}: only with "
+                          "--clusterset-ip cidr")
     return mode
 
 
@@ -151,8 +149,7 @@ def run(args: argparse.Namespace) -> int:
         members = _members(args)
         _resolve_ids(members)
     except ConfigError as e:
-        print(f"mcsdns controller: {e}", file=sys.stderr)
-        return 2
+        return flags.fail(e)
     holder = next((m for m in members if m.name == args.lease_cluster), members[0])
     elector = None
     if args.leader_elect and not args.once:
@@ -161,6 +158,12 @@ def run(args: argparse.Namespace) -> int:
     leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
                   workers=max(1, args.workers), elector=elector, member_leases=leases)
+    endpoints = None
+    if not args.once:
+        try:
+            endpoints = _Endpoints(flags.http_addrs(args.health, args.metrics), mgr)
+        except flags.ConfigError as e:
+            return flags.fail(e)
     log.info("ClusterSetIP mode: %s%s", mode, f" ({', '.join(args.clusterset_cidr)})" if mode == CIDR else "")
     mgr.start()
     if args.once:
@@ -174,14 +177,14 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    endpoints = _Endpoints([a for a in (args.health, args.metrics) if a], mgr)
     try:
         mgr.run()
     finally:
         mgr.shutdown()
         if elector is not None:
             elector.release()
-        endpoints.stop()
+        if endpoints is not None:
+            endpoints.stop()
         log.info("stopped; %d writes", mgr.writes())
     return 0
 
@@ -192,7 +195,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _standalone(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mcsdns")
+    p = flags.Parser(prog="mcsdns")
     add_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(["controller", *(argv if argv is not None else sys.argv[1:])])
     setup_logging(args.log_level, args.log_format)

@@ -67,7 +67,7 @@ class Member:
         """NAME=KUBECONFIG[@CONTEXT]."""
         name, sep, rest = spec.partition("=")
         if not sep or not name or not rest:
-            raise ConfigError(f"--cluster {spec!r}: expected NAME=KUBECONFIG[@CONTEXT]")
+            raise ConfigError(f"--cluster {spec}: expected NAME=KUBECONFIG[@CONTEXT]")
         path, _, ctx = rest.partition("@")
         return cls(name=name, kubeconfig=path, context=ctx or None)
 
@@ -78,8 +78,10 @@ class Member:
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=self.kubeconfig, context=self.context, client_configuration=cfg)
         except Exception as e:  # the loader raises many kinds
+            ctx = f"@{self.context}" if self.context else ""
             why = " ".join(str(e).split())  # a YAML error spans lines
-            raise ConfigError(f"cluster {self.name}: cannot load kubeconfig {self.kubeconfig}: {why}") from e
+            raise ConfigError(f"--cluster {self.name}={self.kubeconfig}{ctx}: cannot load kubeconfig: "
+                              f"{why}") from e
         cfg.retries = 0
         cfg.connection_pool_maxsize = 32  # reconcile workers and the watches share the pool
         self.api = client.ApiClient(cfg)

@@ -4,7 +4,11 @@ The directory is scanned by (mtime, size, inode) when inotify reports a change
 (Linux) and every 0.25 s regardless; only changed files are re-read, in a
 worker thread, and only objects whose content changed reach the Store. A file
 that fails to parse is reported and its last good content kept, so a
-half-saved edit never blanks answers.
+half-saved edit never blanks answers. A directory that cannot be listed is an
+error at start (OSError from `start`); later, it is treated like an API outage:
+the last good objects stay served, `connected` turns False, each failed scan
+counts as error "dir_unreadable", and a warning is logged once (and a notice
+once it is readable again).
 
 Reading is bounded: only regular files of at most `max_bytes` are read; YAML
 nesting is capped at MAX_DEPTH and alias expansion at MAX_ALIAS_NODES nodes
@@ -31,6 +35,7 @@ from yaml.nodes import Node
 from yaml.resolver import Resolver
 
 from ..fileio import Refused, read_bounded
+from ..flags import os_reason
 from ..stats import Put
 from ..store import KINDS, Store
 from . import publish_source
@@ -167,7 +172,7 @@ class FileSource:
         self.sigs: dict[Path, Sig] = {}
         self.contents: dict[Path, dict[FullKey, dict[str, Any]]] = {}
         self.errors: Counter[str] = Counter()
-        self.connected = True  # metrics: a directory is always reachable
+        self.connected = True  # metrics: False while the directory cannot be listed
         self.last_sync = 0.0  # unix time of the last completed poll
         self._synced = False
         self._task: asyncio.Task[None] | None = None
@@ -184,7 +189,7 @@ class FileSource:
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._watch is not None:
             loop.add_reader(self._watch.fd, self._on_inotify)
-        await self.poll(loop)
+        await self.poll(loop, first=True)
         self._synced = True
         self._task = loop.create_task(self._run(loop))
 
@@ -218,10 +223,11 @@ class FileSource:
                 log.exception("manifest poll failed")
 
     def _scan(self) -> dict[Path, Sig]:
+        """Signatures of the manifest files; OSError when the directory, or one below it,
+        cannot be listed (then nothing is known about the files it holds)."""
         sigs: dict[Path, Sig] = {}
-        if not self.dir.is_dir():
-            return sigs
-        for root, dirs, files in os.walk(self.dir):
+        failed: list[OSError] = []
+        for root, dirs, files in os.walk(self.dir, onerror=failed.append):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             if self._watch is not None:
                 self._watch.add(os.path.realpath(root))
@@ -233,6 +239,8 @@ class FileSource:
                     except OSError:
                         continue
                     sigs[p] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if failed:
+            raise failed[0]
         return sigs
 
     def _read(self, changed: list[Path]) -> dict[Path, dict[FullKey, dict[str, Any]] | None]:
@@ -261,8 +269,23 @@ class FileSource:
                 out[p] = None
         return out
 
-    async def poll(self, loop: asyncio.AbstractEventLoop) -> None:
-        sigs = await loop.run_in_executor(None, self._scan)
+    async def poll(self, loop: asyncio.AbstractEventLoop, first: bool = False) -> None:
+        """Apply what changed since the last poll. The first poll raises OSError when the
+        directory cannot be listed; later ones keep the last good objects."""
+        try:
+            sigs = await loop.run_in_executor(None, self._scan)
+        except OSError as e:
+            if first:
+                raise
+            self.errors["dir_unreadable"] += 1
+            if self.connected:
+                self.connected = False
+                log.warning("manifest directory %s cannot be read (%s): serving the last good "
+                            "data and retrying", self.dir, os_reason(e))
+            return
+        if not self.connected:
+            self.connected = True
+            log.info("manifest directory %s can be read again", self.dir)
         changed = [p for p, s in sigs.items() if self.sigs.get(p) != s]
         removed = [p for p in self.sigs if p not in sigs]
         self.last_sync = time.time()

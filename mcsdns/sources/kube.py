@@ -37,6 +37,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from ..flags import ConfigError
 from ..kube.errors import Problems, error_kind, explain
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
 from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
@@ -114,9 +115,14 @@ class KubeSource:
 
     # ---- lifecycle (loop thread) ----
 
+    def configure(self) -> None:
+        """Load the client configuration (once); ConfigError naming --kubeconfig/--context."""
+        if self._api is None:
+            self._api = self._client()
+
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._api = self._client()
+        self.configure()
         self._main = threading.Thread(target=self._run, name="kube-discovery", daemon=True)
         self._main.start()
 
@@ -155,10 +161,11 @@ class KubeSource:
                 except ConfigException:
                     config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         except (ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as e:
-            where = self.kubeconfig or ("in-cluster config or ~/.kube/config")
+            given = " ".join(f"{flag} {v}" for flag, v in (("--kubeconfig", self.kubeconfig),
+                                                           ("--context", self.context)) if v)
+            where = given or "no --kubeconfig or --manifests, not in a cluster, and ~/.kube/config"
             reason = " ".join(str(e).split())  # a YAML error spans lines
-            raise SystemExit(f"mcsdns: cannot load Kubernetes client configuration from {where}: "
-                             f"{reason}") from e
+            raise ConfigError(f"{where}: cannot load the Kubernetes client configuration: {reason}") from None
         cfg.retries = 0  # our own backoff decides
         cfg.connection_pool_maxsize = 2 * max(1, len(self.namespaces)) + 4
         self.host = cfg.host

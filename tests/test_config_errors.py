@@ -1,0 +1,224 @@
+"""Configuration errors: for every flag of `serve`, `records` and `controller`, a bad value
+ends the process with status 2 and one line on stderr naming the flag, the value and the
+reason, never a traceback. A manifests directory that becomes unreadable later keeps being
+served, like an API outage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import EXAMPLE, REPO, copy_example, run_server, wait_for
+
+from mcsdns.cli import build_parser
+
+
+@dataclass(frozen=True)
+class Case:
+    """`mcsdns ARGS` must fail naming `flag` and `value` (placeholders: see `paths`)."""
+
+    args: tuple[str, ...]
+    flag: str
+    value: str
+    reason: str  # a part of the message
+
+
+def case(cmd: str, flag: str, value: str, reason: str, *more: str) -> Case:
+    """`mcsdns CMD [MORE...] FLAG VALUE`; MORE gets the process past parsing where needed."""
+    base = {"serve": ("serve",) if flag == "--listen" else ("serve", "--listen", "127.0.0.1:0"),
+            "records": ("records",),
+            "controller": ("controller", "--cluster", "a={kubeconfig}")}[cmd]
+    if value == "<none>":  # the value missing
+        return Case((*base, *more, flag), flag, "", reason)
+    if value.startswith("="):  # a value given to a flag that takes none
+        return Case((*base, *more, flag + value), flag, value[1:], reason)
+    return Case((*base, *more, flag, value), flag, value, reason)
+
+
+EX = str(EXAMPLE)
+SOURCE = [  # flags shared by serve and records
+    ("--zone", "clusterset..local", "empty label"),
+    ("--zone", "a" * 64 + ".local", "over 63"),
+    ("--ttl", "-1", "from 0 to 2147483647"),
+    ("--ttl", "2147483648", "from 0 to 2147483647"),
+    ("--manifests", "{missing}", "no such directory"),
+    ("--manifests", "{file}", "not a directory"),
+    ("--manifests", "{dangling}", "no such directory"),
+    ("--max-manifest-bytes", "0", "from 1 to"),
+    ("--kubeconfig", "{missing}", "No such file or directory"),
+    ("--kubeconfig", "{dir}", "a directory, not a file"),
+    ("--kubeconfig", "{file}", "cannot load the Kubernetes client configuration"),
+    ("--context", "", "non-empty"),
+    ("--namespace", "Bad_NS", "DNS label"),
+    ("--cluster-id", "Bad_ID", "cluster ID"),
+    ("--region", "bad region", "label value"),
+    ("--topology-zone", "zone/1", "label value"),
+    ("--cluster-region", "east", "CLUSTER=REGION"),
+    ("--prefer-local", "nearest", "expected one of order, only-when-available"),
+    ("--terminating-fallback", "=yes", "ignored explicit argument"),
+    ("--log-level", "debugg", "expected one of debug"),
+    ("--log-format", "xml", "expected one of text, json"),
+]
+CASES = [
+    *(case("serve", f, v, r) for f, v, r in SOURCE),
+    *(case("records", f, v, r) for f, v, r in SOURCE),
+    case("serve", "--listen", "127.0.0.1:99999", "port must be 0-65535"),
+    case("serve", "--listen", "localhost", "expected HOST:PORT"),
+    case("serve", "--listen", "<none>", "expected one argument"),
+    case("serve", "--listen", "{busy_tcp}", "TCP: Address already in use", "--manifests", EX),
+    case("serve", "--listen", "{busy_tcp}", "TCP: Address already in use", "--manifests", EX,
+         "--listen", "127.0.0.1:0"),
+    case("serve", "--listen", "{busy_udp}", "UDP: Address already in use", "--manifests", EX),
+    case("serve", "--listen", "{busy_tcp}", "TCP: Address already in use", "--manifests", EX,
+         "--workers", "2", "--log-level", "warning"),
+    case("serve", "--health", "127.0.0.1:65536", "port must be 0-65535"),
+    case("serve", "--health", "{busy_tcp}", "Address already in use", "--manifests", EX),
+    case("serve", "--metrics", "{busy_tcp}", "Address already in use", "--manifests", EX),
+    case("serve", "--metrics", "{busy_tcp}", "Address already in use", "--manifests", EX,
+         "--workers", "2"),
+    case("serve", "--tcp-max-conns", "0", "from 1 to"),
+    case("serve", "--tcp-max-conns-per-client", "many", "from 1 to"),
+    case("serve", "--tcp-idle-timeout", "-1", "seconds above 0"),
+    case("serve", "--tcp-read-timeout", "nan", "seconds above 0"),
+    case("serve", "--workers", "0", "from 1 to"),
+    case("serve", "--log-queries", "=yes", "ignored explicit argument"),
+    case("serve", "--cache-size", "-1", "from 0 to"),
+    case("serve", "--state-dir", "{file}", "not a directory"),
+    case("serve", "--state-interval", "-5", "seconds 0 or more"),
+    case("serve", "--allow-transfer", "10.0.0.0/33", "address or CIDR"),
+    case("serve", "--notify", "10.0.0.1", "expected HOST:PORT"),
+    case("serve", "--tsig-key-file", "{missing}", "No such file or directory"),
+    case("serve", "--tsig-key-file", "{file}", "no keys", "--manifests", EX),
+    Case(("serve", "--listen", "127.0.0.1:0", "--manifests", EX, "--tsig-key", "k:hmac-sha999:c2VjcmV0"),
+         "--tsig-key", "hmac-sha999", "unsupported algorithm"),  # the secret is not repeated
+    case("serve", "--tsig-allow-weak", "=yes", "ignored explicit argument"),
+    case("records", "--timeout", "0", "seconds above 0"),
+    case("controller", "--cluster", "a", "expected NAME=KUBECONFIG[@CONTEXT]"),
+    case("controller", "--cluster", "b={file}", "cannot load kubeconfig"),
+    case("controller", "--cluster-id", "zz=east", "NAME one of ['a']"),
+    case("controller", "--cluster-id", "a=Not_An_ID", "not a valid cluster ID"),
+    case("controller", "--clusterset-ip", "random", "expected one of derived, cidr"),
+    case("controller", "--clusterset-cidr", "10.0.0.0/33", "address or CIDR"),
+    case("controller", "--endpoint-ttl", "-1", "seconds above 0"),
+    case("controller", "--resync", "0", "seconds above 0"),
+    case("controller", "--workers", "0", "from 1 to"),
+    case("controller", "--leader-elect", "=yes", "ignored explicit argument"),
+    case("controller", "--lease-namespace", "Kube_System", "DNS label"),
+    case("controller", "--lease-name", "a..b", "DNS subdomain"),
+    case("controller", "--lease-cluster", "b", "expected one of ['a']"),
+    case("controller", "--lease-duration", "soon", "seconds above 0"),
+    case("controller", "--identity", "", "non-empty"),
+    case("controller", "--health", "127.0.0.1:70000", "port must be 0-65535"),
+    case("controller", "--health", "{busy_tcp}", "Address already in use", "--cluster-id", "a=east",
+         "--log-level", "warning"),
+    case("controller", "--metrics", "{busy_tcp}", "Address already in use", "--cluster-id", "a=east",
+         "--log-level", "warning"),
+    case("controller", "--once", "=yes", "ignored explicit argument"),
+    case("controller", "--log-level", "loud", "expected one of debug"),
+    case("controller", "--log-format", "yaml", "expected one of text, json"),
+    Case(("bogus",), "command", "bogus", "expected one of serve, records, controller"),
+]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Placeholder values: paths of each kind, a kubeconfig of a dead API, busy ports."""
+    tmp = tmp_path_factory.mktemp("cfg")
+    (tmp / "file").write_text("")
+    (tmp / "dir").mkdir()
+    (tmp / "dangling").symlink_to(tmp / "gone")
+    kc = tmp / "kubeconfig"
+    kc.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    udp = socket.socket(type=socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    yield {"missing": str(tmp / "missing"), "file": str(tmp / "file"), "dir": str(tmp / "dir"),
+           "dangling": str(tmp / "dangling"), "kubeconfig": str(kc),
+           "busy_tcp": f"127.0.0.1:{tcp.getsockname()[1]}",
+           "busy_udp": f"127.0.0.1:{udp.getsockname()[1]}"}
+    tcp.close()
+    udp.close()
+
+
+@pytest.fixture(scope="module")
+def results(paths: dict[str, str]) -> dict[Case, subprocess.CompletedProcess[str]]:
+    """Every case run as `python -m mcsdns`, in parallel."""
+
+    def run(c: Case) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run([sys.executable, "-m", "mcsdns", *(a.format(**paths) for a in c.args)],
+                                  cwd=REPO, capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired as e:
+            return subprocess.CompletedProcess(e.cmd, -1, "", f"timed out: {e.stderr!r}")
+
+    with ThreadPoolExecutor(8) as pool:
+        return dict(zip(CASES, pool.map(run, CASES), strict=True))
+
+
+@pytest.mark.parametrize("c", CASES, ids=[" ".join(c.args[:1] + c.args[-2:]) for c in CASES])
+def test_bad_flag_is_one_line_and_exit_2(c: Case, paths: dict[str, str],
+                                         results: dict[Case, subprocess.CompletedProcess[str]]) -> None:
+    r = results[c]
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, (r.returncode, r.stderr)
+    line = lines[0]
+    assert "Traceback" not in r.stderr
+    assert line.startswith(f"mcsdns: {c.flag}"), line
+    assert c.value.format(**paths) in line and c.reason in line, line
+
+
+def test_every_flag_is_covered() -> None:
+    """The table above has a case for every option of every subcommand."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert isinstance(sub.choices, dict)
+    covered = {(c.args[0], c.flag) for c in CASES}
+    for cmd, parser in sub.choices.items():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert (cmd, flag) in covered, f"no bad-value case for {cmd} {flag}"
+
+
+def test_manifests_directory_unreadable_later_is_an_outage(tmp_path: Path) -> None:
+    """Replaced by a file, then removed: the last good data stays served and /ready stays
+    200; a warning once per outage and a notice when readable again; connected 0 and
+    errors{error="dir_unreadable"} counting meanwhile."""
+    m = copy_example(tmp_path / "m")
+    away = tmp_path / "away"
+    connected = 'mcsdns_source_connected{source="files"}'
+    with run_server(["--manifests", str(m)], tmp_path) as srv:
+        name = "web.shop.svc.clusterset.local"
+        want = srv.query(name).answer
+        assert want and srv.metric(connected) == 1
+        for outage in (1, 2):
+            m.rename(away)
+            if outage == 1:
+                m.write_text("not a directory")
+            assert wait_for(lambda: srv.metric(connected) == 0)
+            assert wait_for(lambda: srv.metric_sum("mcsdns_source_errors_total",
+                                                   'source="files"', 'error="dir_unreadable"') >= 2)
+            assert srv.http("/ready")[0] == 200
+            assert srv.query(name).answer == want
+            assert srv.logs().count("cannot be read") == outage
+            if outage == 1:
+                m.unlink()
+            else:
+                shutil.rmtree(m, ignore_errors=True)
+            away.rename(m)
+            assert wait_for(lambda: srv.metric(connected) == 1)
+            assert srv.logs().count("can be read again") == outage
+            assert srv.query(name).answer == want
