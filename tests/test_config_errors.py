@@ -90,6 +90,8 @@ CASES = [
     case("serve", "--tcp-read-timeout", "nan", "seconds above 0"),
     case("serve", "--workers", "0", "from 1 to"),
     case("serve", "--log-queries", "=yes", "ignored explicit argument"),
+    case("serve", "--reuse-port", "=yes", "ignored explicit argument"),
+    case("serve", "--lameduck", "-1", "seconds 0 or more"),
     case("serve", "--cache-size", "-1", "from 0 to"),
     case("serve", "--state-dir", "{file}", "not a directory"),
     case("serve", "--state-interval", "-5", "seconds 0 or more"),
@@ -189,7 +191,7 @@ def test_every_flag_is_covered() -> None:
     for cmd, parser in sub.choices.items():
         for action in parser._actions:
             for flag in action.option_strings:
-                if flag not in ("-h", "--help"):
+                if flag not in ("-h", "--help", "--version"):  # --version: tests/test_logs_version.py
                     assert (cmd, flag) in covered, f"no bad-value case for {cmd} {flag}"
 
 
