@@ -245,7 +245,7 @@ def test_bad_key_file_is_a_one_line_error_naming_file_and_line(tmp_path: Path, c
                         "--manifests", str(EXAMPLE), "--tsig-key-file", str(path)],
                        cwd=REPO, capture_output=True, text=True, timeout=20)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.startswith(f"mcsdns: {path}") and want in p.stderr, p.stderr
+    assert p.stderr.startswith(f"mcsdns: --tsig-key-file {path}") and want in p.stderr, p.stderr
     assert S not in p.stderr
 
 
@@ -254,7 +254,7 @@ def test_missing_key_file_and_bad_environment_are_one_line_errors(tmp_path: Path
             "--manifests", str(EXAMPLE)]
     absent = tmp_path / "absent"
     for args, env, want in (
-            (["--tsig-key-file", str(absent)], {}, f"mcsdns: {absent}: No such file"),
+            (["--tsig-key-file", str(absent)], {}, f"mcsdns: --tsig-key-file {absent}: No such file"),
             ([], {"MCSDNS_TSIG_KEY": "env-key:hmac-sha256:%%%"},
              "mcsdns: $MCSDNS_TSIG_KEY:1: secret is not base64"),
             (["--tsig-key", "nocolons"], {}, "mcsdns: --tsig-key: expected NAME:ALGORITHM:BASE64SECRET")):
