@@ -18,6 +18,7 @@ from kubeapi import KubeAPI
 from mcsdns.controller.clusters import Member, NotFound, Unreachable
 
 SLICES = "/apis/discovery.k8s.io/v1"
+IDS = (("a", "east"), ("b", "west"), ("c", "north"))  # member names and cluster IDs
 
 
 class Kube:

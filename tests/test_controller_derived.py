@@ -9,17 +9,14 @@ import hashlib
 import ipaddress
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dns.rcode
-import pytest
-from controller_env import Cluster, eventually, run_controller
+from controller_env import IDS, Cluster, eventually, run_controller
 from helpers import run_server
 from test_controller_e2e import a_records
 
-IDS = (("a", "east"), ("b", "west"), ("c", "north"))
 SVC_LABEL = "kubernetes.io/service-name"
 MCS_LABEL = "multicluster.kubernetes.io/service-name"
 
@@ -28,14 +25,6 @@ def derived(ns: str, name: str) -> str:
     """The mcs-api name: derived- + base32hex(sha256("ns/name")), lower case, 10 characters."""
     digest = hashlib.sha256(f"{ns}/{name}".encode()).digest()
     return "derived-" + base64.b32hexencode(digest).decode().lower()[:10]
-
-
-@pytest.fixture
-def clusters2(tmp_path: Path) -> Iterator[list[Cluster]]:
-    cl = [Cluster(n, i, tmp_path) for n, i in IDS[:2]]
-    yield cl
-    for c in cl:
-        c.close()
 
 
 def args_for(*clusters: Cluster, ttl: float = 60, extra: tuple[str, ...] = ()) -> list[str]:

@@ -14,26 +14,18 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 import yaml
-from controller_env import Cluster, eventually, run_controller
+from controller_env import IDS, Cluster, eventually, run_controller
 from helpers import run_server
 
 CIDR = "10.77.0.0/24"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller"
 WRITE_LOG = re.compile(r"cluster \w+: (create|update|delete) |ServiceExport .* status:")
-IDS = (("a", "east"), ("b", "west"), ("c", "north"))
 
 
 def with_status(si: dict[str, Any] | None) -> dict[str, Any] | None:
     """The ServiceImport once the controller has written its status (a second request
     after the create), else None."""
     return si if si is not None and si.get("status") else None
-
-
-@pytest.fixture
-def clusters2(tmp_path: Path) -> Iterator[list[Cluster]]:
-    cl = [Cluster(n, i, tmp_path) for n, i in IDS[:2]]
-    yield cl
-    for c in cl:
-        c.close()
 
 
 @pytest.fixture
@@ -265,7 +257,7 @@ def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path:
     with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
             run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
         eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")
-        lease = a.kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller")
+        lease = a.kube.get(LEASE)
         assert lease is not None
         leader = lease["spec"]["holderIdentity"]
         assert leader in ("one", "two")
@@ -283,7 +275,7 @@ def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path:
         a.kube.export("ns", "api")
         eventually(lambda: b.kube.serviceimport("ns", "api"), timeout=10, what="import by the new leader")
         assert "create ServiceImport ns/api" in follower.logs()
-        lease = a.kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller")
+        lease = a.kube.get(LEASE)
         assert lease is not None and lease["spec"]["holderIdentity"] != leader
         assert lease["spec"]["leaseTransitions"] == 1
 
@@ -367,9 +359,6 @@ def test_watches_trigger_passes_and_errors_are_retried(clusters2: list[Cluster],
         eventually(lambda: re.search(r"cluster b: EndpointSlice ns/web: .*: 500 ", ctl.logs()),
                    what="controller saw the errors")
         eventually(lambda: b.kube.imported_slices("ns", "web"), timeout=5, what="slice after errors")
-
-
-LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller"
 
 
 def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(

@@ -7,24 +7,16 @@ wins every conflict."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controller_env import Cluster, eventually, run_controller
-from test_controller_derived import IDS, args_for, slices_of, svc_of
+from test_controller_derived import args_for, slices_of, svc_of
 
 Ports = Sequence[tuple[str, int, str]]
 SOURCE_CLUSTER = "multicluster.kubernetes.io/source-cluster"
-
-
-@pytest.fixture
-def clusters2(tmp_path: Path) -> Iterator[list[Cluster]]:
-    cl = [Cluster(n, i, tmp_path) for n, i in IDS[:2]]
-    yield cl
-    for c in cl:
-        c.close()
 
 
 def export(cl: Cluster, ports: Ports, target: int, ip: str) -> None:
