@@ -15,6 +15,7 @@ import fnmatch
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -543,6 +544,43 @@ def test_corefile_snippet_forwards_the_zone_to_a_placeholder_for_the_service_ip(
     assert set(body[1:-1]) == {"errors", "cache 5", "forward . MCSDNS_SERVICE_IP"}
     docs = (REPO / "docs" / "deploy.md").read_text()
     assert "MCSDNS_SERVICE_IP" in docs and "jsonpath='{.spec.clusterIP}'" in docs
+
+
+def _corefile_block(name: str) -> list[str]:
+    """The snippet's server block: its lines without comments, indentation or blank lines."""
+    text = (DEPLOY / "coredns" / name).read_text()
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_nodelocaldns_snippet_forwards_the_zone_over_tcp_and_caches_no_longer_than_the_ttl() -> None:
+    body = _corefile_block("nodelocaldns.snippet")
+    assert body[0] == "clusterset.local:53 {" and body[-1] == "}"
+    assert sum(ln.endswith("{") for ln in body) == sum(ln == "}" for ln in body)
+    fwd = body.index("forward . MCSDNS_SERVICE_IP {")
+    assert body[fwd + 1:fwd + 3] == ["force_tcp", "}"]
+    # node-cache binds the link-local address (and the kube-dns address in iptables mode)
+    assert "bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__" in body
+    ttl = serve_default_ttl()
+    cache = body.index("cache {")
+    for line in body[cache + 1:body.index("}", cache)]:
+        kind, _, seconds = line.split()
+        assert kind in {"success", "denial"} and int(seconds) <= ttl, line
+    assert {"errors", "reload", "loop"} <= set(body)
+
+
+def serve_default_ttl() -> int:
+    """`mcsdns serve`'s default --ttl, as its --help states it."""
+    out = subprocess.run([sys.executable, "-m", "mcsdns", "serve", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(" ".join(out.split()).split("TTL of every record (default ")[1].split(")")[0])
+
+
+@pytest.mark.parametrize("name", ["Corefile.snippet", "nodelocaldns.snippet"])
+def test_operations_guide_quotes_each_forwarding_snippet_as_shipped(name: str) -> None:
+    docs = (REPO / "docs" / "operations.md").read_text()
+    shipped = "\n".join(ln for ln in (DEPLOY / "coredns" / name).read_text().splitlines()
+                        if not ln.startswith("#"))
+    assert f"```\n{shipped}\n```" in docs and f"deploy/coredns/{name}" in docs
 
 
 def test_example_custom_resources_match_the_crd_schemas() -> None:
