@@ -12,11 +12,8 @@ import signal
 import socket
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 
 from . import process, state, tsig
 from .flags import ConfigError, http_addrs, os_reason, show_addr
@@ -32,6 +29,7 @@ from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 from .sources import Source
+from .statekeeper import StateKeeper
 from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
 from .xfr import Transfers
@@ -41,14 +39,6 @@ log = logging.getLogger("mcsdns")
 
 READY = define("mcsdns_ready", "gauge", "1 once the zone answers from data: first full sync done, "
                "or state restored from --state-dir.")
-STATE_RESTORED = define("mcsdns_state_restored", "gauge",
-                        "1 while serving state restored from --state-dir (before the first sync).")
-STATE_AGE = define("mcsdns_state_restored_age_seconds", "gauge",
-                   "Age of the restored state being served: seconds since the source last confirmed it.")
-STATE_WRITES = define("mcsdns_state_writes_total", "counter",
-                      "--state-dir snapshot writes by result (ok, error).", ("result",))
-STATE_REJECTED = define("mcsdns_state_rejected_total", "counter",
-                        "--state-dir files found corrupt, foreign or unreadable and ignored.")
 
 
 @dataclass
@@ -86,7 +76,6 @@ class Config:
         return os.path.join(self.state_dir, "serial") if self.state_dir else None
 
 
-STATE_REFRESH = 300.0  # rewrite an unchanged snapshot this often, to refresh its as_of
 HANDOFF = 0.25  # after the lameduck period: seconds between stopping intake and closing
 
 
@@ -119,34 +108,27 @@ class App:
         self._tasks: list[asyncio.Task[None]] = []
         self._loaded = asyncio.Event()
         # --state-dir (Kubernetes source only: manifests are their own state)
-        self.state_path: Path | None = (
-            state.objects_path(cfg.state_dir) if cfg.state_dir and not cfg.manifests else None)
+        self.keeper: StateKeeper | None = None
+        if cfg.state_dir and not cfg.manifests:
+            self.keeper = StateKeeper(self.store, state.objects_path(cfg.state_dir), cfg.namespaces,
+                                      cfg.state_interval, lambda: self.zone.loaded and self.synced(),
+                                      lambda: self.sources)
         if cfg.state_dir and cfg.manifests:
             log.warning("--state-dir keeps only the SOA serial with --manifests "
                         "(the files are the state of the objects)")
-        self.restored_as_of: float | None = None  # set while serving restored state
-        self.state_writes: Counter[str] = Counter()  # snapshot writes by result (ok, error)
-        self.state_rejected = 0  # state files found unusable
-        self._dirty = asyncio.Event()
-        self.store.subscribe(lambda _keys: self._dirty.set())
         self.udp_timer = RequestTimer()
         self.stats = Stats()
         for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
                         self.store.publish, self.zone.publish, self.publish, self.versions.publish,
                         self.transfers.publish, process.publish):
             self.stats.register(publish)
+        if self.keeper is not None:
+            self.stats.register(self.keeper.publish)
         if self.notifier is not None:
             self.stats.register(self.notifier.publish)
 
     def publish(self, put: Put) -> None:
         put(READY, 1 if self.ready() else 0)
-        if self.state_path is not None:
-            put(STATE_RESTORED, 0 if self.restored_as_of is None else 1)
-            if self.restored_as_of is not None:
-                put(STATE_AGE, max(0.0, time.time() - self.restored_as_of))
-            for k, v in list(self.state_writes.items()):
-                put(STATE_WRITES, v, result=k)
-            put(STATE_REJECTED, self.state_rejected)
 
     @property
     def locality(self) -> Locality:
@@ -199,8 +181,8 @@ class App:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.state_path is not None:
-            self.restore_state()
+        if self.keeper is not None and self.keeper.restore():
+            self._set_loaded()
         self.prepare_sources()
         await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self._http)
         if not self.cfg.bind_when_ready:
@@ -209,8 +191,8 @@ class App:
         self._tasks.append(loop.create_task(self._until_synced()))
         if self.cfg.bind_when_ready:
             self._tasks.append(loop.create_task(self._bind_when_loaded()))
-        if self.state_path is not None and self.cfg.state_write:
-            self._tasks.append(loop.create_task(self._state_writer()))
+        if self.keeper is not None and self.cfg.state_write:
+            self._tasks.append(loop.create_task(self.keeper.writer()))
         if self.notifier is not None:
             self.notifier.start()
         self._tasks.append(loop.create_task(self._keep_serial()))
@@ -289,96 +271,11 @@ class App:
         large zone would otherwise pause answers)."""
         while not self.synced():
             await asyncio.sleep(0.02)
-        if self.restored_as_of is not None:
-            gone = self.store.drop_restored()
-            self.restored_as_of = None
-            log.info("first sync complete: live data replaces the restored state "
-                     "(%d restored objects no longer exist)", gone,
-                     extra={"event": "restored_state_replaced", "gone": gone})
+        if self.keeper is not None:
+            self.keeper.synced()
         self._set_loaded()
-        self._dirty.set()
         gc.collect()
         gc.freeze()
-
-    # ---- --state-dir ----
-
-    def restore_state(self) -> None:
-        """Serve the objects saved by an earlier run until the first sync; an unusable
-        file is reported and ignored."""
-        assert self.state_path is not None
-        try:
-            saved = state.read(self.state_path, self.cfg.namespaces)
-        except state.StateError as e:
-            self.state_rejected += 1
-            log.error("state file %s ignored: %s", self.state_path, e)
-            return
-        if saved is None:
-            log.info("no saved state in %s yet", self.state_path)
-            return
-        try:
-            self.store.restore(saved.objects)
-        except Exception:  # noqa: BLE001 - the Store skips malformed objects; this is a last guard
-            log.exception("state file %s ignored: restoring it failed", self.state_path)
-            self.state_rejected += 1
-            self.store.drop_restored()
-            return
-        self.restored_as_of = saved.as_of
-        self._set_loaded()
-        when = datetime.fromtimestamp(saved.as_of, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        imports, slices, age = len(self.store.imports), len(self.store.slices), time.time() - saved.as_of
-        log.warning("serving restored state until the first sync: %d ServiceImports, "
-                    "%d EndpointSlices from %s, as of %s (%.0f s ago)", imports, slices,
-                    self.state_path, when, age,
-                    extra={"event": "state_restored", "service_imports": imports, "endpoint_slices": slices,
-                           "path": self.state_path, "as_of": when, "age_seconds": round(age, 3)})
-
-    def live(self) -> bool:
-        """Synced, and no longer serving restored state: what is served may be saved."""
-        return self.zone.loaded and self.restored_as_of is None and self.synced()
-
-    def _confirmed_at(self) -> float:
-        """When the store was last known to match the source: now while connected."""
-        now = time.time()
-        return min((now if getattr(s, "connected", True) else float(getattr(s, "last_sync", 0) or now)
-                    for s in self.sources), default=now)
-
-    async def save_state(self) -> None:
-        """Write the snapshot (serialised and written off the event loop)."""
-        assert self.state_path is not None
-        imports, slices = list(self.store.imports.values()), list(self.store.slices.values())
-        args = (imports, slices, self.store.cluster_id, self.cfg.namespaces, self._confirmed_at())
-        path = self.state_path
-
-        def write() -> None:
-            state.write_atomic(path, state.encode(*args))
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, write)
-        except OSError as e:
-            if not self.state_writes["error"]:
-                log.error("cannot write state file %s: %s", path, e)
-            self.state_writes["error"] += 1
-            return
-        if self.state_writes["error"] and not self.state_writes["ok"]:
-            log.info("state file %s written", path)
-        self.state_writes["ok"] += 1
-
-    async def _state_writer(self) -> None:
-        """Save after changes (at most every state_interval s) and every STATE_REFRESH s."""
-        last = float("-inf")
-        while True:
-            try:
-                await asyncio.wait_for(self._dirty.wait(), STATE_REFRESH)
-            except TimeoutError:
-                pass
-            wait = last + self.cfg.state_interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self._dirty.clear()
-            if not self.live():
-                continue  # the first sync sets _dirty again
-            await self.save_state()
-            last = time.monotonic()
 
     def reload(self) -> None:
         """SIGHUP: sources re-read everything (files re-parsed, watches relisted)."""
@@ -427,8 +324,8 @@ class App:
             self.tcp_state.sweeper.cancel()
         for t in self._tasks:
             t.cancel()
-        if self.state_path is not None and self.cfg.state_write and self.live():
-            await self.save_state()  # refreshes as_of for the next start
+        if self.keeper is not None and self.cfg.state_write and self.keeper.live():
+            await self.keeper.save()  # refreshes as_of for the next start
         for s in self.sources:
             await s.stop()
         if self.notifier is not None:
