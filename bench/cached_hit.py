@@ -25,14 +25,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusterset"
 
 async def load(manifests: Path) -> App:
     app = App(Config(listen=[], manifests=str(manifests)))
-    app.sources = app.make_sources()
-    for s in app.sources:
-        await s.start(asyncio.get_running_loop())
-    while not app.synced():
-        await asyncio.sleep(0.01)
-    app._set_loaded()
-    for s in app.sources:
-        await s.stop()
+    assert not await app.load_once(10.0)
     return app
 
 

@@ -216,6 +216,26 @@ class App:
                 raise ConfigError(f"--manifests {self.cfg.manifests}: cannot read the directory: "
                                   f"{os_reason(e)}") from None
 
+    async def load_once(self, timeout: float, serving: bool = True,
+                        waiting: Callable[[], None] | None = None) -> list[str]:
+        """Start the sources (`serving`: as make_sources), wait up to `timeout` s for their
+        first full view (calling `waiting` if it is not there at once), stop them. Returns
+        what each source that did not sync lacks; empty: the zone holds all of it and, with
+        `serving`, answers from it as after a first sync."""
+        self.prepare_sources(serving)
+        await self.start_sources(asyncio.get_running_loop())
+        if not self.synced() and waiting is not None:
+            waiting()
+        deadline = time.monotonic() + timeout
+        while not self.synced() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        missing = [tell(s, "pending") for s in self.sources if not s.synced]
+        for s in self.sources:
+            await s.stop()
+        if serving and not missing:
+            self._set_loaded()
+        return missing
+
     async def _bind(self) -> None:
         """Bind UDP and TCP on every --listen address, then serve them; ConfigError when one
         cannot be bound (then none is served)."""
@@ -332,6 +352,12 @@ class App:
             await self.notifier.stop()
         for h in self._http:
             h.close()
+
+
+def tell(source: object, what: str) -> str:
+    """A source's own `target()` (what it waits for) or `pending()` (what it lacks) text."""
+    fn = getattr(source, what, None)
+    return str(fn()) if callable(fn) else f"the {getattr(source, 'name', '?')} source"
 
 
 async def serve_endpoints(cfg: Config, ready: Callable[[], bool],

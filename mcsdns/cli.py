@@ -8,10 +8,9 @@ import importlib
 import logging
 import os
 import sys
-import time
 
 from . import flags, tsig
-from .app import App, Config, run, run_loop
+from .app import App, Config, run, run_loop, tell
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
 from .logs import setup_logging
@@ -141,28 +140,16 @@ def config_from(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def _tell(source: object, what: str) -> str:
-    """A source's own `target()` (what it waits for) or `pending()` (what it lacks) text."""
-    fn = getattr(source, what, None)
-    return str(fn()) if callable(fn) else f"the {getattr(source, 'name', '?')} source"
-
-
 async def print_records(cfg: Config, timeout: float) -> int:
     from .zonefile import zone_text
 
     app = App(cfg)
-    app.prepare_sources(serving=False)
-    loop = asyncio.get_running_loop()
-    await app.start_sources(loop)
-    if not app.synced():
-        what = "; ".join(_tell(s, "target") for s in app.sources)
+
+    def waiting() -> None:
+        what = "; ".join(tell(s, "target") for s in app.sources)
         print(f"mcsdns: waiting up to {timeout:g}s for {what}", file=sys.stderr)
-    deadline = time.monotonic() + timeout
-    while not app.synced() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    missing = [_tell(s, "pending") for s in app.sources if not s.synced]
-    for s in app.sources:
-        await s.stop()
+
+    missing = await app.load_once(timeout, serving=False, waiting=waiting)
     if missing:
         print(f"mcsdns: no first sync within {timeout:g}s: {'; '.join(missing)}", file=sys.stderr)
         return 1

@@ -141,20 +141,9 @@ def drain(sock: socket.socket) -> list[bytes]:
 
 def example_app() -> App:
     """The example clusterset loaded, its sources stopped (changes go through app.store)."""
-
-    async def load() -> App:
-        app = App(Config(listen=[], manifests=str(EXAMPLE)))
-        app.sources = app.make_sources()
-        for s in app.sources:
-            await s.start(asyncio.get_running_loop())
-        while not app.synced():
-            await asyncio.sleep(0.01)
-        app._set_loaded()  # as at the first sync: answers from the data, a serial per change
-        for s in app.sources:
-            await s.stop()
-        return app
-
-    return asyncio.run(load())
+    app = App(Config(listen=[], manifests=str(EXAMPLE)))
+    assert not asyncio.run(app.load_once(10.0))
+    return app
 
 
 def example_handlers() -> tuple[Handler, Handler]:
