@@ -1,5 +1,8 @@
 """Shared fixtures; tests/ on sys.path so tests import helpers and controller_env."""
 
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,3 +21,31 @@ def clusters2(tmp_path: Path) -> Iterator[list[Cluster]]:
     yield cl
     for c in cl:
         c.close()
+
+
+def _live_children() -> list[tuple[int, str]]:
+    """This process's children that have not exited (pid, command line)."""
+    me, out = os.getpid(), []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            state, ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        if int(ppid) == me and state != "Z":
+            out.append((int(d.name), cmd))
+    return out
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A process a test started and never stopped (e.g. a server left answering on a port)
+    fails the run; it is killed."""
+    leaked = _live_children()
+    for pid, cmd in leaked:
+        print(f"\nleaked process {pid}, killed: {cmd}", file=sys.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if leaked:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

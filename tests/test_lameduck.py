@@ -253,9 +253,10 @@ def test_sigterm_one_of_two_loses_nothing(tmp_path: Path) -> None:
 def test_rolling_restart_loses_nothing(tmp_path: Path) -> None:
     """3 times: start a server on the port, wait until ready, SIGTERM the oldest."""
     port = free_port()
-    with servers(port, tmp_path, 1, "--lameduck", "1") as first, Load(port) as load:
-        live = list(first)
-        try:
+    live: list[Server] = []
+    try:
+        with servers(port, tmp_path, 1, "--lameduck", "1") as first, Load(port) as load:
+            live += first
             for _ in range(3):
                 new = start(port, tmp_path, "--lameduck", "1")
                 live.append(new)
@@ -263,8 +264,9 @@ def test_rolling_restart_loses_nothing(tmp_path: Path) -> None:
                 time.sleep(0.3)
                 sigterm_and_wait(live.pop(0), load, 1)
             time.sleep(0.3)
-        finally:
-            for s in live[1:]:
+    finally:  # after the load stopped: the last one started, and any a failure left
+        for s in live:
+            if s.proc.poll() is None:
                 stop_process(s.proc)
     c = load.counts
     sent, answered = (sum(c[f"{p} {k}"] for p in PROTOS) for k in ("sent", "answered"))
