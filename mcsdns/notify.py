@@ -30,6 +30,7 @@ TIMEOUT = 1.0
 OPCODE_NOTIFY = 4
 NOTIFIES = define("mcsdns_notify_total", "counter", "NOTIFY messages by target and outcome "
                   "(sent, answered, error, unanswered).", ("target", "outcome"))
+OUTCOMES = ("sent", "answered", "error", "unanswered")
 
 
 class _Reply(asyncio.DatagramProtocol):
@@ -64,7 +65,9 @@ class Notifier:
         self.origin, self.ttl, self.targets, self.key = origin, ttl, targets, key
         self.wanted: int | None = None
         self.sent_serial: int | None = None
-        self.counts: Counter[tuple[str, str]] = Counter()  # (target, outcome)
+        # (target, outcome); every series from 0, so the first failure is an increase
+        self.counts: Counter[tuple[str, str]] = Counter(
+            {(f"{h}:{port}", o): 0 for h, port in targets for o in OUTCOMES})
         self._event = asyncio.Event()
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._runner: asyncio.Task[None] | None = None

@@ -51,7 +51,7 @@ class StateKeeper:
         self.synced_zone = synced  # the zone answers from a completed sync
         self.sources = sources
         self.restored_as_of: float | None = None  # set while serving restored state
-        self.writes: Counter[str] = Counter()  # snapshot writes by result (ok, error)
+        self.writes: Counter[str] = Counter({"ok": 0, "error": 0})  # snapshot writes by result
         self.rejected = 0  # state files found unusable
         self.dirty = asyncio.Event()
         store.subscribe(lambda _keys: self.dirty.set())

@@ -47,6 +47,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 TRANSFERS = define("mcsdns_zone_transfers_total", "counter",
                    "AXFR/IXFR requests over TCP by type and outcome (axfr, ixfr: what was sent; "
                    "refused, notauth, servfail, formerr).", ("type", "outcome"))
+OUTCOMES = ("axfr", "ixfr", "refused", "notauth", "servfail", "formerr")
 
 
 class MessageWriter:
@@ -150,7 +151,8 @@ class Transfers:
         self.versions = versions
         self.allow: list[Network] = [ipaddress.ip_network(a, strict=False) for a in allow]
         self.keys = {k.name: k for k in keys}  # with any, transfers must be signed with one
-        self.counts: dict[tuple[str, str], int] = {}  # (type, outcome) -> transfers
+        # (type, outcome) -> transfers; every series from 0, so the first failure is an increase
+        self.counts: dict[tuple[str, str], int] = {(k, o): 0 for k in ("AXFR", "IXFR") for o in OUTCOMES}
         self.active = 0  # transfers being sent
 
     def publish(self, put: Put) -> None:

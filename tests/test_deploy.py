@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fnmatch
 import shlex
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -29,7 +28,7 @@ import kubernetes_validate  # the `test` extra; bundles the schemas, works offli
 import pytest
 import yaml
 from controller_env import eventually, run_controller
-from helpers import EXAMPLE, REPO, run_server
+from helpers import EXAMPLE, REPO, run_server, tool
 from kubeapi import KubeAPI
 
 from mcsdns import tsig
@@ -169,9 +168,7 @@ def test_schema_validation_rejects_a_broken_object() -> None:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_renderer_agrees_with_kubectl_kustomize(variant: str) -> None:
-    if not shutil.which("kubectl"):
-        pytest.skip("kubectl not installed")
-    out = subprocess.run(["kubectl", "kustomize", str(VARIANTS[variant])],
+    out = subprocess.run([tool("kubectl"), "kustomize", str(VARIANTS[variant])],
                          capture_output=True, text=True, check=True).stdout
 
     def key(o: Obj) -> tuple[str, str, str]:

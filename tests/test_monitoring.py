@@ -1,0 +1,344 @@
+"""deploy/monitoring: the rules under promtool, the kustomize component, the dashboard, and a
+real Prometheus scraping a running `mcsdns serve` and `mcsdns controller` (Debian's
+`prometheus` package: prometheus and promtool)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dns.message
+import dns.query
+import dns.rcode
+import yaml
+from controller_env import Cluster, run_controller
+from helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
+
+MONITORING = REPO / "deploy" / "monitoring"
+RULES = MONITORING / "rules" / "mcsdns.rules.yaml"
+UNIT_TESTS = MONITORING / "tests" / "mcsdns.tests.yaml"
+DASHBOARD = MONITORING / "dashboards" / "mcsdns.json"
+OPERATIONS = REPO / "docs" / "operations.md"
+Obj = dict[str, Any]
+
+
+def rules() -> list[Obj]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def dashboard_exprs() -> list[str]:
+    return [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p.get("targets", [])]
+
+
+# --- static checks -----------------------------------------------------------------------------
+def test_promtool_checks_the_rule_file() -> None:
+    out = subprocess.run([tool("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in out.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    out = subprocess.run([tool("promtool"), "test", "rules", str(UNIT_TESTS)], capture_output=True,
+                         text=True, cwd=UNIT_TESTS.parent)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_every_alert_has_a_firing_and_a_quiet_unit_test_and_a_runbook() -> None:
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for case in yaml.safe_load(UNIT_TESTS.read_text())["tests"]:
+        for t in case["alert_rule_test"]:
+            (firing if t.get("exp_alerts") else quiet).add(t["alertname"])
+    docs = OPERATIONS.read_text()
+    headings = {h.strip() for h in re.findall(r"^### (.+)$", docs, re.M)}
+    for r in rules():
+        name = r["alert"]
+        assert name in firing and name in quiet, name
+        assert r["labels"]["severity"] in {"critical", "warning", "info"}, name
+        assert r["annotations"]["summary"] and r["annotations"]["description"], name
+        assert r["annotations"]["runbook_url"].endswith(f"docs/operations.md#{name.lower()}"), name
+        assert name in headings, f"no runbook section '### {name}' in docs/operations.md"
+
+
+def test_generated_prometheusrule_and_dashboard_are_current() -> None:
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "gen-monitoring"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_dashboard_is_importable_with_a_datasource_variable() -> None:
+    d = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    ds = variables["datasource"]
+    assert ds["type"] == "datasource" and ds["query"] == "prometheus"
+    panels = [p for p in d["panels"] if p["type"] != "row"]
+    assert len({p["id"] for p in d["panels"]}) == len(d["panels"])
+    for p in panels:
+        assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
+        assert all(t["datasource"]["uid"] == "${datasource}" for t in p["targets"]), p["title"]
+    titles = " ".join(p["title"].lower() for p in panels)
+    for topic in ("type", "rcode", "duration", "cache hit", "zone size", "zone changes", "source",
+                  "transfers", "reconciles", "writes", "reachability"):
+        assert topic in titles, topic
+
+
+def test_component_renders_monitors_that_select_the_deployed_pods() -> None:
+    out = subprocess.run([tool("kubectl"), "kustomize", str(REPO / "deploy" / "overlays" / "monitoring")],
+                         capture_output=True, text=True, check=True).stdout
+    objs = [o for o in yaml.safe_load_all(out) if o]
+
+    def one(kind: str, name: str) -> Obj:
+        return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+
+    svc, server = one("Service", "mcsdns"), one("Deployment", "mcsdns")
+    controller = one("Deployment", "mcsdns-controller")
+    sm, pm = one("ServiceMonitor", "mcsdns"), one("PodMonitor", "mcsdns-controller")
+    for o in (sm, pm, one("PrometheusRule", "mcsdns"), one("ConfigMap", "mcsdns-dashboard")):
+        assert o["metadata"]["namespace"] == "mcsdns-system", o["kind"]
+    # the ServiceMonitor selects the Service and scrapes a port it has; the job is the Service's name
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in svc["spec"]["ports"]}
+    assert svc["metadata"]["name"] == "mcsdns"
+    server_ports = {p["name"] for c in server["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert {p["targetPort"] for p in svc["spec"]["ports"] if p["name"] == "metrics"} <= server_ports
+    # the PodMonitor selects the controller's pods (not the server's) on a port they have
+    labels = controller["spec"]["template"]["metadata"]["labels"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert not pm["spec"]["selector"]["matchLabels"].items() <= server["spec"]["template"]["metadata"][
+        "labels"].items()
+    ctl = controller["spec"]["template"]["spec"]["containers"][0]
+    ep = pm["spec"]["podMetricsEndpoints"][0]
+    assert ep["port"] in {p["name"] for p in ctl["ports"]} and ep["path"] == "/metrics"
+    port = next(p["containerPort"] for p in ctl["ports"] if p["name"] == ep["port"])
+    assert any(a in (f"--health=0.0.0.0:{port}", f"--metrics=0.0.0.0:{port}") for a in ctl["args"])
+    assert ep["relabelings"] == [{"targetLabel": "job", "replacement": "mcsdns-controller"}]
+    # the PrometheusRule carries the plain rule file's groups; the dashboard ConfigMap its JSON
+    assert one("PrometheusRule", "mcsdns")["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+    cm = one("ConfigMap", "mcsdns-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["mcsdns.json"]) == json.loads(DASHBOARD.read_text())
+
+
+# --- a real Prometheus --------------------------------------------------------------------------
+class Prometheus:
+    """Prometheus on 127.0.0.1, scraping and evaluating every second."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def api(self, path: str, **params: str) -> Any:
+        q = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{q}", timeout=5) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def firing(self) -> set[str]:
+        return {a["labels"]["alertname"] for a in self.api("alerts")["alerts"] if a["state"] == "firing"}
+
+    def targets_up(self) -> set[str]:
+        return {t["labels"]["job"] for t in self.api("targets")["activeTargets"] if t["health"] == "up"}
+
+
+@contextmanager
+def prometheus(tmp: Path, targets: dict[str, int]) -> Iterator[Prometheus]:
+    """Scrape `targets` (job -> port on 127.0.0.1) with the shipped rules, their `for:` cut to 0 s
+    (the promtool unit tests hold the real durations; the expressions are the shipped ones)."""
+    doc = yaml.safe_load(RULES.read_text())
+    for g in doc["groups"]:
+        for r in g["rules"]:
+            r["for"] = "0s"
+    (tmp / "rules.yaml").write_text(yaml.safe_dump(doc))
+    cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+           "rule_files": [str(tmp / "rules.yaml")],
+           "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+                              for job, port in targets.items()]}
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    log = tmp / "prometheus.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([tool("prometheus"), f"--config.file={tmp / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    prom = Prometheus(f"http://127.0.0.1:{port}")
+    try:
+        assert wait_for(lambda: _answers(prom), 30), log.read_text()
+        yield prom
+    finally:
+        stop_process(proc)
+
+
+def _answers(prom: Prometheus) -> bool:
+    try:
+        prom.api("status/buildinfo")
+        return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def secondary(rcode: dns.rcode.Rcode) -> Iterator[int]:
+    """A UDP port that answers every message (NOTIFY) with `rcode`, as a secondary would."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                data, peer = sock.recvfrom(4096)
+            except TimeoutError:
+                continue
+            reply = dns.message.make_response(dns.message.from_wire(data))
+            reply.set_rcode(rcode)
+            sock.sendto(reply.to_wire(), peer)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        stop.set()
+        t.join()
+        sock.close()
+
+
+@contextmanager
+def traffic(srv: Server) -> Iterator[set[str]]:
+    """Until the block ends: a query every 20 ms and an AXFR every second (counters must grow
+    between scrapes for rate() to see them). Yields the rcodes seen."""
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def run() -> None:
+        axfr = dns.message.make_query("clusterset.local.", "AXFR")
+        n = 0
+        while not stop.is_set():
+            seen.add(dns.rcode.to_text(srv.query("web.shop.svc.clusterset.local.").rcode()))
+            if n % 50 == 0:
+                r = dns.query.tcp(axfr, "127.0.0.1", port=srv.port, timeout=3)
+                seen.add("AXFR " + dns.rcode.to_text(r.rcode()))
+            n += 1
+            time.sleep(0.02)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        t.join()
+
+
+SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?(?!\s*\()")
+
+
+def selectors(expr: str) -> set[str]:
+    """The vector selectors of a PromQL expression (metric name and label matchers), with the
+    dashboard's variables filled in."""
+    expr = expr.replace('instance=~"$instance"', 'instance=~".*"').replace("$__rate_interval", "15s")
+    out = set()
+    for m in SELECTOR.finditer(expr):
+        if re.match(r"(mcsdns_|process_|up$)", m.group(1)):
+            out.add(m.group(1) + (m.group(2) or ""))
+    return out
+
+
+def wait_firing(prom: Prometheus, want: set[str], timeout: float = 40.0) -> None:
+    """Until exactly `want` fires, and still does three evaluations later."""
+    deadline = time.monotonic() + timeout
+    got: set[str] = set()
+    while time.monotonic() < deadline:
+        got = prom.firing()
+        if got == want:
+            time.sleep(3)
+            got = prom.firing()
+            if got == want:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"firing {sorted(got)}, expected {sorted(want)}")
+
+
+def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_series(
+        clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    for cl in (a, b):
+        cl.kube.namespace("shop")
+    a.kube.service("shop", "web")
+    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None)])
+    a.kube.export("shop", "web")
+    # a ServiceImport mcsdns cannot use (no valid ClusterSetIP): skipped and counted
+    a.kube.create(f"{a.kube.mcs}/namespaces/shop/serviceimports",
+                  {"apiVersion": a.kube.mcs_api_version, "kind": "ServiceImport",
+                   "metadata": {"name": "broken", "namespace": "shop"},
+                   "spec": {"type": "ClusterSetIP", "ips": ["999.0.0.1"], "ports": [{"port": 80}]}})
+    a.api.deny("serviceimports")  # the server cannot list: no first sync, SERVFAIL
+    b.stop()  # the controller cannot reach member b
+    state_dir = tmp_path / "state"
+    start = time.time()
+    with secondary(dns.rcode.NOERROR) as good, secondary(dns.rcode.REFUSED) as bad, \
+            run_server(["--kubeconfig", str(a.kubeconfig), "--state-dir", str(state_dir),
+                        "--state-interval", "0.2", "--notify", f"127.0.0.1:{good}",
+                        "--notify", f"127.0.0.1:{bad}"], tmp_path, wait_ready=False) as srv, \
+            run_controller(["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}",
+                            "--clusterset-cidr", "10.99.0.0/16", "--resync", "1"], tmp_path) as ctl, \
+            prometheus(tmp_path, {"mcsdns": srv.http_port, "mcsdns-controller": ctl.health}) as prom:
+        assert wait_for(lambda: prom.targets_up() == {"mcsdns", "mcsdns-controller"}, 20)
+        # 1. before the first sync: queries get SERVFAIL; a secondary's zone transfers are refused
+        with traffic(srv) as rcodes:
+            wait_firing(prom, {"MCSDNSNotReady", "MCSDNSSourceDisconnected", "MCSDNSServfailRatio",
+                               "MCSDNSTransfersFailing", "MCSDNSControllerMemberUnreachable"})
+        assert rcodes == {"SERVFAIL", "AXFR REFUSED"}
+        # 2. the API lets the server list, member b is back: synced, NOTIFY goes to both
+        #    secondaries and one refuses it; a snapshot is written, then writing it fails
+        a.api.allow()
+        b.start()
+        assert wait_for(lambda: srv.http("/ready")[0] == 200, 20), srv.logs()
+        assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="ok"}') >= 1, 10)
+        objects = state_dir / "objects.json"
+        objects.unlink()
+        objects.mkdir()  # a directory where the file goes: every later write fails
+        a.kube.service("shop", "api")  # a change, so the snapshot is written again
+        a.kube.endpoints("shop", "api", "api-abc", [("10.1.0.9", None)])
+        a.kube.export("shop", "api")
+        assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="error"}') >= 1, 20), srv.logs()
+        # the SERVFAIL ratio and the refused transfer stay within their windows (5 and 15 min)
+        wait_firing(prom, {"MCSDNSServfailRatio", "MCSDNSTransfersFailing", "MCSDNSNotifyUnanswered"})
+        alerts = prom.api("alerts")["alerts"]
+        assert {a["labels"].get("target") for a in alerts
+                if a["labels"]["alertname"] == "MCSDNSNotifyUnanswered"} == {f"127.0.0.1:{bad}"}
+        time.sleep(2)  # one more scrape of everything
+        # 3. every selector of every rule and dashboard panel had series in this scrape
+        span = {"start": str(start), "end": str(time.time())}
+        exprs = [r["expr"] for r in rules()] + dashboard_exprs()
+        sels = sorted(set().union(*(selectors(e) for e in exprs)))
+        assert len(sels) >= 30
+        empty = [s for s in sels if not prom.api("series", **{"match[]": s}, **span)]
+        assert not empty, f"selectors without series: {empty}"
+        # ... and every dashboard expression returned data
+        blank = [e for e in dashboard_exprs()
+                 if not prom.api("query_range", query=e.replace('instance=~"$instance"', 'instance=~".*"')
+                                 .replace("$__rate_interval", "15s"), step="1", **span)["result"]]
+        assert not blank, f"dashboard expressions without data: {blank}"
+
+
+def test_selector_extraction_finds_misspelt_names() -> None:
+    """The series check above sees every metric a rule names, misspellings included."""
+    got = selectors('sum by (job) (rate(mcsdns_dns_responces_total{job="mcsdns",rcode="SERVFAIL"}[5m]))'
+                    ' / on (job) up{job="mcsdns"} and time() - mcsdns_x > 0')
+    assert got == {'mcsdns_dns_responces_total{job="mcsdns",rcode="SERVFAIL"}', 'up{job="mcsdns"}',
+                   "mcsdns_x"}
