@@ -11,6 +11,7 @@ import sys
 
 from . import flags, tsig
 from .app import App, Config, run, run_loop, tell
+from .diagnose.cli import add_parser as add_diagnose
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
 from .logs import setup_logging
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         controller.add_parser(sub)
+    add_diagnose(sub)
     return p
 
 

@@ -469,6 +469,17 @@ class KubeAPI:
         e.body["details"] = {"group": r.group, "kind": r.plural, **({"name": name} if name else {})}
         raise e
 
+    def _access_review(self, body: Any) -> Obj:
+        """A SelfSubjectAccessReview, answered by the rules `_authorize` enforces."""
+        spec = (body or {}).get("spec") if isinstance(body, dict) else None
+        attrs = (spec or {}).get("resourceAttributes")
+        if not isinstance(attrs, dict) or not attrs.get("verb") or not attrs.get("resource"):
+            raise HTTPError(422, "Invalid", "spec.resourceAttributes: resource and verb are required")
+        with self.cond:
+            allowed = (str(attrs["resource"]), str(attrs["verb"])) not in self._denied
+        return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": {"allowed": allowed}}
+
     # ---- lifecycle ----
 
     def start(self, port: int | None = None, reset_watch_cache: bool = False) -> None:
@@ -661,6 +672,8 @@ class KubeAPI:
             d = self._discovery(parts)
             if d is not None:
                 return 200, d
+        if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
+            return 201, self._access_review(body)
         route = self._route(parts)
         if route is None:
             if method != "GET":

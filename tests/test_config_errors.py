@@ -35,7 +35,8 @@ def case(cmd: str, flag: str, value: str, reason: str, *more: str) -> Case:
     """`mcsdns CMD [MORE...] FLAG VALUE`; MORE gets the process past parsing where needed."""
     base = {"serve": ("serve",) if flag == "--listen" else ("serve", "--listen", "127.0.0.1:0"),
             "records": ("records",),
-            "controller": ("controller", "--cluster", "a={kubeconfig}")}[cmd]
+            "controller": ("controller", "--cluster", "a={kubeconfig}"),
+            "diagnose": ("diagnose",)}[cmd]
     if value == "<none>":  # the value missing
         return Case((*base, *more, flag), flag, "", reason)
     if value.startswith("="):  # a value given to a flag that takes none
@@ -126,6 +127,14 @@ CASES = [
     case("controller", "--once", "=yes", "ignored explicit argument"),
     case("controller", "--log-level", "loud", "expected one of debug"),
     case("controller", "--log-format", "yaml", "expected one of text, json"),
+    case("diagnose", "--kubeconfig", "{missing}", "cannot load kubeconfig"),
+    case("diagnose", "--context", "nope", "cannot load kubeconfig", "--kubeconfig", "{kubeconfig}"),
+    case("diagnose", "--cluster", "a", "expected NAME=KUBECONFIG[@CONTEXT]"),
+    case("diagnose", "--dns", "x=127.0.0.1:53", "x is not one of the clusters",
+         "--kubeconfig", "{kubeconfig}"),
+    case("diagnose", "--dns", "127.0.0.1:99999", "port must be 0-65535", "--kubeconfig", "{kubeconfig}"),
+    case("diagnose", "--zone", "clusterset..local", "empty label"),
+    case("diagnose", "--output", "yaml", "expected one of text, json"),
     Case(("bogus",), "command", "bogus", "expected one of serve, records, controller"),
 ]
 

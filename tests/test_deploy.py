@@ -34,6 +34,7 @@ from kubeapi import KubeAPI
 from mcsdns import tsig
 from mcsdns.app import HANDOFF
 from mcsdns.cli import build_parser
+from mcsdns.kube import permissions
 from mcsdns.sources.files import load_file
 
 Obj = dict[str, Any]
@@ -189,6 +190,18 @@ def test_crds_are_the_upstream_ones_unmodified() -> None:
 
 
 # --- least privilege ------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant,role,rules", [
+    ("default", "mcsdns-server", permissions.SERVER),
+    ("with-controller", "mcsdns-controller", permissions.CONTROLLER)])
+def test_clusterroles_grant_what_diagnose_checks(variant: str, role: str,
+                                                 rules: tuple[permissions.Rule, ...]) -> None:
+    """`mcsdns diagnose` checks the permissions in mcsdns.kube.permissions: the deployed
+    ClusterRoles grant exactly those."""
+    granted = {(g, r, v) for rule in named(render(VARIANTS[variant]), "ClusterRole", role)["rules"]
+               for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    assert granted == {(g, r, v) for g, r, verbs in rules for v in verbs}
+
+
 def test_server_clusterrole_reads_three_resources_and_nothing_else() -> None:
     objs = render(VARIANTS["default"])
     role = named(objs, "ClusterRole", "mcsdns-server")

@@ -1,0 +1,224 @@
+"""The checks of `mcsdns diagnose`: pure functions from cluster snapshots to Results."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
+from ..controller.exports import SOURCE_CLUSTER, Key, is_ours, labels
+from ..controller.informers import slice_index
+from ..objects import valid_cluster_id
+from .collect import Snapshot
+
+Obj = dict[str, Any]
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+
+
+@dataclass(frozen=True)
+class Result:
+    """One line of the report."""
+
+    status: str  # OK, WARN or FAIL
+    check: str
+    cluster: str
+    subject: str  # "" for the cluster itself, else namespace/name or a DNS name
+    message: str
+
+
+def cluster_checks(s: Snapshot, role: str) -> Iterator[Result]:
+    """API reachable, the identity's permissions (those of `role`), CRDs, cluster ID."""
+    if s.error is not None:
+        yield Result(FAIL, "api", s.name, "", f"unreachable: {s.error}; check the kubeconfig's server "
+                                               "address and credentials")
+        return
+    yield Result(OK, "api", s.name, "", f"reachable ({s.version})")
+    if s.missing:
+        yield Result(FAIL, "permissions", s.name, "",
+                     f"this identity lacks {len(s.missing)} of the {s.checked} permissions {role} needs: "
+                     f"{', '.join(s.missing)}; bind the ClusterRole of deploy/ to it")
+    elif s.checked:
+        yield Result(OK, "permissions", s.name, "", f"all {s.checked} permissions {role} needs")
+    for what in s.unread:
+        yield Result(FAIL, "read", s.name, "", f"cannot read {what}")
+    if not s.mcs_versions:
+        yield Result(FAIL, "crds", s.name, "", "multicluster.x-k8s.io is not served: install the "
+                                               "ServiceExport and ServiceImport CRDs (deploy/crds)")
+    else:
+        about = ", about.k8s.io " + "/".join(s.about_versions) if s.about_versions else ""
+        yield Result(OK, "crds", s.name, "", f"multicluster.x-k8s.io {'/'.join(s.mcs_versions)}{about}")
+    if not s.about_versions:
+        yield Result(FAIL, "cluster-id", s.name, "", "about.k8s.io is not served: install the "
+                                                     "ClusterProperty CRD (deploy/crds) and set the ID")
+    elif s.cluster_id is None:
+        yield Result(FAIL, "cluster-id", s.name, "", "no ClusterProperty cluster.clusterset.k8s.io or "
+                                                     "id.k8s.io: create one naming this cluster")
+    elif not valid_cluster_id(s.cluster_id):
+        yield Result(FAIL, "cluster-id", s.name, "",
+                     f"ClusterProperty {s.cluster_property} value {s.cluster_id!r} is not a valid cluster "
+                     "ID (a DNS label, or two joined by a dot)")
+    else:
+        yield Result(OK, "cluster-id", s.name, "", f"{s.cluster_id} ({s.cluster_property})")
+
+
+def unique_ids(snaps: list[Snapshot]) -> Iterator[Result]:
+    """Two members with one cluster ID would merge each other's endpoints."""
+    by_id: dict[str, list[str]] = {}
+    for s in snaps:
+        if s.cluster_id:
+            by_id.setdefault(s.cluster_id, []).append(s.name)
+    for cid, names in sorted(by_id.items()):
+        if len(names) > 1:
+            for n in names:
+                yield Result(FAIL, "cluster-id", n, "", f"{cid} is also the ID of "
+                             f"{', '.join(x for x in names if x != n)}: each member needs its own")
+
+
+def _ready_addresses(slices: Iterable[Obj]) -> set[str]:
+    return {a for s in slices for e in s.get("endpoints") or []
+            if (e.get("conditions") or {}).get("ready") is not False for a in e.get("addresses") or []}
+
+
+def _conditions(se: Obj) -> dict[str, Obj]:
+    return {str(c.get("type")): c for c in (se.get("status") or {}).get("conditions") or []}
+
+
+def _show(addrs: Iterable[str]) -> str:
+    return ", ".join(sorted(addrs)) or "none"
+
+
+def keys(snaps: list[Snapshot], only: Key | None) -> list[Key]:
+    """The services to check: every exported or imported one, or just `only`."""
+    if only is not None:
+        return [only]
+    return sorted({k for s in snaps for k in (*s.exports, *s.imports)})
+
+
+def export_checks(snaps: list[Snapshot], key: Key) -> Iterator[Result]:
+    """Each ServiceExport's conditions (written by the controller)."""
+    subject = f"{key[0]}/{key[1]}"
+    for s in snaps:
+        se = s.exports.get(key)
+        if se is None:
+            continue
+        conds = _conditions(se)
+        if not conds:
+            yield Result(WARN, "export", s.name, subject, "no conditions yet: the controller has not "
+                         "processed it (is it running, with this cluster as a member?)")
+            continue
+        bad = [(t, c) for t, c in conds.items() if t in ("Valid", "Ready") and c.get("status") != "True"]
+        for t, c in bad:
+            yield Result(FAIL, "export", s.name, subject,
+                         f"{t}={c.get('status')} ({c.get('reason')}): {c.get('message')}")
+        conflict = conds.get("Conflict")
+        if conflict is not None and conflict.get("status") == "True":
+            yield Result(WARN, "export", s.name, subject,
+                         f"Conflict=True ({conflict.get('reason')}): {conflict.get('message')}")
+        elif not bad:
+            yield Result(OK, "export", s.name, subject, "Valid, Ready, no conflict")
+
+
+def _exporters(snaps: list[Snapshot], key: Key) -> dict[str, Snapshot]:
+    """Cluster ID -> member, for the members whose export of `key` is valid."""
+    out = {}
+    for s in snaps:
+        se = s.exports.get(key)
+        if se is not None and s.cluster_id and _conditions(se).get("Valid", {}).get("status") == "True":
+            out[s.cluster_id] = s
+    return out
+
+
+def import_checks(snaps: list[Snapshot], key: Key) -> Iterator[Result]:
+    """The ServiceImport in every member that has the namespace, its ips, its derived
+    Service, and its EndpointSlices against the exporters' ready endpoints."""
+    subject = f"{key[0]}/{key[1]}"
+    exporters = _exporters(snaps, key)
+    for s in snaps:
+        if s.error is not None or not s.mcs_versions or key[0] not in s.namespaces:
+            continue  # no MCS API: the crds check says so
+        si = s.imports.get(key)
+        if si is None:
+            if exporters:
+                yield Result(FAIL, "import", s.name, subject,
+                             f"no ServiceImport, though {', '.join(sorted(exporters))} export it and the "
+                             "namespace exists here: is the controller reaching this cluster?")
+            continue
+        spec, status = si.get("spec") or {}, si.get("status") or {}
+        clusters = sorted(str(c.get("cluster")) for c in status.get("clusters") or [])
+        missing = sorted(set(exporters) - set(clusters))
+        if missing:
+            yield Result(FAIL, "import", s.name, subject, f"status.clusters {clusters} lacks the exporting "
+                         f"clusters {missing}")
+        else:
+            yield Result(OK, "import", s.name, subject, f"{spec.get('type')} from {', '.join(clusters)}")
+        yield from _ips(s, key, si)
+        yield from _endpoints(s, key, exporters)
+
+
+def _ips(s: Snapshot, key: Key, si: Obj) -> Iterator[Result]:
+    subject = f"{key[0]}/{key[1]}"
+    spec = si.get("spec") or {}
+    if spec.get("type") != "ClusterSetIP":
+        return
+    ips = list(spec.get("ips") or [])
+    if not ips:
+        yield Result(FAIL, "ips", s.name, subject, "ClusterSetIP ServiceImport without ips: nothing to "
+                     "answer (derived mode: its derived Service has no ClusterIP yet)")
+        return
+    derived = ((si.get("metadata") or {}).get("annotations") or {}).get(DERIVED_ANNOTATION)
+    if not derived:
+        yield Result(OK, "ips", s.name, subject, ", ".join(ips))
+        return
+    svc = s.services.get((key[0], derived_name(key)))
+    if svc is None:
+        yield Result(FAIL, "derived-service", s.name, subject,
+                     f"ips {', '.join(ips)} but no derived Service {derived_name(key)}: kube-proxy has "
+                     "nothing to route them")
+    elif cluster_ips(svc)[0] != ips:
+        yield Result(FAIL, "derived-service", s.name, subject,
+                     f"ips {', '.join(ips)} but the derived Service {derived_name(key)} has "
+                     f"{_show(cluster_ips(svc)[0])}")
+    else:
+        yield Result(OK, "ips", s.name, subject, f"{', '.join(ips)} (derived Service {derived_name(key)})")
+
+
+def _endpoints(s: Snapshot, key: Key, exporters: dict[str, Snapshot]) -> Iterator[Result]:
+    subject = f"{key[0]}/{key[1]}"
+    ours = [sl for sl in s.slices if slice_index(sl) == ("ours", *key)]
+    for cid, src in sorted(exporters.items()):
+        want = _ready_addresses(sl for sl in src.slices if slice_index(sl) == ("src", *key))
+        have = _ready_addresses(sl for sl in ours if labels(sl).get(SOURCE_CLUSTER) == cid)
+        if want == have:
+            yield Result(OK, "endpoints", s.name, subject, f"from {cid}: {_show(have)}")
+        else:
+            yield Result(FAIL, "endpoints", s.name, subject,
+                         f"from {cid}: imported {_show(have)}, but {src.name} has ready {_show(want)}"
+                         + (f" (missing {_show(want - have)})" if want - have else "")
+                         + (f" (not ready or gone {_show(have - want)})" if have - want else ""))
+
+
+def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:
+    """Imported slices whose source cluster no longer exports the service (or is no member)."""
+    ids = {s.cluster_id for s in snaps if s.cluster_id}
+    for s in snaps:
+        if not s.mcs_versions:
+            continue  # no ServiceImports to hold the slices against: the crds check says so
+        for sl in s.slices:
+            idx = slice_index(sl)
+            if not is_ours(sl) or not isinstance(idx, tuple) or idx[0] != "ours":
+                continue
+            key: Key = (str(idx[1]), str(idx[2]))
+            if only is not None and key != only:
+                continue
+            src = labels(sl).get(SOURCE_CLUSTER, "")
+            si = s.imports.get(key)
+            listed = {str(c.get("cluster")) for c in ((si or {}).get("status") or {}).get("clusters") or []}
+            name = (sl.get("metadata") or {}).get("name")
+            if si is None or src not in listed:
+                yield Result(FAIL, "stale-slices", s.name, f"{key[0]}/{key[1]}",
+                             f"EndpointSlice {name} from {src or '?'} is left over: its cluster no longer "
+                             "exports the service; the controller removes it when it runs (or delete it)")
+            elif len(snaps) > 1 and src not in ids:
+                yield Result(FAIL, "stale-slices", s.name, f"{key[0]}/{key[1]}",
+                             f"EndpointSlice {name} comes from {src}, which is not a member given here")

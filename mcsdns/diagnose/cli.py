@@ -1,0 +1,125 @@
+"""`mcsdns diagnose`: flags, then collect → checks → probe → report; exit 0 without FAIL,
+1 with one, 2 for bad configuration."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
+
+from .. import flags
+from ..controller.clusters import ConfigError, Member
+from ..controller.exports import Key
+from ..kube.permissions import CONTROLLER, SERVER
+from ..objects import is_dns_label
+from . import checks, report
+from .checks import FAIL, Result
+from .collect import Snapshot, collect
+
+
+def service(s: str) -> Key:
+    """NAME.NAMESPACE -> (namespace, name)."""
+    name, _, ns = s.partition(".")
+    if not (is_dns_label(name) and is_dns_label(ns)):
+        raise argparse.ArgumentTypeError(f"{s}: expected NAME.NAMESPACE (a service and its namespace)")
+    return ns, name
+
+
+def add_parser(sub: argparse._SubParsersAction[flags.Parser]) -> None:
+    d = sub.add_parser("diagnose", help="check a cluster or a clusterset, from the objects to the DNS "
+                       "answers (read-only)")
+    d.add_argument("service", nargs="?", type=service, metavar="NAME.NAMESPACE",
+                   help="check only this service")
+    d.add_argument("--kubeconfig", metavar="PATH", help="one cluster: its kubeconfig (default $KUBECONFIG "
+                   "or ~/.kube/config); checks what `mcsdns serve` needs")
+    d.add_argument("--context", metavar="NAME", help="the kubeconfig context (default: its current one)")
+    d.add_argument("--cluster", action="append", default=[], metavar="NAME=KUBECONFIG[@CONTEXT]",
+                   help="every member of a clusterset, as `mcsdns controller` takes them (repeatable); "
+                        "checks what the controller needs")
+    d.add_argument("--dns", action="append", default=[], metavar="[NAME=]HOST:PORT",
+                   help="also ask this member's mcsdns the names its objects imply (one cluster: "
+                        "HOST:PORT; a clusterset: NAME=HOST:PORT, repeatable)")
+    d.add_argument("--zone", type=flags.zone, default="clusterset.local", help="the zone mcsdns serves")
+    d.add_argument("--output", choices=("text", "json"), default="text")
+    d.set_defaults(func=main)
+
+
+def members(args: argparse.Namespace) -> list[Member]:
+    """The clusters to read, connected; ConfigError names the flag."""
+    if args.cluster and (args.kubeconfig or args.context):
+        raise ConfigError("--cluster: give either --cluster (a clusterset) or --kubeconfig/--context "
+                          "(one cluster), not both")
+    if args.cluster:
+        ms = [Member.parse(spec) for spec in args.cluster]
+        names = [m.name for m in ms]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
+        for m in ms:
+            m.connect()
+        return ms
+    path = args.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION
+    m = Member(args.context or "cluster", str(path), args.context)
+    try:
+        m.connect()
+    except ConfigError as e:
+        given = f"--context {args.context} (--kubeconfig {path})" if args.context else f"--kubeconfig {path}"
+        raise ConfigError(f"{given}: cannot load kubeconfig: {e.__cause__}") from None
+    return [m]
+
+
+def dns_targets(args: argparse.Namespace, ms: list[Member]) -> dict[str, tuple[str, int]]:
+    """Member name -> the mcsdns address to ask."""
+    out: dict[str, tuple[str, int]] = {}
+    for spec in args.dns:
+        name, sep, addr = spec.rpartition("=")
+        if not sep:
+            if len(ms) > 1:
+                raise ConfigError(f"--dns {spec}: with --cluster, name the member: NAME=HOST:PORT")
+            name, addr = ms[0].name, spec
+        if name not in {m.name for m in ms}:
+            raise ConfigError(f"--dns {spec}: {name} is not one of the clusters {[m.name for m in ms]}")
+        try:
+            out[name] = flags.host_port(addr)
+        except argparse.ArgumentTypeError as e:
+            raise ConfigError(f"--dns {spec}: {str(e).removeprefix(addr + ': ')}") from None
+    return out
+
+
+def run(args: argparse.Namespace, ms: list[Member], targets: dict[str, tuple[str, int]]) -> list[Result]:
+    role, needs = ("the controller", CONTROLLER) if args.cluster else ("mcsdns serve", SERVER)
+    with ThreadPoolExecutor(max_workers=len(ms)) as pool:
+        snaps: list[Snapshot] = list(pool.map(lambda m: collect(m, needs), ms))
+    results: list[Result] = []
+    for s in snaps:
+        results += checks.cluster_checks(s, role)
+    results += checks.unique_ids(snaps)
+    live = [s for s in snaps if s.error is None]
+    for key in checks.keys(live, args.service):
+        results += checks.export_checks(live, key)
+        results += checks.import_checks(live, key)
+    results += checks.stale_slices(live, args.service)
+    if targets:
+        from . import probe  # dnspython: only when asked
+
+    for s in live:
+        if s.name in targets:
+            results += probe.dns_checks(s, targets[s.name], args.zone, args.service)
+    if args.service is not None and not any(r.subject for r in results):
+        ns, name = args.service
+        results.append(Result(FAIL, "service", "", f"{ns}/{name}", "no ServiceExport or ServiceImport "
+                              "of this name in any cluster"))
+    return results
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        ms = members(args)
+        targets = dns_targets(args, ms)
+    except ConfigError as e:
+        return flags.fail(e)
+    results = run(args, ms, targets)
+    sys.stdout.write(report.as_json(results) if args.output == "json" else report.text(results))
+    return 1 if any(r.status == FAIL for r in results) else 0

@@ -1,0 +1,120 @@
+"""Read one cluster for `mcsdns diagnose`: reachability, the identity's permissions
+(SelfSubjectAccessReview), served API versions, the cluster ID and the MCS objects.
+Only GET/LIST requests, and SelfSubjectAccessReview creates (which change nothing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..controller.clusters import ABOUT_GROUP, MCS_GROUP, Member, NotFound, Unreachable
+from ..controller.exports import Key, key_of
+from ..kube.errors import RequestError, explain
+from ..kube.permissions import Rule, show
+from ..objects import CLUSTER_PROPERTY_ID
+
+Obj = dict[str, Any]
+SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SLICES = "/apis/discovery.k8s.io/v1/endpointslices"
+
+
+@dataclass
+class Snapshot:
+    """What one cluster's API said; `error` set when it could not be reached at all."""
+
+    name: str
+    error: str | None = None
+    version: str = ""
+    checked: int = 0  # permissions asked about
+    missing: list[str] = field(default_factory=list)  # permissions the identity lacks
+    mcs_versions: list[str] = field(default_factory=list)
+    about_versions: list[str] = field(default_factory=list)
+    cluster_id: str | None = None
+    cluster_property: str | None = None  # the ClusterProperty the ID came from
+    namespaces: set[str] = field(default_factory=set)
+    exports: dict[Key, Obj] = field(default_factory=dict)
+    services: dict[Key, Obj] = field(default_factory=dict)
+    imports: dict[Key, Obj] = field(default_factory=dict)
+    slices: list[Obj] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # what could not be read, and why
+
+
+def why(e: Exception) -> str:
+    """One line: an API error explained (with the RBAC rule for a 403), else its text."""
+    return explain(e) if isinstance(e, RequestError) else " ".join(str(e).split())
+
+
+def served_versions(m: Member, group: str) -> list[str]:
+    try:
+        data = m.get(f"/apis/{group}")
+    except NotFound:
+        return []
+    return [str(v.get("version")) for v in data.get("versions") or []]
+
+
+def allowed(m: Member, group: str, resource: str, verb: str) -> bool:
+    """SelfSubjectAccessReview: may this kubeconfig's identity do `verb` on `resource`?"""
+    res, _, sub = resource.partition("/")
+    attrs = {"group": group, "resource": res, "verb": verb}
+    if sub:
+        attrs["subresource"] = sub
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": attrs}}
+    out = m.request("POST", SSAR, body=review)
+    return bool((out.get("status") or {}).get("allowed"))
+
+
+def collect(m: Member, needs: tuple[Rule, ...]) -> Snapshot:
+    """Everything the checks look at in one cluster (`m` connected)."""
+    snap = Snapshot(m.name)
+    try:
+        snap.version = str(m.get("/version").get("gitVersion") or "")
+    except (Unreachable, RequestError) as e:
+        snap.error = why(e)
+        return snap
+    for group, resource, verbs in needs:
+        for verb in verbs:
+            snap.checked += 1
+            try:
+                ok = allowed(m, group, resource, verb)
+            except (Unreachable, RequestError, NotFound) as e:
+                snap.unread.append(f"SelfSubjectAccessReview: {why(e)}")
+                return snap
+            if not ok:
+                snap.missing.append(show(group, resource, verb))
+    snap.mcs_versions = served_versions(m, MCS_GROUP)
+    snap.about_versions = served_versions(m, ABOUT_GROUP)
+    _read_cluster_id(m, snap)
+    snap.namespaces = {key_of(o)[1] for o in _items(m, snap, "/api/v1/namespaces", "namespaces")}
+    snap.services = {key_of(o): o for o in _items(m, snap, "/api/v1/services", "services")}
+    snap.slices = _items(m, snap, SLICES, "endpointslices")
+    if snap.mcs_versions:
+        m.mcs_version = "v1beta1" if "v1beta1" in snap.mcs_versions else snap.mcs_versions[0]
+        snap.exports = {key_of(o): o for o in _items(m, snap, m.mcs_path("serviceexports"),
+                                                        "serviceexports")}
+        snap.imports = {key_of(o): o for o in _items(m, snap, m.mcs_path("serviceimports"),
+                                                        "serviceimports")}
+    return snap
+
+
+def _read_cluster_id(m: Member, snap: Snapshot) -> None:
+    for version in snap.about_versions[:1]:
+        for prop in CLUSTER_PROPERTY_ID:
+            try:
+                obj = m.get(f"/apis/{ABOUT_GROUP}/{version}/clusterproperties/{prop}")
+            except NotFound:
+                continue
+            except (Unreachable, RequestError) as e:
+                snap.unread.append(f"clusterproperties: {why(e)}")
+                return
+            snap.cluster_id = str((obj.get("spec") or {}).get("value") or "")
+            snap.cluster_property = prop
+            return
+
+
+def _items(m: Member, snap: Snapshot, path: str, what: str) -> list[Obj]:
+    try:
+        return m.items(path)
+    except (Unreachable, RequestError, NotFound) as e:
+        snap.unread.append(f"{what}: {why(e)}")
+        return []

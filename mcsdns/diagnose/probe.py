@@ -1,0 +1,87 @@
+"""`mcsdns diagnose --dns`: ask a member's mcsdns the names its objects imply and compare
+the answers with what the objects say."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+
+from ..controller.exports import SOURCE_CLUSTER, Key, labels
+from ..controller.informers import slice_index
+from .checks import FAIL, OK, Obj, Result
+from .collect import Snapshot
+
+TIMEOUT = 2.0
+
+
+def ask(server: tuple[str, int], name: str, rdtype: str) -> tuple[str, set[str]]:
+    """(rcode, addresses) of one query (over TCP when the UDP answer is truncated)."""
+    q = dns.message.make_query(name, rdtype)
+    q.flags &= ~dns.flags.RD
+    r = dns.query.udp(q, server[0], port=server[1], timeout=TIMEOUT)
+    if r.flags & dns.flags.TC:
+        r = dns.query.tcp(q, server[0], port=server[1], timeout=TIMEOUT)
+    want = dns.rdatatype.from_text(rdtype)
+    addrs = {rd.to_text() for rrset in r.answer if rrset.rdtype == want for rd in rrset}
+    return dns.rcode.to_text(r.rcode()), addrs
+
+
+def _family(addrs: set[str], version: int) -> set[str]:
+    return {a for a in addrs if ipaddress.ip_address(a).version == version}
+
+
+def expected(s: Snapshot, key: Key, si: Obj, zone: str) -> dict[str, set[str]]:
+    """DNS name -> the addresses the objects say it has (A and AAAA together)."""
+    name = f"{key[1]}.{key[0]}.svc.{zone}."
+    spec = si.get("spec") or {}
+    if spec.get("type") == "ClusterSetIP":
+        return {name: set(spec.get("ips") or [])}
+    out: dict[str, set[str]] = {name: set()}
+    for sl in s.slices:
+        if slice_index(sl) != ("ours", *key):
+            continue
+        cluster = labels(sl).get(SOURCE_CLUSTER, "")
+        for e in sl.get("endpoints") or []:
+            if (e.get("conditions") or {}).get("ready") is False:
+                continue
+            addrs = set(e.get("addresses") or [])
+            out[name] |= addrs
+            if e.get("hostname") and cluster:
+                out.setdefault(f"{e['hostname']}.{cluster}.{name}", set()).update(addrs)
+    return out
+
+
+def dns_checks(s: Snapshot, server: tuple[str, int], zone: str, only: Key | None) -> Iterator[Result]:
+    """For each ServiceImport of the member: its names' A/AAAA answers against the objects."""
+    where = f"{server[0]}:{server[1]}"
+    for key, si in sorted(s.imports.items()):
+        if only is not None and key != only:
+            continue
+        for name, want in sorted(expected(s, key, si, zone).items()):
+            got: set[str] = set()
+            rcodes = []
+            try:
+                for rdtype, version in (("A", 4), ("AAAA", 6)):
+                    rcode, addrs = ask(server, name, rdtype)
+                    rcodes.append(rcode)
+                    got |= _family(addrs, version)
+            except (dns.exception.DNSException, OSError) as e:
+                yield Result(FAIL, "dns", s.name, name, f"no answer from {where}: {e or 'timeout'}")
+                return
+            said = ", ".join(sorted(want)) or "no address"
+            if got == want and (want or "NXDOMAIN" not in rcodes):
+                yield Result(OK, "dns", s.name, name, f"{where} answers {said}")
+            elif "NXDOMAIN" in rcodes or "SERVFAIL" in rcodes:
+                bad = "NXDOMAIN" if "NXDOMAIN" in rcodes else "SERVFAIL"
+                yield Result(FAIL, "dns", s.name, name, f"{where} answers {bad}; the objects say {said} "
+                             "(is that server watching this cluster, and ready?)")
+            else:
+                yield Result(FAIL, "dns", s.name, name, f"{where} answers "
+                             f"{', '.join(sorted(got)) or 'nothing'}; the objects say {said}")
