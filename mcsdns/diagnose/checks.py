@@ -108,6 +108,7 @@ def export_checks(snaps: list[Snapshot], key: Key) -> Iterator[Result]:
                          "processed it (is it running, with this cluster as a member?)")
             continue
         bad = [(t, c) for t, c in conds.items() if t in ("Valid", "Ready") and c.get("status") != "True"]
+        bad = bad[:1] if bad and bad[0][0] == "Valid" else bad  # not Ready because not Valid: one line
         for t, c in bad:
             yield Result(FAIL, "export", s.name, subject,
                          f"{t}={c.get('status')} ({c.get('reason')}): {c.get('message')}")

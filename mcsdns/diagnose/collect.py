@@ -4,6 +4,7 @@ Only GET/LIST requests, and SelfSubjectAccessReview creates (which change nothin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,9 +40,18 @@ class Snapshot:
     unread: list[str] = field(default_factory=list)  # what could not be read, and why
 
 
+NETWORK = re.compile(r"Failed to establish a new connection: [^'\")]+|Read timed out|"
+                     r"Connection refused|Name or service not known|certificate verify failed")
+
+
 def why(e: Exception) -> str:
-    """One line: an API error explained (with the RBAC rule for a 403), else its text."""
-    return explain(e) if isinstance(e, RequestError) else " ".join(str(e).split())
+    """One line: an API error explained (with the RBAC rule for a 403), a network error by
+    its cause, else its text."""
+    if isinstance(e, RequestError):
+        return explain(e)
+    text = " ".join(str(e).split())
+    m = NETWORK.search(text)
+    return m.group(0).removeprefix("Failed to establish a new connection: ") if m else text
 
 
 def served_versions(m: Member, group: str) -> list[str]:
@@ -70,7 +80,7 @@ def collect(m: Member, needs: tuple[Rule, ...]) -> Snapshot:
     try:
         snap.version = str(m.get("/version").get("gitVersion") or "")
     except (Unreachable, RequestError) as e:
-        snap.error = why(e)
+        snap.error = f"{m.api.configuration.host}: {why(e)}"
         return snap
     for group, resource, verbs in needs:
         for verb in verbs:

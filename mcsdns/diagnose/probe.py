@@ -22,12 +22,10 @@ TIMEOUT = 2.0
 
 
 def ask(server: tuple[str, int], name: str, rdtype: str) -> tuple[str, set[str]]:
-    """(rcode, addresses) of one query (over TCP when the UDP answer is truncated)."""
+    """(rcode, addresses) of one query, over TCP: whole answers, and through a port-forward."""
     q = dns.message.make_query(name, rdtype)
     q.flags &= ~dns.flags.RD
-    r = dns.query.udp(q, server[0], port=server[1], timeout=TIMEOUT)
-    if r.flags & dns.flags.TC:
-        r = dns.query.tcp(q, server[0], port=server[1], timeout=TIMEOUT)
+    r = dns.query.tcp(q, server[0], port=server[1], timeout=TIMEOUT)
     want = dns.rdatatype.from_text(rdtype)
     addrs = {rd.to_text() for rrset in r.answer if rrset.rdtype == want for rd in rrset}
     return dns.rcode.to_text(r.rcode()), addrs
