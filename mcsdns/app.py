@@ -80,6 +80,14 @@ HANDOFF = 0.25  # after the lameduck period: seconds between stopping intake and
 
 
 class App:
+    """One server process: wires sources → store → zone → handler → listeners, and
+    runs start-up, readiness, reload and shutdown.
+
+    Invariants: the zone answers from data (`ready`) only after a first full sync or a
+    restored --state-dir snapshot; the DNS sockets, once bound, stay bound until `stop`;
+    /ready is 503 from the first SIGTERM on.
+    """
+
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.store = Store()

@@ -49,6 +49,14 @@ def obj_key(obj: dict[str, Any]) -> ObjKey:
 
 
 class Store:
+    """What the sources last said: ServiceImports and EndpointSlices by key, and the
+    slices of each service.
+
+    Invariants: `by_service` indexes exactly the slices in `slices`; every mutation ends
+    with one notification naming the services it changed (none: no notification);
+    malformed objects are never stored, only counted in `skipped`.
+    """
+
     def __init__(self) -> None:
         self.imports: dict[ObjKey, ServiceImport] = {}
         self.slices: dict[ObjKey, EndpointSlice] = {}

@@ -92,6 +92,14 @@ CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applie
 
 
 class Zone:
+    """The served zone: every name's RRsets and the Answers rendered from them.
+
+    Invariants: only the event-loop thread changes it, one whole service per
+    `set_service`; a Node's cached Answers always match its RRsets (a change replaces
+    the Node); every cached negative Answer is for a name not in `names`; before
+    `loaded` every name in the zone answers SERVFAIL.
+    """
+
     def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
                  serial: int | None = None) -> None:
         self.origin = encode_name(zone)

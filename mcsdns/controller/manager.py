@@ -29,6 +29,13 @@ TICK = 0.1  # seconds between two looks at leases, TTLs and resyncs
 
 
 class Manager:
+    """The controller's run loop: member caches → one work queue → reconcile workers.
+
+    Invariants: nothing is written before every member has synced (or its Endpoint TTL
+    ran out) and while this replica does not lead; each key is reconciled by one worker
+    at a time; `ready` is set after the first full pass, or at once on a healthy follower.
+    """
+
     def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
                  workers: int = 4, elector: LeaderElector | None = None,
                  member_leases: MemberLeases | None = None, watch_timeout: int = 300,

@@ -135,6 +135,14 @@ Exports = list[tuple[MemberCaches, ExportState]]
 
 
 class Reconciler:
+    """Brings one service key to its desired state in every reachable member.
+
+    Invariants: it writes only differences from the informer caches, and updates with the
+    cached resourceVersion; it never updates or deletes an object without our managed-by
+    label; every write's result goes back into the cache; a failed write marks the key
+    for a retry and is named in the export's Ready condition.
+    """
+
     def __init__(self, members: list[MemberCaches], mode: str, allocator: Allocator | None,
                  endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 4) -> None:
         self.members = members
