@@ -123,8 +123,9 @@ class Handler:
     response while the cache holds under `cache_bytes`; reaching it empties
     the cache. Larger queries and those with EDNS options are answered, never kept.
 
-    Invariants: `respond` returns one message per query (None: drop it); a cached response is only ever the one the zone would render now (a zone
-    change drops the entries of the names it touched, and the SOA serial is patched in)."""
+    Invariants: `respond` returns one message per query (None: drop it); a cached
+    response is only ever the one the zone would render now (a zone change drops the
+    entries of the names it touched, and the SOA serial is patched in)."""
 
     def __init__(self, zone: Zone, cache_bytes: int = CACHE_BYTES) -> None:
         self.zone = zone
