@@ -12,10 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
-SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
-MCS_GROUP = "multicluster.x-k8s.io"
-CLUSTER_PROPERTY_ID = ("cluster.clusterset.k8s.io", "id.k8s.io")
+from .kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 # Endpoint hostnames and system-assigned labels may start or end with '-'

@@ -24,14 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from . import fileio
-from .objects import (
-    CLUSTER_PROPERTY_ID,
-    SERVICE_NAME_LABEL,
-    SOURCE_CLUSTER_LABEL,
-    EndpointSlice,
-    Port,
-    ServiceImport,
-)
+from .kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from .objects import EndpointSlice, Port, ServiceImport
 
 OBJECTS_FILE = "objects.json"
 FORMAT = "mcsdns-objects"

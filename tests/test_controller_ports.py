@@ -15,8 +15,9 @@ import pytest
 from controller_env import Cluster, eventually, run_controller
 from test_controller_derived import args_for, slices_of, svc_of
 
+from mcsdns.kube.names import SOURCE_CLUSTER_LABEL
+
 Ports = Sequence[tuple[str, int, str]]
-SOURCE_CLUSTER = "multicluster.kubernetes.io/source-cluster"
 
 
 def export(cl: Cluster, ports: Ports, target: int, ip: str) -> None:
@@ -68,7 +69,7 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
     with run_controller(args_for(a, b), tmp_path) as ctl:
         def settled() -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]] | None:
             svc = svc_of(a, "ns", "api")
-            sl = {s["metadata"]["labels"][SOURCE_CLUSTER]: s.get("ports") or []
+            sl = {s["metadata"]["labels"][SOURCE_CLUSTER_LABEL]: s.get("ports") or []
                   for s in slices_of(a, "ns", "api")}
             ok = svc is not None and set(sl) == {"east", "west"} and ready(a) and ready(b)
             return (svc, sl) if ok and svc is not None else None
@@ -100,7 +101,7 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
             eventually(lambda: (ready(b) or {}).get("status") == "True", what="Ready=True on west")
             eventually(lambda: ctl.metrics().get(metric) == 0, what="unserved count back to 0")
             eventually(lambda: [(p["name"], p["protocol"]) for s in slices_of(a, "ns", "api") for p in
-                                s.get("ports") or [] if s["metadata"]["labels"][SOURCE_CLUSTER] == "west"]
+                                s.get("ports") or [] if s["metadata"]["labels"][SOURCE_CLUSTER_LABEL] == "west"]
                        == [("dns", "UDP")], what="west's slice port served in east")
             assert "every port is served now" in ctl.logs()
         else:

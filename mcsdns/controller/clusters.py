@@ -13,12 +13,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from ..kube.errors import VERBS, Request, RequestError
-from ..objects import CLUSTER_PROPERTY_ID, valid_cluster_id
+from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP, PREFERRED
+from ..objects import valid_cluster_id
 
 log = logging.getLogger("mcsdns.controller")
 
-MCS_GROUP = "multicluster.x-k8s.io"
-ABOUT_GROUP = "about.k8s.io"
 TIMEOUT = (3.0, 10.0)  # connect, read
 
 
@@ -141,7 +140,7 @@ class Member:
             query["continue"] = cont
 
     # --- discovery -----------------------------------------------------------------
-    def group_version(self, group: str, prefer: tuple[str, ...] = ("v1beta1", "v1alpha1")) -> str | None:
+    def group_version(self, group: str, prefer: tuple[str, ...] = PREFERRED) -> str | None:
         """The preferred served version of an API group, None when not served."""
         try:
             data = self.get(f"/apis/{group}")

@@ -14,7 +14,8 @@ import base64
 import hashlib
 from typing import Any
 
-from .exports import APP_MANAGED_BY, CONTROLLER, MCS_SERVICE_NAME, Key, labels
+from ..kube.names import SERVICE_NAME_LABEL
+from .exports import APP_MANAGED_BY, CONTROLLER, Key, labels
 from .merge import Merged
 
 DERIVED_ANNOTATION = "multicluster.kubernetes.io/derived-service"
@@ -37,7 +38,7 @@ def desired_service(key: Key, m: Merged, owner: dict[str, Any]) -> dict[str, Any
         spec["ipFamilyPolicy"], spec["ipFamilies"] = "SingleStack", list(m.ip_families)
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": derived_name(key), "namespace": key[0],
-                         "labels": {APP_MANAGED_BY: CONTROLLER, MCS_SERVICE_NAME: key[1]},
+                         "labels": {APP_MANAGED_BY: CONTROLLER, SERVICE_NAME_LABEL: key[1]},
                          "ownerReferences": [owner]},
             "spec": spec}
 
@@ -55,7 +56,7 @@ def service_view(svc: dict[str, Any]) -> dict[str, Any]:
             "sessionAffinity": spec.get("sessionAffinity") or "None",
             "sessionAffinityConfig": spec.get("sessionAffinityConfig") or None,
             "selector": spec.get("selector") or None,
-            "labels": (lb.get(APP_MANAGED_BY), lb.get(MCS_SERVICE_NAME)),
+            "labels": (lb.get(APP_MANAGED_BY), lb.get(SERVICE_NAME_LABEL)),
             "owners": [(r.get("kind"), r.get("name"), r.get("uid"))
                        for r in (svc.get("metadata") or {}).get("ownerReferences") or []]}
 

@@ -11,8 +11,6 @@ MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 APP_MANAGED_BY = "app.kubernetes.io/managed-by"
 CONTROLLER = "mcsdns-controller"
 SERVICE_NAME = "kubernetes.io/service-name"
-MCS_SERVICE_NAME = "multicluster.kubernetes.io/service-name"
-SOURCE_CLUSTER = "multicluster.kubernetes.io/source-cluster"
 
 Key = tuple[str, str]  # (namespace, name)
 

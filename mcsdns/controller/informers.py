@@ -15,9 +15,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..kube.errors import Problems, explain
+from ..kube.names import SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Cache, PathLister
 from .clusters import ConfigError, Member, Unreachable
-from .exports import MCS_SERVICE_NAME, SERVICE_NAME, SLICES, Key, is_ours, labels
+from .exports import SERVICE_NAME, SLICES, Key, is_ours, labels
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -29,7 +30,7 @@ def slice_index(obj: Obj) -> Hashable | None:
     lb = labels(obj)
     ns = str((obj.get("metadata") or {}).get("namespace") or "")
     if is_ours(obj):
-        svc = lb.get(MCS_SERVICE_NAME)
+        svc = lb.get(SERVICE_NAME_LABEL)
         return ("ours", ns, svc) if svc else None
     svc = lb.get(SERVICE_NAME)
     return ("src", ns, svc) if svc else None
@@ -39,7 +40,7 @@ def service_index(obj: Obj) -> Hashable | None:
     """("ours", ns, service) for our derived Services."""
     if not is_ours(obj):
         return None
-    svc = labels(obj).get(MCS_SERVICE_NAME)
+    svc = labels(obj).get(SERVICE_NAME_LABEL)
     return ("ours", str((obj.get("metadata") or {}).get("namespace") or ""), svc) if svc else None
 
 

@@ -26,15 +26,14 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ..kube.errors import explain
+from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 from .clusters import Conflict, Member, NotFound, Unreachable
 from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name, desired_service, service_view
 from .exports import (
     APP_MANAGED_BY,
     CONTROLLER,
     MANAGED_BY,
-    MCS_SERVICE_NAME,
     SERVICE_NAME,
-    SOURCE_CLUSTER,
     ExportState,
     Key,
     is_ours,
@@ -48,7 +47,7 @@ from .merge import CLUSTERSET_IP, Merged, PortSpec, merge, serving_ports, unserv
 
 log = logging.getLogger("mcsdns.controller")
 
-SLICE_LABELS = (MANAGED_BY, MCS_SERVICE_NAME, SOURCE_CLUSTER, SERVICE_NAME)
+SLICE_LABELS = (MANAGED_BY, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, SERVICE_NAME)
 DERIVED, CIDR = "derived", "cidr"
 
 
@@ -454,7 +453,7 @@ class Reconciler:
         name = slice_name(k[1], cluster, key_of(src)[1])
         owner = {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
                  "uid": uid, "controller": False}
-        lb = {MANAGED_BY: CONTROLLER, MCS_SERVICE_NAME: k[1], SOURCE_CLUSTER: cluster}
+        lb = {MANAGED_BY: CONTROLLER, SERVICE_NAME_LABEL: k[1], SOURCE_CLUSTER_LABEL: cluster}
         if derived:
             lb[SERVICE_NAME] = derived_name(k)
         return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",

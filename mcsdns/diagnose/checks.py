@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
-from ..controller.exports import SOURCE_CLUSTER, Key, is_ours, labels
+from ..controller.exports import Key, is_ours, labels
 from ..controller.informers import slice_index
+from ..kube.names import SOURCE_CLUSTER_LABEL
 from ..objects import valid_cluster_id
 from .collect import Snapshot
 
@@ -189,7 +190,7 @@ def _endpoints(s: Snapshot, key: Key, exporters: dict[str, Snapshot]) -> Iterato
     ours = [sl for sl in s.slices if slice_index(sl) == ("ours", *key)]
     for cid, src in sorted(exporters.items()):
         want = _ready_addresses(sl for sl in src.slices if slice_index(sl) == ("src", *key))
-        have = _ready_addresses(sl for sl in ours if labels(sl).get(SOURCE_CLUSTER) == cid)
+        have = _ready_addresses(sl for sl in ours if labels(sl).get(SOURCE_CLUSTER_LABEL) == cid)
         if want == have:
             yield Result(OK, "endpoints", s.name, subject, f"from {cid}: {_show(have)}")
         else:
@@ -212,7 +213,7 @@ def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:
             key: Key = (str(idx[1]), str(idx[2]))
             if only is not None and key != only:
                 continue
-            src = labels(sl).get(SOURCE_CLUSTER, "")
+            src = labels(sl).get(SOURCE_CLUSTER_LABEL, "")
             si = s.imports.get(key)
             listed = {str(c.get("cluster")) for c in ((si or {}).get("status") or {}).get("clusters") or []}
             name = (sl.get("metadata") or {}).get("name")

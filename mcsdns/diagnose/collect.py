@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..controller.clusters import ABOUT_GROUP, MCS_GROUP, Member, NotFound, Unreachable
+from ..controller.clusters import Member, NotFound, Unreachable
 from ..controller.exports import Key, key_of
 from ..kube.errors import RequestError, explain
+from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP
 from ..kube.permissions import Rule, show
-from ..objects import CLUSTER_PROPERTY_ID
 
 Obj = dict[str, Any]
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"

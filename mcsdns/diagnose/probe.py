@@ -13,8 +13,9 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 
-from ..controller.exports import SOURCE_CLUSTER, Key, labels
+from ..controller.exports import Key, labels
 from ..controller.informers import slice_index
+from ..kube.names import SOURCE_CLUSTER_LABEL
 from .checks import FAIL, OK, Obj, Result
 from .collect import Snapshot
 
@@ -45,7 +46,7 @@ def expected(s: Snapshot, key: Key, si: Obj, zone: str) -> dict[str, set[str]]:
     for sl in s.slices:
         if slice_index(sl) != ("ours", *key):
             continue
-        cluster = labels(sl).get(SOURCE_CLUSTER, "")
+        cluster = labels(sl).get(SOURCE_CLUSTER_LABEL, "")
         for e in sl.get("endpoints") or []:
             if (e.get("conditions") or {}).get("ready") is False:
                 continue

@@ -39,16 +39,14 @@ from kubernetes.config.config_exception import ConfigException
 
 from ..flags import ConfigError
 from ..kube.errors import Problems, error_kind, explain
+from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
-from ..objects import MCS_GROUP, SERVICE_NAME_LABEL
 from ..stats import Put
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
 from . import publish_source
 
 log = logging.getLogger("mcsdns.kube")
 
-ABOUT_GROUP = "about.k8s.io"
-PREFERRED = ("v1beta1", "v1alpha1")
 Obj = dict[str, Any]
 
 
