@@ -100,8 +100,9 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
                 b.api.put(obj)
             eventually(lambda: (ready(b) or {}).get("status") == "True", what="Ready=True on west")
             eventually(lambda: ctl.metrics().get(metric) == 0, what="unserved count back to 0")
-            eventually(lambda: [(p["name"], p["protocol"]) for s in slices_of(a, "ns", "api") for p in
-                                s.get("ports") or [] if s["metadata"]["labels"][SOURCE_CLUSTER_LABEL] == "west"]
+            eventually(lambda: [(p["name"], p["protocol"]) for s in slices_of(a, "ns", "api")
+                                for p in s.get("ports") or []
+                                if s["metadata"]["labels"][SOURCE_CLUSTER_LABEL] == "west"]
                        == [("dns", "UDP")], what="west's slice port served in east")
             assert "every port is served now" in ctl.logs()
         else:
