@@ -9,9 +9,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import VERBS, Request, RequestError
 from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP, PREFERRED
 from ..objects import valid_cluster_id
@@ -72,16 +73,12 @@ class Member:
 
     def connect(self) -> None:
         """Build the API client from the kubeconfig (no request is made)."""
-        cfg = client.Configuration()
         try:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=self.kubeconfig, context=self.context, client_configuration=cfg)
-        except Exception as e:  # the loader raises many kinds
+            cfg = client_configuration(self.kubeconfig, self.context)
+        except KubeconfigError as e:
             ctx = f"@{self.context}" if self.context else ""
-            why = " ".join(str(e).split())  # a YAML error spans lines
             raise ConfigError(f"--cluster {self.name}={self.kubeconfig}{ctx}: cannot load kubeconfig: "
-                              f"{why}") from e
-        cfg.retries = 0
+                              f"{e}") from e
         cfg.connection_pool_maxsize = 32  # reconcile workers and the watches share the pool
         self.api = client.ApiClient(cfg)
 

@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import yaml
-from kubernetes import client, config
-from kubernetes.config.config_exception import ConfigException
+from kubernetes import client
 
 from ..flags import ConfigError
+from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import Problems, error_kind, explain
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
@@ -148,23 +147,13 @@ class KubeSource:
                 c.reflector.request_relist()
 
     def _client(self) -> Any:
-        cfg = client.Configuration()
         try:
-            if self.kubeconfig or self.context:
-                config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=self.kubeconfig, context=self.context, client_configuration=cfg)
-            else:
-                try:
-                    config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-                except ConfigException:
-                    config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as e:
+            cfg = client_configuration(self.kubeconfig, self.context, in_cluster=True)
+        except KubeconfigError as e:
             given = " ".join(f"{flag} {v}" for flag, v in (("--kubeconfig", self.kubeconfig),
                                                            ("--context", self.context)) if v)
             where = given or "no --kubeconfig or --manifests, not in a cluster, and ~/.kube/config"
-            reason = " ".join(str(e).split())  # a YAML error spans lines
-            raise ConfigError(f"{where}: cannot load the Kubernetes client configuration: {reason}") from None
-        cfg.retries = 0  # our own backoff decides
+            raise ConfigError(f"{where}: cannot load the Kubernetes client configuration: {e}") from None
         cfg.connection_pool_maxsize = 2 * max(1, len(self.namespaces)) + 4
         self.host = cfg.host
         return client.ApiClient(cfg)
