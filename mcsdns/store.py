@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .kube.keys import Key, key_of
 from .objects import (
     EndpointSlice,
     Malformed,
@@ -31,8 +32,8 @@ log = logging.getLogger("mcsdns.store")
 SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
 KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 
-ServiceKey = tuple[str, str]  # (namespace, name)
-ObjKey = tuple[str, str]  # (namespace, name) within one kind
+ServiceKey = Key  # a ServiceImport's, naming the service
+ObjKey = Key  # an object's within one kind
 Listener = Callable[[set[ServiceKey]], None]
 
 SKIPPED = define("mcsdns_skipped_objects_total", "counter",
@@ -42,10 +43,8 @@ SERVICES = define("mcsdns_services", "gauge", "ServiceImports served.")
 
 
 def obj_key(obj: dict[str, Any]) -> ObjKey:
-    meta = obj.get("metadata") or {}
-    if not isinstance(meta, dict):
-        return ("", "")
-    return (str(meta.get("namespace", "default")), str(meta.get("name", "")))
+    """As kubectl applies manifests: an object that names no namespace is in "default"."""
+    return key_of(obj, "default")
 
 
 class Store:

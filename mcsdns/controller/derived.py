@@ -14,8 +14,9 @@ import base64
 import hashlib
 from typing import Any
 
+from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
-from .exports import APP_MANAGED_BY, CONTROLLER, Key, labels
+from .exports import APP_MANAGED_BY, CONTROLLER, labels
 from .merge import Merged
 
 DERIVED_ANNOTATION = "multicluster.kubernetes.io/derived-service"

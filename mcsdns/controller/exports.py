@@ -12,14 +12,7 @@ APP_MANAGED_BY = "app.kubernetes.io/managed-by"
 CONTROLLER = "mcsdns-controller"
 SERVICE_NAME = "kubernetes.io/service-name"
 
-Key = tuple[str, str]  # (namespace, name)
-
 SLICES = "/apis/discovery.k8s.io/v1/endpointslices"
-
-
-def key_of(obj: dict[str, Any]) -> Key:
-    md = obj.get("metadata") or {}
-    return str(md.get("namespace") or ""), str(md.get("name") or "")
 
 
 def labels(obj: dict[str, Any]) -> dict[str, str]:

@@ -15,10 +15,11 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..kube.errors import Problems, explain
+from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Cache, PathLister
 from .clusters import ConfigError, Member, Unreachable
-from .exports import SERVICE_NAME, SLICES, Key, is_ours, labels
+from .exports import SERVICE_NAME, SLICES, is_ours, labels
 
 log = logging.getLogger("mcsdns.controller")
 

@@ -16,11 +16,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from ..kube.keys import Key
 from .clusters import Member
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
-from .queue import Key, WorkQueue
+from .queue import WorkQueue
 from .reconcile import CIDR, Reconciler
 
 log = logging.getLogger("mcsdns.controller")

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 
-Key = tuple[str, str]
+from ..kube.keys import Key
 
 
 class WorkQueue:

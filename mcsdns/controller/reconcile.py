@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ..kube.errors import explain
+from ..kube.keys import Key, key_of
 from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 from .clusters import Conflict, Member, NotFound, Unreachable
 from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name, desired_service, service_view
@@ -35,9 +36,7 @@ from .exports import (
     MANAGED_BY,
     SERVICE_NAME,
     ExportState,
-    Key,
     is_ours,
-    key_of,
     labels,
     read_export,
 )

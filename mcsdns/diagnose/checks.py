@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
-from ..controller.exports import Key, is_ours, labels
+from ..controller.exports import is_ours, labels
 from ..controller.informers import slice_index
+from ..kube.keys import Key
 from ..kube.names import SOURCE_CLUSTER_LABEL
 from ..objects import valid_cluster_id
 from .collect import Snapshot

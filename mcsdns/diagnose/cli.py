@@ -11,7 +11,7 @@ from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
 from .. import flags
 from ..controller.clusters import ConfigError, Member
-from ..controller.exports import Key
+from ..kube.keys import Key
 from ..kube.permissions import CONTROLLER, SERVER
 from ..objects import is_dns_label
 from . import checks, report

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..controller.clusters import Member, NotFound, Unreachable
-from ..controller.exports import Key, key_of
 from ..kube.errors import RequestError, explain
+from ..kube.keys import Key, key_of
 from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP
 from ..kube.permissions import Rule, show
 

@@ -13,8 +13,9 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 
-from ..controller.exports import Key, labels
+from ..controller.exports import labels
 from ..controller.informers import slice_index
+from ..kube.keys import Key
 from ..kube.names import SOURCE_CLUSTER_LABEL
 from .checks import FAIL, OK, Obj, Result
 from .collect import Snapshot
