@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
 import os
 import sys
 
 from . import flags, tsig
 from .app import App, Config, run, run_loop, tell
+from .controller.cli import add_parser as add_controller
 from .diagnose.cli import add_parser as add_diagnose
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
@@ -110,12 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(r)
     r.add_argument("--timeout", type=flags.seconds, default=30,
                    help="seconds to wait for the first sync, then exit 1 (default 30)")
-    try:
-        controller = importlib.import_module(".controller.cli", __package__)
-    except ImportError:  # pragma: no cover - controller not installed
-        pass
-    else:
-        controller.add_parser(sub)
+    add_controller(sub)
     add_diagnose(sub)
     return p
 

@@ -157,22 +157,29 @@ class Member:
             log.warning("cluster %s does not serve %s (ServiceExport/ServiceImport CRDs missing)",
                         self.name, MCS_GROUP)
 
+    def find_cluster_id(self, version: str) -> tuple[str, str] | None:
+        """(ClusterProperty name, value) of the cluster ID property, read with about.k8s.io
+        `version`; None when there is none."""
+        for prop in CLUSTER_PROPERTY_ID:
+            try:
+                obj = self.get(f"/apis/{ABOUT_GROUP}/{version}/clusterproperties/{prop}")
+            except NotFound:
+                continue
+            return prop, str((obj.get("spec") or {}).get("value") or "")
+        return None
+
     def read_cluster_id(self) -> str:
         """The cluster ID from the about.k8s.io ClusterProperty."""
         version = self.group_version(ABOUT_GROUP)
-        if version is not None:
-            for prop in CLUSTER_PROPERTY_ID:
-                try:
-                    obj = self.get(f"/apis/{ABOUT_GROUP}/{version}/clusterproperties/{prop}")
-                except NotFound:
-                    continue
-                value = str((obj.get("spec") or {}).get("value") or "")
-                if not valid_cluster_id(value):
-                    raise ConfigError(f"cluster {self.name}: ClusterProperty {prop} value {value!r} "
-                                      "is not a valid cluster ID (a DNS label or two joined by a dot)")
-                return value
-        raise ConfigError(f"cluster {self.name}: no ClusterProperty {' or '.join(CLUSTER_PROPERTY_ID)}; "
-                          f"create one or pass --cluster-id {self.name}=ID")
+        found = self.find_cluster_id(version) if version is not None else None
+        if found is None:
+            raise ConfigError(f"cluster {self.name}: no ClusterProperty {' or '.join(CLUSTER_PROPERTY_ID)}; "
+                              f"create one or pass --cluster-id {self.name}=ID")
+        prop, value = found
+        if not valid_cluster_id(value):
+            raise ConfigError(f"cluster {self.name}: ClusterProperty {prop} value {value!r} "
+                              "is not a valid cluster ID (a DNS label or two joined by a dot)")
+        return value
 
     def mcs_path(self, plural: str, namespace: str | None = None, name: str | None = None) -> str:
         base = f"/apis/{MCS_GROUP}/{self.mcs_version}"

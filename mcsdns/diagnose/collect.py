@@ -11,7 +11,7 @@ from typing import Any
 from ..controller.clusters import Member, NotFound, Unreachable
 from ..kube.errors import RequestError, explain
 from ..kube.keys import Key, key_of
-from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP
+from ..kube.names import ABOUT_GROUP, MCS_GROUP
 from ..kube.permissions import Rule, show
 
 Obj = dict[str, Any]
@@ -108,18 +108,15 @@ def collect(m: Member, needs: tuple[Rule, ...]) -> Snapshot:
 
 
 def _read_cluster_id(m: Member, snap: Snapshot) -> None:
-    for version in snap.about_versions[:1]:
-        for prop in CLUSTER_PROPERTY_ID:
-            try:
-                obj = m.get(f"/apis/{ABOUT_GROUP}/{version}/clusterproperties/{prop}")
-            except NotFound:
-                continue
-            except (Unreachable, RequestError) as e:
-                snap.unread.append(f"clusterproperties: {why(e)}")
-                return
-            snap.cluster_id = str((obj.get("spec") or {}).get("value") or "")
-            snap.cluster_property = prop
-            return
+    if not snap.about_versions:
+        return
+    try:
+        found = m.find_cluster_id(snap.about_versions[0])
+    except (Unreachable, RequestError) as e:
+        snap.unread.append(f"clusterproperties: {why(e)}")
+        return
+    if found is not None:
+        snap.cluster_property, snap.cluster_id = found
 
 
 def _items(m: Member, snap: Snapshot, path: str, what: str) -> list[Obj]:
