@@ -93,7 +93,7 @@ def table(results: dict[str, dict[str, Any]], servers: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one table of options and rounds; split when it grows
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=Path("/tmp/mcsdns-bench"), help="generated clusterset dir")
     p.add_argument("--servers", default="mcsdns,mcsdns-nohist,mcsdns-plain,knot,dnslib",

@@ -96,7 +96,7 @@ def rss(pid: int) -> tuple[int, int]:
 def imported(api: KubeAPI) -> dict[tuple[str, str, str], str]:
     """(namespace, service, source cluster) -> our imported slice's name."""
     out = {}
-    for s in api.list("EndpointSlice"):
+    for s in api.objects("EndpointSlice"):
         lb = s["metadata"].get("labels") or {}
         if MCS_LABEL in lb:
             out[(s["metadata"]["namespace"], lb[MCS_LABEL], lb[SRC_LABEL])] = s["metadata"]["name"]
@@ -168,8 +168,8 @@ def main() -> int:
         print(f"first full sync: {sync:.1f}s ({writes} writes), RSS {rss(proc.pid)[0]} MiB", flush=True)
         names = [imported(api) for api in apis]
         for i, api in enumerate(apis):
-            sis = [s for s in api.list("ServiceImport") if s["spec"].get("ips")]
-            derived = [s for s in api.list("Service") if s["metadata"]["name"].startswith("derived-")]
+            sis = [s for s in api.objects("ServiceImport") if s["spec"].get("ips")]
+            derived = [s for s in api.objects("Service") if s["metadata"]["name"].startswith("derived-")]
             print(f"  c{i}: {len(sis)} ServiceImports with ips, {len(derived)} derived Services, "
                   f"{len(names[i])} imported slices")
             if len(sis) != args.n or len(derived) != args.n or len(names[i]) != args.n:

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dnslib import QTYPE, RCODE, RR, DNSLabel, DNSRecord  # type: ignore[import-untyped]
-from dnslib.server import BaseResolver, DNSLogger, DNSServer  # type: ignore[import-untyped]
+from dnslib import QTYPE, RCODE, RR, DNSLabel, DNSRecord
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 
 class ZoneDictResolver(BaseResolver):  # type: ignore[misc]

@@ -43,6 +43,8 @@ MIX_DOC = {
 
 @dataclass
 class Endpoint:
+    """One generated endpoint."""
+
     ip: str
     hostname: str | None
     ready: bool
@@ -50,6 +52,8 @@ class Endpoint:
 
 @dataclass
 class Service:
+    """One generated service and its endpoints."""
+
     name: str
     namespace: str
     headless: bool

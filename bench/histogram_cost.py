@@ -30,7 +30,7 @@ import dns.message  # noqa: E402
 
 from bench.gen_clusterset import generate  # noqa: E402
 from mcsdns.app import App, Config  # noqa: E402
-from mcsdns.server import _batchio  # type: ignore[attr-defined]  # noqa: E402
+from mcsdns.server import _batchio  # noqa: E402
 from mcsdns.server.udp import DURATION_BOUNDS_NS, RequestTimer, _error  # noqa: E402
 
 

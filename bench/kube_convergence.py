@@ -86,6 +86,11 @@ class Prober:
             time.sleep(poll)
 
 
+def answers(want: set[str]) -> Callable[[str, set[str]], bool]:
+    """Prober.until's test: the answer holds exactly `want`."""
+    return lambda rcode, addrs: addrs == want
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", type=int, default=200, help="changes to measure (default 200)")
@@ -141,11 +146,11 @@ def main() -> int:
                 i = k % args.services
                 new = ip(50_000 + k)
                 rv = api.put(service_import(f"s{i}", [new]))["metadata"]["resourceVersion"]
-                done = prober.until(f"s{i}.bench.svc.{Z}", lambda rc, a, n=new: a == {n}, args.poll)
+                done = prober.until(f"s{i}.bench.svc.{Z}", answers({new}), args.poll)
             elif what == "add":
                 new = ip(60_000 + k)
                 rv = api.put(service_import(f"new{k}", [new]))["metadata"]["resourceVersion"]
-                done = prober.until(f"new{k}.bench.svc.{Z}", lambda rc, a, n=new: a == {n}, args.poll)
+                done = prober.until(f"new{k}.bench.svc.{Z}", answers({new}), args.poll)
             elif what == "delete":
                 api.delete("ServiceImport", "bench", f"new{k - 1}")
                 rv = str(api.rv)
@@ -154,7 +159,7 @@ def main() -> int:
                 hl_ips = [ip(0), ip(70_000 + k)]  # a new endpoint each time; few enough for UDP
                 rv = api.put(endpoint_slice("hl-0", "hl", hl_ips))["metadata"]["resourceVersion"]
                 want = set(hl_ips)
-                done = prober.until(f"hl.bench.svc.{Z}", lambda rc, a, w=want: a == w, args.poll)
+                done = prober.until(f"hl.bench.svc.{Z}", answers(want), args.poll)
             lat[what].append((done - api.emitted[int(rv)]) * 1000)
         every = sorted(x for v in lat.values() for x in v)
 

@@ -127,7 +127,7 @@ def start_knot(data: Path) -> Proc:
 
 def start_dnslib(data: Path) -> Proc:
     try:
-        import dnslib  # type: ignore[import-untyped]  # noqa: F401
+        import dnslib  # noqa: F401
     except ImportError:
         subprocess.run([python(), "-m", "pip", "install", "-q", "dnslib"], check=True)
     port = free_port()

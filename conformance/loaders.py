@@ -20,6 +20,8 @@ MCS_GROUP, ABOUT_GROUP = "multicluster.x-k8s.io", "about.k8s.io"
 
 
 class Loader(Protocol):
+    """Puts a vector's objects where the server under test reads them."""
+
     def load(self, objects: Sequence[dict[str, Any]]) -> None: ...
 
     def close(self) -> None: ...

@@ -63,6 +63,8 @@ class Query:
 
 @dataclass(frozen=True)
 class Vector:
+    """One query of a spec file and the answer it expects."""
+
     spec: str  # file stem, e.g. "2.3.1-clustersetip-a-aaaa"
     id: str
     query: Query
@@ -75,6 +77,8 @@ class Vector:
 
 @dataclass
 class Spec:
+    """One spec file: its fixtures and vectors."""
+
     path: Path
     section: str
     title: str
@@ -319,7 +323,7 @@ def srv_any_priority(rrs: Iterable[str]) -> list[str]:
     return out
 
 
-def check(v: Vector, r: Response | None, ignore_ttl: bool = False,
+def check(v: Vector, r: Response | None, ignore_ttl: bool = False,  # noqa: C901 - one comparison per answer section, as the spec format lists them
           any_srv_priority: bool = False) -> list[str]:
     """Problems with response `r` (None: no response arrived) for vector `v`; [] if it passes.
     `any_srv_priority`: do not compare SRV priority and weight."""

@@ -43,6 +43,8 @@ READY = define("mcsdns_ready", "gauge", "1 once the zone answers from data: firs
 
 @dataclass
 class Config:
+    """Everything `mcsdns serve` was told (flags, or a test's choices)."""
+
     listen: list[tuple[str, int]] = field(default_factory=lambda: [("0.0.0.0", 53)])
     zone: str = "clusterset.local"
     ttl: int = 5

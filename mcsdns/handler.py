@@ -216,7 +216,7 @@ class Handler:
         for k, v in list(self.slow_count.items()):
             put(SLOW_PATH, v, outcome=k)
 
-    def respond(self, data: bytes, tcp: bool) -> bytes | None:
+    def respond(self, data: bytes, tcp: bool) -> bytes | None:  # noqa: C901 - the hot path, inlined on purpose
         """The response to one DNS message, or None to send nothing."""
         canned = self.canned[tcp].get(data[2:])
         if canned is not None:

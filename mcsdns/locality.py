@@ -20,6 +20,8 @@ POLICIES = (ORDER, ONLY_WHEN_AVAILABLE)
 
 @dataclass(frozen=True)
 class Locality:
+    """Where this server runs and how that orders answers (--cluster-id, --region, --prefer-local...)."""
+
     cluster_id: str = ""
     region: str = ""
     zone: str = ""  # this server's topology zone: its own cluster's endpoints there come first

@@ -29,6 +29,8 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class TextFormatter(logging.Formatter):
+    """Human-readable lines: RFC 3339 UTC time, [level], logger: message."""
+
     def format(self, record: logging.LogRecord) -> str:
         line = f"{rfc3339(record.created)} [{record.levelname}] {record.name}: {record.getMessage()}"
         if record.exc_info:
@@ -37,6 +39,8 @@ class TextFormatter(logging.Formatter):
 
 
 class JSONFormatter(logging.Formatter):
+    """One JSON object per line, with the record's extra fields."""
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {"time": rfc3339(record.created), "level": record.levelname,
                                "logger": record.name, "msg": record.getMessage()}

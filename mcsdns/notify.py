@@ -60,6 +60,8 @@ def notify_message(origin: bytes, ttl: int, serial: int, qid: int) -> bytes:
 
 
 class Notifier:
+    """Sends NOTIFY for each new serial to the --notify targets, with retries."""
+
     def __init__(self, origin: bytes, ttl: int, targets: list[tuple[str, int]],
                  key: tsig.Key | None = None) -> None:
         self.origin, self.ttl, self.targets, self.key = origin, ttl, targets, key

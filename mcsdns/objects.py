@@ -52,6 +52,8 @@ def valid_cluster_id(s: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Port:
+    """A service or endpoint port."""
+
     name: str  # "" when unnamed
     protocol: str  # TCP, UDP, SCTP
     port: int
@@ -59,6 +61,8 @@ class Port:
 
 @dataclass(frozen=True, slots=True)
 class ServiceImport:
+    """A parsed ServiceImport: what DNS needs of it."""
+
     namespace: str
     name: str
     headless: bool
@@ -68,6 +72,8 @@ class ServiceImport:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
+    """A parsed endpoint of an EndpointSlice."""
+
     addresses: tuple[bytes, ...]  # packed
     hostname: str  # validated label, or system-assigned dashed IP
     ready: bool
@@ -78,6 +84,8 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class EndpointSlice:
+    """A parsed imported EndpointSlice: its service, source cluster, endpoints and ports."""
+
     namespace: str
     name: str
     service: str

@@ -109,7 +109,7 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     return names
 
 
-def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Names:
+def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Names:  # noqa: C901 - to split
     """Spec 2.4: answerable endpoints across clusters, in locality order."""
     names: Names = {}
     eps = _answerable(slices, loc.terminating_fallback)

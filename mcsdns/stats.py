@@ -23,6 +23,8 @@ Merge = Literal["sum", "max", "min"]
 
 
 class Put(Protocol):
+    """Publishes one sample of a declared family."""
+
     def __call__(self, name: str, value: float, /, **labels: str) -> None: ...
 
 

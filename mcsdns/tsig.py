@@ -44,6 +44,8 @@ _ALIASES = {"hmac-md5": "hmac-md5.sig-alg.reg.int"}
 
 @dataclass(frozen=True)
 class Key:
+    """A TSIG key: name, algorithm and secret."""
+
     name: bytes  # lowercase wire form
     algorithm: bytes  # lowercase wire form
     secret: bytes

@@ -58,6 +58,8 @@ def _worker(cfg: Config, conn: multiprocessing.connection.Connection) -> None:
 
 
 class Supervisor:
+    """--workers N: starts, watches and restarts the worker processes and merges their metrics."""
+
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         # One serial sequence: workers share a serial file (STATE_DIR/serial, else a
@@ -146,7 +148,7 @@ class Supervisor:
             asyncio.get_running_loop().remove_reader(conn.fileno())
             self.conns[i] = None
 
-    async def run(self) -> None:
+    async def run(self) -> None:  # noqa: C901 - to split
         loop = asyncio.get_running_loop()
         stopping = self.stopping
         for sig in (signal.SIGTERM, signal.SIGINT):

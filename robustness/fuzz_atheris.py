@@ -24,12 +24,13 @@ signed seeds stay in their time window.
 from __future__ import annotations
 
 import base64
+import random
 import socket
 import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -87,9 +88,9 @@ def write_corpus(out: Path) -> int:
     seeds["edns-version1"] = make(web, "A", 1).to_wire()
     q = make(web, "A", False).to_wire()
     for i in range(4):  # EDNS options of several kinds, and two OPT records
-        opts = odd_edns(_Seq(i))
+        opts = odd_edns(seq(i))
         seeds[f"edns-odd-{i}"] = q[:10] + b"\x00\x01" + q[12:] + opts
-    seeds["edns-two-opts"] = q[:10] + b"\x00\x02" + q[12:] + odd_edns(_Seq(0)) + odd_edns(_Seq(1))
+    seeds["edns-two-opts"] = q[:10] + b"\x00\x02" + q[12:] + odd_edns(seq(0)) + odd_edns(seq(1))
     real_time = time.time
     time.time = lambda: float(FUZZ_TIME)  # dnspython signs at the time it renders
     try:
@@ -124,7 +125,7 @@ def write_corpus(out: Path) -> int:
     seeds["bad-qr-set"] = q[:2] + bytes((q[2] | 0x80,)) + q[3:]
     seeds["bad-trailing"] = q + b"\x00\x01\x02"
     seeds["bad-zero-in-label"] = q[:12] + b"\x05ab\x00cd" + wire_name("clusterset.local.") + q[-4:]
-    seeds["class-chaos"] = query(_Seq(3), web, edns=False)[:-2] + b"\x00\x03"
+    seeds["class-chaos"] = query(seq(3), web, edns=False)[:-2] + b"\x00\x03"
     out.mkdir(parents=True, exist_ok=True)
     for label, data in seeds.items():
         (out / label).write_bytes(data)
@@ -145,6 +146,11 @@ class _Seq:
 
     def randbytes(self, n: int) -> bytes:
         return bytes(range(self.i, self.i + n))
+
+
+def seq(i: int) -> random.Random:
+    """A _Seq where the packet builders take a random.Random (they use only its methods)."""
+    return cast(random.Random, _Seq(i))
 
 
 def main() -> int:

@@ -61,7 +61,7 @@ def verdict(resp: bytes | None) -> str:
         m = dns.message.from_wire(resp, keyring=False)
     except Exception as e:  # any unparsable answer is one more kind of answer
         return f"unparsable:{type(e).__name__}"
-    tsig = TSIG_ERRORS.get(m.tsig_error, str(m.tsig_error)) if m.had_tsig else "none"
+    tsig = TSIG_ERRORS.get(m.tsig_error or 0, str(m.tsig_error)) if m.had_tsig else "none"
     return f"{dns.rcode.to_text(m.rcode())}/{tsig}"
 
 

@@ -101,6 +101,12 @@ class Kube:
     def serviceimport(self, ns: str, name: str) -> dict[str, Any] | None:
         return self.get(f"{self.mcs}/namespaces/{ns}/serviceimports/{name}")
 
+    def imported(self, ns: str, name: str) -> dict[str, Any]:
+        """The ServiceImport, which must exist."""
+        si = self.serviceimport(ns, name)
+        assert si is not None, f"no ServiceImport {ns}/{name}"
+        return si
+
     def imported_slices(self, ns: str, svc: str) -> list[dict[str, Any]]:
         return self.items(f"{SLICES}/namespaces/{ns}/endpointslices",
                           f"multicluster.kubernetes.io/service-name={svc}")
@@ -115,6 +121,8 @@ class Kube:
 
 
 class Controller:
+    """A running `mcsdns controller` process."""
+
     def __init__(self, proc: subprocess.Popen[bytes], log: Path, health: int) -> None:
         self.proc, self.log, self.health = proc, log, health
 
@@ -176,7 +184,8 @@ class Cluster:
     def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1",
                  service_cidrs: tuple[str, ...] = ("10.96.0.0/16", "fd00:10:96::/112")) -> None:
         self.name, self.cluster_id = name, cluster_id
-        groups = None if mcs_version == "v1beta1" else {"multicluster.x-k8s.io": (mcs_version,)}
+        groups: dict[str, tuple[str, ...]] | None = (
+            None if mcs_version == "v1beta1" else {"multicluster.x-k8s.io": (mcs_version,)})
         self.api = KubeAPI(groups=groups, service_cidrs=service_cidrs)
         self.api.start()
         self.kubeconfig = self.api.write_kubeconfig(tmp / f"{name}.kubeconfig", name)

@@ -77,6 +77,8 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True)
 class Resource:
+    """A resource type the test API server serves."""
+
     plural: str
     kind: str
     group: str  # "" is the core group (/api/v1)
@@ -111,6 +113,8 @@ def status(code: int, reason: str, message: str = "") -> Obj:
 
 
 class HTTPError(Exception):
+    """An error answer, with the Status body kube-apiserver sends."""
+
     def __init__(self, code: int, reason: str, message: str = "") -> None:
         super().__init__(message or reason)
         self.code, self.body = code, status(code, reason, message)
@@ -137,44 +141,43 @@ def _split_terms(selector: str) -> list[str]:
 
 def label_matcher(selector: str) -> Callable[[dict[str, str]], bool]:
     """A predicate for a Kubernetes label selector string."""
-    tests: list[Callable[[dict[str, str]], bool]] = []
+    terms: list[tuple[str, str, frozenset[str]]] = []  # (op, key, values)
     for term in _split_terms(selector):
         m = _SET_TERM.match(term)
         if m:
-            k, op, vals = m[1], m[2], {v.strip() for v in m[3].split(",")}
-            if op == "in":
-                tests.append(lambda lb, k=k, vals=vals: lb.get(k) in vals)
-            else:
-                tests.append(lambda lb, k=k, vals=vals: lb.get(k) not in vals)
+            terms.append((m[2], m[1], frozenset(v.strip() for v in m[3].split(","))))
         elif "!=" in term:
             k, v = (s.strip() for s in term.split("!=", 1))
-            tests.append(lambda lb, k=k, v=v: lb.get(k) != v)
+            terms.append(("!=", k, frozenset({v})))
         elif "=" in term:
             k, v = (s.strip() for s in term.split("=", 1))
-            v = v.lstrip("=").strip()
-            tests.append(lambda lb, k=k, v=v: lb.get(k) == v)
+            terms.append(("=", k, frozenset({v.lstrip("=").strip()})))
         elif term.startswith("!"):
-            absent = term[1:].strip()
-            tests.append(lambda lb, k=absent: k not in lb)
+            terms.append(("absent", term[1:].strip(), frozenset()))
         else:
-            tests.append(lambda lb, k=term: k in lb)
-    return lambda labels: all(t(labels) for t in tests)
+            terms.append(("exists", term, frozenset()))
+
+    def one(lb: dict[str, str], op: str, k: str, vals: frozenset[str]) -> bool:
+        if op in ("in", "="):
+            return lb.get(k) in vals
+        if op in ("notin", "!="):
+            return lb.get(k) not in vals
+        return (k in lb) == (op == "exists")
+
+    return lambda labels: all(one(labels, *term) for term in terms)
 
 
 def field_matcher(selector: str) -> Callable[[Obj], bool]:
     """A predicate for `metadata.name` / `metadata.namespace` field selectors."""
-    tests: list[Callable[[Obj], bool]] = []
+    terms: list[tuple[str, str, bool]] = []  # (attribute, value, negated)
     for term in _split_terms(selector):
         neg = "!=" in term
         f, v = (s.strip() for s in re.split(r"!=|==|=", term, maxsplit=1))
         if f not in ("metadata.name", "metadata.namespace"):
             raise HTTPError(400, "BadRequest", f"field label not supported: {f}")
-        attr = f.split(".")[1]
-        tests.append(lambda o, a=attr, v=v, neg=neg: ((o["metadata"].get(a) or "") == v) != neg)
-    return lambda o: all(t(o) for t in tests)
+        terms.append((f.split(".")[1], v, neg))
+    return lambda o: all(((o["metadata"].get(a) or "") == v) != neg for a, v, neg in terms)
 
-
-# ---- patches --------------------------------------------------------------------------------
 
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
@@ -255,7 +258,7 @@ class ClusterIPs:
         for ip in (svc.get("spec") or {}).get("clusterIPs") or []:
             self.used.pop(ip, None)
 
-    def assign(self, svc: Obj, cur: Obj | None, owner: str) -> None:
+    def assign(self, svc: Obj, cur: Obj | None, owner: str) -> None:  # noqa: C901 - kube-apiserver's ClusterIP rules, one branch each
         """Default and allocate `svc`'s ClusterIPs in place (raises HTTPError 422)."""
         spec = svc.setdefault("spec", {})
         old = (cur or {}).get("spec") or {}
@@ -408,7 +411,7 @@ class KubeAPI:
             o = self.objs.get((r.group, r.plural, namespace or "" if r.namespaced else "", name))
             return copy.deepcopy(o) if o else None
 
-    def list(self, kind: str) -> list[Obj]:
+    def objects(self, kind: str) -> list[Obj]:
         r = self.resource_for_kind(kind)
         with self.cond:
             return [copy.deepcopy(o) for (g, p, _, _), o in sorted(self.objs.items())
@@ -659,7 +662,7 @@ class KubeAPI:
     def _view(self, obj: Obj, api_version: str) -> Obj:
         return dict(obj, apiVersion=api_version) if obj.get("apiVersion") != api_version else obj
 
-    def handle(self, method: str, url: str, body: Any, content_type: str) -> tuple[int, Any]:
+    def handle(self, method: str, url: str, body: Any, content_type: str) -> tuple[int, Any]:  # noqa: C901 - kube-apiserver's verbs, one branch each
         """One non-watch request: (status, JSON body) or (200, ("WATCH", args...))."""
         u = urlparse(url)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
@@ -761,7 +764,7 @@ class KubeAPI:
             out = [self._view(copy.deepcopy(o), api_version) for o in page]
         return {"kind": f"{r.kind}List", "apiVersion": api_version, "metadata": meta, "items": out}
 
-    def watch(self, send: Callable[[bytes], None], r: Resource, api_version: str, ns: str | None,
+    def watch(self, send: Callable[[bytes], None], r: Resource, api_version: str, ns: str | None,  # noqa: C901 - to split
               q: dict[str, str]) -> None:
         """Stream events until timeoutSeconds, drop_watches()/stop() or a broken connection."""
         labels = label_matcher(q.get("labelSelector", ""))

@@ -122,7 +122,9 @@ def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
         caches = MemberCaches(m, lambda k: None, lambda ns: None, stop)
         caches.start()
         try:
-            lists = lambda: sum(1 for _, u in api.requests if "/serviceexports" in u)  # noqa: E731
+            def lists() -> int:
+                return sum(1 for _, u in api.requests if "/serviceexports" in u)
+
             assert wait_for(lambda: lists() >= 4, timeout=10), api.requests
             msgs = [r.getMessage() for r in caplog.records]
             hits = [x for x in msgs if 'cannot list resource "serviceexports"' in x]

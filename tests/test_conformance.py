@@ -109,7 +109,7 @@ def _kube_run(tmp_path: Path, *extra: str, specs: tuple[str, ...] = ()) -> None:
         assert p.returncode == 0 and all(a == b > 0 for a, b in rows.values()), p.stdout + p.stderr
         # everything the suite created is gone again, namespaces included
         for kind in ("ServiceImport", "EndpointSlice", "ClusterProperty", "Namespace"):
-            assert api.list(kind) == [], kind
+            assert api.objects(kind) == [], kind
 
 
 def test_kubeconfig_mode_against_the_test_api_server(tmp_path: Path) -> None:

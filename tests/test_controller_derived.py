@@ -40,7 +40,7 @@ def svc_of(cl: Cluster, ns: str, name: str) -> dict[str, Any] | None:
 
 def slices_of(cl: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
     """Our imported slices for a service, read from the server's state (no HTTP request)."""
-    return [s for s in cl.api.list("EndpointSlice") if s["metadata"]["namespace"] == ns
+    return [s for s in cl.api.objects("EndpointSlice") if s["metadata"]["namespace"] == ns
             and (s["metadata"].get("labels") or {}).get(MCS_LABEL) == name]
 
 
@@ -166,7 +166,7 @@ def test_bad_input_is_reported_and_foreign_objects_are_left_alone(clusters2: lis
         b.api.delete("Service", "ns", derived("ns", "api"))
         new = eventually(lambda: (lambda s: s["spec"]["clusterIPs"] if s else None)(svc_of(b, "ns", "api")),
                          what="derived Service recreated")
-        eventually(lambda: b.kube.serviceimport("ns", "api")["spec"]["ips"] == new, what="ips follow")
+        eventually(lambda: b.kube.imported("ns", "api")["spec"]["ips"] == new, what="ips follow")
         assert new != old
         # the foreign Service goes away: ours takes the name
         b.api.delete("Service", "ns", derived("ns", "web"))

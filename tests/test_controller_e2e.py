@@ -82,7 +82,7 @@ def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: 
         assert labels["multicluster.kubernetes.io/source-cluster"] == "east"
         assert labels["endpointslice.kubernetes.io/managed-by"] == "mcsdns-controller"
         owner = sl[0]["metadata"]["ownerReferences"][0]
-        assert owner["kind"] == "ServiceImport" and owner["uid"] == b.kube.serviceimport("shop", "db")[
+        assert owner["kind"] == "ServiceImport" and owner["uid"] == b.kube.imported("shop", "db")[
             "metadata"]["uid"]
         # what the controller wrote in B, served by `mcsdns serve` from a manifest directory
         d = tmp_path / "b-objects"
@@ -156,7 +156,7 @@ def test_conflicts_merge_ports_and_name_the_oldest_cluster(clusters2: list[Clust
             c = eventually(lambda cl=cl: conflicted(cl), what=f"Conflict on {cl.name}")
             assert c["reason"] == "TypeConflict"  # the first of several, all in the message
             assert '"east"' in c["message"] and "Conflicting ports" in c["message"]
-        si = b.kube.serviceimport("ns", "api")
+        si = b.kube.imported("ns", "api")
         assert si["spec"]["type"] == "ClusterSetIP"
         assert sorted((p["name"], p["port"]) for p in si["spec"]["ports"]) == [("grpc", 9090), ("http", 80)]
         assert eventually(lambda: b.kube.source_clusters("ns", "api") == {"east", "west"})
@@ -224,7 +224,7 @@ def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster
         eventually(lambda: all(cl.kube.conditions("ns", svc).get("Ready", {}).get("status") == "True"
                                for cl, svc in ((a, "web"), (a, "api"), (b, "db"))), what="all Ready")
         eventually(lambda: len(a.kube.imported_slices("ns", "db")) == 1, what="slices")
-        ips = {svc: b.kube.serviceimport("ns", svc)["spec"]["ips"][0] for svc in ("api", "web")}
+        ips = {svc: b.kube.imported("ns", svc)["spec"]["ips"][0] for svc in ("api", "web")}
         # free the lowest address: a restarted allocator that did not recover would reuse it
         low = min(ips, key=lambda s: ipaddress.ip_address(ips[s]))
         high = "web" if low == "api" else "api"
@@ -238,7 +238,7 @@ def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster
         eventually(ctl.ready, what="first pass")
         time.sleep(2.5)  # several passes (resync 1 s)
         assert (a.writes(), b.writes()) == before, ctl.logs()
-        assert b.kube.serviceimport("ns", high)["spec"]["ips"] == [ips[high]]
+        assert b.kube.imported("ns", high)["spec"]["ips"] == [ips[high]]
         # and a new service does not get an address in use
         a.kube.service("ns", "new")
         a.kube.export("ns", "new")
@@ -334,7 +334,7 @@ def test_objects_of_others_are_left_alone(clusters2: list[Cluster], tmp_path: Pa
         eventually(lambda: a.kube.serviceimport("ns", "web"), what="import in A")
         eventually(ctl.ready)
         time.sleep(1.5)
-        si = b.kube.serviceimport("ns", "web")
+        si = b.kube.imported("ns", "web")
         assert si["spec"]["type"] == "Headless" and si["spec"]["ports"][0]["port"] == 1
         assert b.kube.imported_slices("ns", "gone")  # not ours: not deleted
 

@@ -83,6 +83,8 @@ def pod(dep: Obj) -> Obj:
 # --- an RBAC authorizer for the requests tests/kubeapi.py logged ----------------------------------
 @dataclass(frozen=True)
 class Attrs:
+    """The RBAC attributes of one API request."""
+
     verb: str
     group: str
     resource: str  # "plural" or "plural/subresource"
@@ -375,7 +377,7 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
             what=f"ServiceImport with its ClusterSetIP in the member\n{ctl.logs()}")
         eventually(lambda: member.get("ServiceImport", "shop", "gone") is None, timeout=15,
                    what="stale import removed")
-        eventually(lambda: not [s for s in member.list("EndpointSlice")
+        eventually(lambda: not [s for s in member.objects("EndpointSlice")
                                 if s["metadata"]["name"].startswith("gone-")], what="stale slice removed")
         eventually(lambda: any(c["type"] == "Ready" and c["status"] == "True" for c in
                                ((local.get("ServiceExport", "shop", "web") or {}).get("status") or {})
@@ -383,9 +385,9 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
         lease = local.get("Lease", lease_ns, "mcsdns-controller")
         assert lease and lease["spec"]["holderIdentity"]
     # derived mode: the ClusterSetIP is the ClusterIP of the derived Service in the member
-    derived = [s for s in member.list("Service") if s["metadata"]["name"].startswith("derived-")]
+    derived = [s for s in member.objects("Service") if s["metadata"]["name"].startswith("derived-")]
     assert len(derived) == 1 and si["spec"]["ips"] == derived[0]["spec"]["clusterIPs"]
-    assert any(lease["metadata"]["name"] == "mcsdns-member-west" for lease in local.list("Lease"))
+    assert any(lease["metadata"]["name"] == "mcsdns-member-west" for lease in local.objects("Lease"))
     for api, gs in zip(apis, perms, strict=True):
         reqs = requested(api)
         assert any(a.verb == "create" for a in reqs) and any(a.verb == "watch" for a in reqs)

@@ -75,7 +75,7 @@ def test_healthy_clusterset_is_all_ok_from_the_objects_to_the_answers(
     assert ("export", "a") in checks
     answered = {r["subject"]: r["message"] for r in report["results"]
                 if r["check"] == "dns" and r["cluster"] == "b"}
-    ip = b.kube.serviceimport("shop", "web")["spec"]["ips"][0]  # type: ignore[index]
+    ip = b.kube.imported("shop", "web")["spec"]["ips"][0]
     assert answered["web.shop.svc.clusterset.local."].endswith(f"answers {ip}")
     assert answered["db-1.east.db.shop.svc.clusterset.local."].endswith("answers 10.1.0.8")
 

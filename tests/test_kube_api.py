@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from helpers import run_server, wait_for
 from kubeapi import KubeAPI
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_kube_source import addrs, endpoint_slice, service_import
+
+from mcsdns.kube.config import client_configuration
 
 MCS = "multicluster.x-k8s.io"
 
@@ -27,9 +29,12 @@ def api() -> Iterator[KubeAPI]:
 
 @pytest.fixture
 def kc(api: KubeAPI, tmp_path: Path) -> client.ApiClient:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(api.write_kubeconfig(tmp_path / "kc")), client_configuration=cfg)
-    return client.ApiClient(cfg)
+    return client_for(api, tmp_path)
+
+
+def client_for(api: KubeAPI, tmp: Path) -> client.ApiClient:
+    """The kubernetes client, configured by the test API server's kubeconfig."""
+    return client.ApiClient(client_configuration(str(api.write_kubeconfig(tmp / "kc")), None))
 
 
 def raw(resp: Any) -> Any:
@@ -42,7 +47,7 @@ def test_label_selectors_and_paging(api: KubeAPI, kc: client.ApiClient) -> None:
     plain = endpoint_slice("plain", "ns", "a", ["10.0.0.1"])
     plain["metadata"]["labels"] = {}
     api.put(plain)
-    d = client.DiscoveryV1Api(kc)
+    d: Any = client.DiscoveryV1Api(kc)  # models with Optional fields everywhere: read as Any
 
     def names(sel: str) -> list[str]:
         return [s.metadata.name for s in d.list_namespaced_endpoint_slice("ns", label_selector=sel).items]
@@ -67,23 +72,22 @@ def test_label_selectors_and_paging(api: KubeAPI, kc: client.ApiClient) -> None:
 
 def test_discovery_follows_served_versions(tmp_path: Path) -> None:
     with KubeAPI(groups={MCS: ("v1alpha1",), "about.k8s.io": ()}) as api:
-        cfg = client.Configuration()
-        config.load_kube_config(config_file=str(api.write_kubeconfig(tmp_path / "kc")),
-                                client_configuration=cfg)
-        kc = client.ApiClient(cfg)
-        served = client.ApisApi(kc).get_api_versions().groups
+        kc = client_for(api, tmp_path)
+        apis: Any = client.ApisApi(kc)
+        served = apis.get_api_versions().groups
         groups = {g.name: [v.version for v in g.versions] for g in served}
         assert groups[MCS] == ["v1alpha1"] and "about.k8s.io" not in groups
-        res = client.CustomObjectsApi(kc).get_api_resources(MCS, "v1alpha1")
+        co: Any = client.CustomObjectsApi(kc)
+        res = co.get_api_resources(MCS, "v1alpha1")
         assert {r.name for r in res.resources} >= {"serviceimports", "serviceexports",
                                                    "serviceimports/status"}
         with pytest.raises(ApiException) as e:
-            client.CustomObjectsApi(kc).list_cluster_custom_object(MCS, "v1beta1", "serviceimports")
+            co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports")
         assert e.value.status == 404
 
 
 def test_writes_conflicts_and_status(api: KubeAPI, kc: client.ApiClient) -> None:
-    co = client.CustomObjectsApi(kc)
+    co: Any = client.CustomObjectsApi(kc)
     body = service_import("web", "ns", ["10.1.0.1"])
     body["status"] = {"clusters": [{"cluster": "x"}]}
     made = co.create_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", body)
@@ -105,7 +109,7 @@ def test_writes_conflicts_and_status(api: KubeAPI, kc: client.ApiClient) -> None
 
 def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> None:
     api.bookmark_interval = 0.2
-    co = client.CustomObjectsApi(kc)
+    co: Any = client.CustomObjectsApi(kc)
     api.put(service_import("first", "ns", ["10.1.0.9"]))  # resourceVersion "0" would mean "from now"
     rv = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports")["metadata"]["resourceVersion"]
     api.put(service_import("a", "ns", ["10.1.0.1"]))
@@ -128,7 +132,9 @@ def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> 
 def test_sighup_relists(api: KubeAPI, tmp_path: Path) -> None:
     api.put(service_import("web", "shop", ["10.2.0.1"]))
     with run_server(["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kc"))], tmp_path) as srv:
-        lists = lambda: [u for _, u in api.requests if "serviceimports" in u and "watch=" not in u]  # noqa: E731
+        def lists() -> list[str]:
+            return [u for _, u in api.requests if "serviceimports" in u and "watch=" not in u]
+
         before = len(lists())
         srv.proc.send_signal(signal.SIGHUP)
         assert wait_for(lambda: len(lists()) > before)
@@ -138,10 +144,7 @@ def test_sighup_relists(api: KubeAPI, tmp_path: Path) -> None:
 
 def test_services_get_cluster_ips_as_a_real_api_server_allocates_them(tmp_path: Path) -> None:
     with KubeAPI(service_cidrs=("10.96.0.0/24", "fd00:96::/120")) as api:
-        cfg = client.Configuration()
-        config.load_kube_config(config_file=str(api.write_kubeconfig(tmp_path / "kc")),
-                                client_configuration=cfg)
-        v1 = client.CoreV1Api(client.ApiClient(cfg))
+        v1: Any = client.CoreV1Api(client_for(api, tmp_path))
 
         def create(name: str, **spec: Any) -> Any:
             body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},

@@ -13,8 +13,9 @@ import dns.rcode
 import pytest
 from helpers import EXAMPLE, free_port, run_server, wait_for
 from kubeapi import KubeAPI
-from kubernetes import client, config
+from kubernetes import client
 
+from mcsdns.kube.config import client_configuration
 from mcsdns.sources.files import load_file
 
 Z = "clusterset.local"
@@ -61,9 +62,7 @@ def converges(srv: Any, name: str, want: list[str] | str, timeout: float = 5.0) 
 
 
 def kube_client(kubeconfig: Path) -> client.ApiClient:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-    return client.ApiClient(cfg)
+    return client.ApiClient(client_configuration(str(kubeconfig), None))
 
 
 @pytest.fixture

@@ -135,11 +135,11 @@ def test_workers_send_one_notify_per_serial_once_all_serve_it(mdir: Path, tmp_pa
         with run_server(["--manifests", str(mdir), "--workers", "2", "--notify", f"127.0.0.1:{port}"],
                         tmp_path, timeout=30) as srv:
             sec.check = srv
-            assert wait_for(lambda: len(sec.got) >= 1, 10)  # type: ignore[union-attr]
+            assert wait_for(lambda: len(sec.got) >= 1, 10)
             for i in range(3):
                 (mdir / "live.yaml").write_text(clusterset_ip("api", f"10.77.0.{i + 1}"))
                 before = len(sec.got)
-                assert wait_for(lambda b=before: len(sec.got) > b, 10)  # type: ignore[union-attr]
+                assert wait_for(lambda b=before: len(sec.got) > b, 10)
                 time.sleep(0.4)
             time.sleep(1.0)
             serials = sec.serials()

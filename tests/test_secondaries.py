@@ -104,6 +104,8 @@ SECONDARIES: dict[str, Callable[[Path, int, int], list[str]]] = {"knotd": knotd,
 
 
 class Secondary:
+    """A real secondary server (knotd or named) transferring the zone from mcsdns."""
+
     def __init__(self, name: str, port: int, log: Path, primary: Server, mdir: Path) -> None:
         self.name, self.port, self.log, self.primary, self.mdir = name, port, log, primary, mdir
 
@@ -144,7 +146,7 @@ def secondary(request: pytest.FixtureRequest,
                 time.sleep(0.05)
             yield sec
         finally:
-            stop_process(proc)  # type: ignore[arg-type]
+            stop_process(proc)
 
 
 def zone_records(mdir: Path) -> dict[tuple[str, str], set[str]]:

@@ -64,7 +64,7 @@ def test_query_with_edns_option_is_answered_but_not_cached(tmp_path: Path) -> No
             q = dns.message.make_query("web.shop.svc.clusterset.local.", "A", use_edns=0, options=options)
             return dns.query.udp(q, "127.0.0.1", port=srv.port, timeout=2)
 
-        cookie = [dns.edns.GenericOption(dns.edns.OptionType.COOKIE, b"\x01" * 8)]
+        cookie: list[dns.edns.Option] = [dns.edns.GenericOption(dns.edns.OptionType.COOKIE, b"\x01" * 8)]
         plain = ask([])
         for _ in range(5):
             r = ask(cookie)

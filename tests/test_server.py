@@ -181,7 +181,7 @@ def test_several_queries_per_tcp_connection(srv: Server) -> None:
         s.sendall(payload[:7])  # split frames across segments
         time.sleep(0.05)
         s.sendall(payload[7:])
-        got = []
+        got: list[dns.message.Message] = []
         buf = b""
         while len(got) < 3:
             buf += s.recv(65535)

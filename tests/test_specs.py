@@ -88,7 +88,8 @@ class Servers:
     """One running server at a time, for the spec file the current test needs."""
 
     def __init__(self, tmp: Path) -> None:
-        self.tmp, self.stem, self.server = tmp, "", None
+        self.tmp, self.stem = tmp, ""
+        self.server: Server | None = None
         self.stack = ExitStack()
 
     def get(self, spec: speclib.Spec) -> Server:
@@ -101,6 +102,7 @@ class Servers:
             self.server = self.stack.enter_context(
                 run_server(["--manifests", str(d / "manifests"), *spec.server_args], d))
             self.stem = spec.stem
+        assert self.server is not None
         return self.server
 
 

@@ -186,7 +186,7 @@ def test_key_files_in_bind_knot_and_line_formats_and_notify_signed_with_the_firs
             data = secondary.recv(65535)
             first = dns.tsigkeyring.from_text({"bind-a.": keys["bind-a"]})
             notify = dns.message.from_wire(data, keyring=first)
-            assert notify.had_tsig and notify.keyname.to_text() == "bind-a."
+            assert notify.had_tsig and notify.keyname is not None and notify.keyname.to_text() == "bind-a."
 
 
 def test_key_from_the_environment_and_its_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

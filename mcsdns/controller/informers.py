@@ -77,6 +77,8 @@ def trim_slice(obj: Obj) -> None:
 
 
 class MemberCaches:
+    """One member's list+watch caches of the kinds the controller reads, with their indexes."""
+
     KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports")
 
     def __init__(self, member: Member, enqueue: Callable[[Key], None],

@@ -21,6 +21,8 @@ class Exhausted(Exception):
 
 
 class Allocator:
+    """ClusterSetIPs from --clusterset-cidr: one address per family per service, kept while it exists."""
+
     def __init__(self, cidrs: Iterable[str]) -> None:
         self.nets: list[Net] = [ipaddress.ip_network(c, strict=False) for c in cidrs]
         self.by_key: dict[Key, dict[str, str]] = {}  # key -> family -> address

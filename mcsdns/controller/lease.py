@@ -30,6 +30,8 @@ def _micro_now() -> str:
 
 
 class LeaderElector:
+    """Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does it."""
+
     def __init__(self, member: Member, namespace: str, name: str, identity: str,
                  duration: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.member, self.namespace, self.name, self.identity = member, namespace, name, identity

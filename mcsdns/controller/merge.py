@@ -17,6 +17,8 @@ CLUSTERSET_IP, HEADLESS = "ClusterSetIP", "Headless"
 
 @dataclass(frozen=True)
 class PortSpec:
+    """One port of an exported or merged service."""
+
     name: str
     protocol: str
     port: int

@@ -19,6 +19,8 @@ from ..kube.keys import Key
 
 
 class WorkQueue:
+    """De-duplicating queue of service keys, with per-key retry backoff."""
+
     def __init__(self, base_delay: float = 0.05, max_delay: float = 30.0) -> None:
         self.cond = threading.Condition()
         self.queue: deque[Key] = deque()

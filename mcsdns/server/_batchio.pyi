@@ -1,4 +1,5 @@
 from collections.abc import Callable
+from typing import TypeVar
 
 # The C type has the fields of the pure-Python fallback, which declares them once.
 from .._canned import CannedBase as Canned
@@ -6,11 +7,12 @@ from .._canned import CannedBase as Canned
 BATCH: int
 Unsent = list[tuple[bytes, bytes]]
 __all__ = ["BATCH", "Canned", "Unsent", "send", "serve"]
+_C = TypeVar("_C", bound=Canned)  # the table holds Canned or a subclass (the handler's)
 
 # serve() and send() share static buffers: either raises RuntimeError while a call of
 # either is running (re-entered from respond()/on_error(), or from another thread).
 def serve(fd: int, respond: Callable[[bytes, bool], bytes | None],
           on_error: Callable[[bytes, BaseException], None],
-          table: dict[bytes, Canned] | None = None, serial: bytearray | None = None,
+          table: dict[bytes, _C] | None = None, serial: bytearray | None = None,
           /) -> tuple[int, int, Unsent | None]: ...
 def send(fd: int, unsent: Unsent, /) -> int: ...

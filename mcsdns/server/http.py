@@ -26,11 +26,15 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 414: "URI Too Long",
 
 
 class BadRequest(Exception):
+    """A request refused with `status` (400, 414 or 431)."""
+
     def __init__(self, status: int) -> None:
         self.status = status
 
 
 class HTTPEndpoints:
+    """/health, /ready and /metrics, with bounded connections, lines and time."""
+
     def __init__(self, ready: Callable[[], bool], metrics: MetricsFn | None,
                  max_conns: int = MAX_CONNS, deadline: float = DEADLINE) -> None:
         self.ready = ready

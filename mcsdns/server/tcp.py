@@ -62,6 +62,8 @@ OPEN = define("mcsdns_tcp_connections", "gauge", "Open TCP connections.")
 
 
 class TCPLimits:
+    """Bounds of the TCP server: connections in all and per client, idle and read timeouts."""
+
     def __init__(self, max_conns: int = 1000, idle_timeout: float = 10.0,
                  read_timeout: float = 5.0, max_per_client: int = 100) -> None:
         self.max_conns = max_conns
@@ -85,6 +87,8 @@ def client_of(peer: Any) -> str:
 
 
 class TCPServerState:
+    """What every TCP connection shares: the responder, limits, the open connections and counters."""
+
     def __init__(self, respond: Respond, limits: TCPLimits) -> None:
         self.respond = respond
         self.limits = limits
@@ -167,6 +171,8 @@ class TCPServerState:
 
 
 class TCPConnection(asyncio.BufferedProtocol):
+    """One client connection: length-prefixed messages in, answers (or a transfer) out."""
+
     def __init__(self, state: TCPServerState) -> None:
         self.state = state
         self.buf = bytearray()  # input not answered yet: at most QUEUED octets

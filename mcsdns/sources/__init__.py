@@ -21,6 +21,8 @@ ERRORS = define("mcsdns_source_errors_total", "counter", "Source errors by kind.
 
 
 class Source(Protocol):
+    """Where objects come from (files or a Kubernetes API); it feeds the Store."""
+
     name: str
 
     @property

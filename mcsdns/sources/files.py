@@ -161,6 +161,8 @@ def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
 
 
 class FileSource:
+    """A directory of manifests, polled and woken by inotify where it has it, re-read on change."""
+
     name = "files"
 
     def __init__(self, store: Store, directory: str, interval: float = 0.25,

@@ -71,6 +71,8 @@ class Collection:
 
 
 class KubeSource:
+    """List+watch of ServiceImports, EndpointSlices and ClusterProperties from one API server."""
+
     name = "kube"
 
     def __init__(self, store: Store, kubeconfig: str | None, context: str | None,
