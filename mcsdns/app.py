@@ -15,22 +15,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import process, state, tsig
+from . import state, tsig
 from .flags import ConfigError, http_addrs, os_reason, show_addr
 from .handler import CACHE_BYTES, Handler
 from .journal import Versions
 from .locality import OFF, Locality
-from .metrics import render
 from .notify import Notifier
+from .ops import process
+from .ops.http import HTTPEndpoints, serve_http
+from .ops.metrics import render
+from .ops.stats import Put, Snapshot, Stats, define
 from .records import service_records
 from .serial import SerialClock
 from .server import stop_tcp_intake, stop_udp_intake
-from .server.http import HTTPEndpoints, serve_http
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 from .sources import Source
 from .statekeeper import StateKeeper
-from .stats import Put, Snapshot, Stats, define
 from .store import ServiceKey, Store
 from .xfr import Transfers
 from .zone import Zone

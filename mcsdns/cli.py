@@ -14,8 +14,8 @@ from .controller.cli import add_parser as add_controller
 from .diagnose.cli import add_parser as add_diagnose
 from .handler import CACHE_BYTES
 from .locality import ORDER, POLICIES, Locality
-from .logs import setup_logging
-from .process import version_text
+from .ops.logs import setup_logging
+from .ops.process import version_text
 from .server.tcp import TCPLimits
 from .sources.files import MAX_BYTES
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection
 
 from . import tsig
-from .stats import Put, define, put_histogram
+from .ops.stats import Put, define, put_histogram
 from .wire import (
     AXFR,
     BADVERS,

@@ -15,9 +15,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .ops.stats import Put, define
 from .records import Names
 from .serial import SerialClock, serial_lt
-from .stats import Put, define
 from .store import ServiceKey
 from .wire import decode_name
 from .zone import Zone

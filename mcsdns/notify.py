@@ -18,8 +18,8 @@ import struct
 from collections import Counter
 
 from . import tsig
+from .ops.stats import Put, define
 from .serial import serial_lt
-from .stats import Put, define
 from .wire import CLASS_IN, SOA, soa_rdata
 
 log = logging.getLogger("mcsdns.notify")

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import state
+from .ops.stats import Put, define
 from .sources import Source
-from .stats import Put, define
 from .store import Store
 
 log = logging.getLogger("mcsdns")

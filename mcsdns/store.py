@@ -25,7 +25,7 @@ from .objects import (
     parse_endpoint_slice,
     parse_service_import,
 )
-from .stats import Put, define
+from .ops.stats import Put, define
 
 log = logging.getLogger("mcsdns.store")
 

@@ -27,12 +27,12 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
-from . import process
 from .app import HANDOFF, Config, run, run_loop, serve_endpoints
 from .flags import EXIT_CONFIG, ConfigError
 from .notify import Notifier
+from .ops import process
+from .ops.stats import Snapshot, Stats
 from .serial import serial_lt
-from .stats import Snapshot, Stats
 from .wire import encode_name
 
 log = logging.getLogger("mcsdns.workers")

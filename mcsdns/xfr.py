@@ -20,7 +20,7 @@ from typing import Any
 
 from . import tsig
 from .journal import Delta, Record, Versions
-from .stats import Put, define
+from .ops.stats import Put, define
 from .wire import (
     AXFR,
     CLASS_IN,

@@ -23,8 +23,8 @@ import struct
 import time
 from collections.abc import Callable, Collection
 
+from .ops.stats import Put, define
 from .records import Names, RRset
-from .stats import Put, define
 from .store import ServiceKey
 from .wire import (
     AAAA,

@@ -13,8 +13,8 @@ import pytest
 from controller_env import Cluster, eventually, run_controller
 from helpers import EXAMPLE, Server, run_server
 
-DEADLINE = 5.0  # mcsdns.server.http.DEADLINE, as a client sees it
-CAP = 64  # mcsdns.server.http.MAX_CONNS
+DEADLINE = 5.0  # mcsdns.ops.http.DEADLINE, as a client sees it
+CAP = 64  # mcsdns.ops.http.MAX_CONNS
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The metrics layering: `mcsdns.stats` is the bottom layer, the exporter reads only it."""
+"""The metrics layering: `mcsdns.ops.stats` is the bottom layer, the exporter reads only it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ def _loaded_after(module: str) -> set[str]:
 
 
 def test_stats_imports_nothing_of_mcsdns() -> None:
-    assert _loaded_after("mcsdns.stats") == {"mcsdns", "mcsdns.stats"}
+    assert _loaded_after("mcsdns.ops.stats") == {"mcsdns", "mcsdns.ops", "mcsdns.ops.stats"}
 
 
 def test_exporter_does_not_import_the_app() -> None:
-    assert _loaded_after("mcsdns.metrics") == {"mcsdns", "mcsdns.stats", "mcsdns.metrics"}
+    assert _loaded_after("mcsdns.ops.metrics") == {"mcsdns", "mcsdns.ops", "mcsdns.ops.stats",
+                                                   "mcsdns.ops.metrics"}

@@ -15,10 +15,10 @@ from types import FrameType
 from typing import Any
 
 from .. import flags
-from ..logs import setup_logging
 from ..objects import valid_cluster_id
-from ..process import version_text
-from ..server.http import HTTPEndpoints, serve_http
+from ..ops.http import HTTPEndpoints, serve_http
+from ..ops.logs import setup_logging
+from ..ops.process import version_text
 from .clusters import ConfigError, Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager

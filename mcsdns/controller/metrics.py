@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .. import process
-from ..metrics import SnapshotCollector
-from ..stats import Stats
+from ..ops import process
+from ..ops.metrics import SnapshotCollector
+from ..ops.stats import Stats
 from .manager import Manager
 
 
@@ -60,7 +60,7 @@ class _Collector:
 
 
 def registry(mgr: Manager) -> CollectorRegistry:
-    """The controller's series, then mcsdns_build_info and process_* (mcsdns.process)."""
+    """The controller's series, then mcsdns_build_info and process_* (mcsdns.ops.process)."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(_Collector(mgr))
     stats = Stats()

@@ -29,8 +29,8 @@ from types import ModuleType
 from typing import cast
 
 from ..handler import Canned
-from ..querylog import log_query
-from ..stats import Put, define, put_histogram
+from ..ops.querylog import log_query
+from ..ops.stats import Put, define, put_histogram
 from . import bound_socket
 
 log = logging.getLogger("mcsdns.udp")

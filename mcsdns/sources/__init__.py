@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
-from ..stats import Put, define
+from ..ops.stats import Put, define
 
 CONNECTED = define("mcsdns_source_connected", "gauge", "1 while the source is connected.", ("source",))
 LAST_SYNC = define("mcsdns_source_last_sync_timestamp_seconds", "gauge",

@@ -36,7 +36,7 @@ from yaml.resolver import Resolver
 
 from ..fileio import Refused, read_bounded
 from ..flags import os_reason
-from ..stats import Put
+from ..ops.stats import Put
 from ..store import KINDS, Store
 from . import publish_source
 from .inotify import dir_watch

@@ -40,7 +40,7 @@ from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import Problems, error_kind, explain
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
-from ..stats import Put
+from ..ops.stats import Put
 from ..store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
 from . import publish_source
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import resource
 
-from . import __version__
+from .. import __version__
 from .stats import Put, define
 
 BUILD_INFO = define("mcsdns_build_info", "gauge", "Build information.", ("version",))
@@ -39,7 +39,7 @@ def version_text(prog: str = "mcsdns") -> str:
     if os.environ.get("MCSDNS_BATCHIO", "1") == "0":
         udp = "plain; extension disabled by MCSDNS_BATCHIO=0"
     else:
-        from .server.udp import batch_module
+        from ..server.udp import batch_module
 
         udp = "recvmmsg/sendmmsg extension" if batch_module() is not None else "plain; extension not built"
     return f"{prog} {__version__} (UDP: {udp})"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .wire import QTYPE_LABELS, RCODE_NAMES, decode_name
+from ..wire import QTYPE_LABELS, RCODE_NAMES, decode_name
 
 log = logging.getLogger("mcsdns.query")
 
