@@ -6,7 +6,7 @@ import pytest
 
 from mcsdns.controller.ipam import Allocator, Exhausted
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, merge, serving_ports
-from mcsdns.controller.reconcile import slice_ports
+from mcsdns.controller.views import slice_ports
 
 HTTP = PortSpec("http", "TCP", 80)
 GRPC = PortSpec("grpc", "TCP", 9090)

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
 from .exports import APP_MANAGED_BY, CONTROLLER, labels
+from .informers import MemberCaches
 from .merge import Merged
+from .writes import create, replace
+
+log = logging.getLogger("mcsdns.controller")
 
 DERIVED_ANNOTATION = "multicluster.kubernetes.io/derived-service"
 
@@ -71,3 +78,38 @@ def cluster_ips(svc: dict[str, Any]) -> tuple[list[str], list[str]]:
     if len(fams) != len(ips):
         fams = ["IPv6" if ":" in ip else "IPv4" for ip in ips]
     return ips, fams
+
+
+def put_derived(mc: MemberCaches, k: Key, m: Merged, si: dict[str, Any],
+                 have: dict[str, Any] | None) -> dict[str, Any]:
+    owner = {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
+             "uid": (si.get("metadata") or {}).get("uid"), "controller": True,
+             "blockOwnerDeletion": False}
+    want = desired_service(k, m, owner)
+    name, path = derived_name(k), f"/api/v1/namespaces/{k[0]}/services"
+    if have is None:
+        log.info("cluster %s: create Service %s/%s for ServiceImport %s", mc.member.name, k[0], name,
+                 k[1])
+        try:
+            return create(mc, "services", path, want)
+        except ApiException as e:
+            if e.status != 422 or "ipFamilies" not in want["spec"]:
+                raise
+            # the exporters' IP family is not configured here: take this cluster's default
+            log.warning("cluster %s: Service %s/%s with ipFamilies %s rejected (%s); creating it with "
+                        "the cluster's default IP family", mc.member.name, k[0], name,
+                        want["spec"]["ipFamilies"], e.reason)
+            want["spec"].pop("ipFamilies")
+            want["spec"].pop("ipFamilyPolicy", None)
+            return create(mc, "services", path, want)
+    if service_view(have) == service_view(want):
+        return have
+    log.info("cluster %s: update Service %s/%s", mc.member.name, k[0], name)
+    spec = dict(have.get("spec") or {})
+    spec.pop("selector", None)
+    spec.pop("sessionAffinityConfig", None)
+    spec.update({f: v for f, v in want["spec"].items() if f not in ("ipFamilies", "ipFamilyPolicy")})
+    md = dict(have["metadata"], labels=dict(labels(have), **want["metadata"]["labels"]),
+              ownerReferences=want["metadata"]["ownerReferences"])
+    body = dict(have, apiVersion="v1", kind="Service", metadata=md, spec=spec)
+    return replace(mc, "services", f"{path}/{name}", body)
