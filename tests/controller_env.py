@@ -120,6 +120,22 @@ class Kube:
         return {c["type"]: c for c in (se.get("status") or {}).get("conditions") or []}
 
 
+def shop(exporter: Cluster, clusters: Sequence[Cluster], web: Sequence[str] = ("10.1.0.5", "10.1.0.6"),
+         db: bool = True) -> None:
+    """The shop example: namespace shop in `clusters`; `exporter` exports web (ClusterSetIP,
+    endpoints `web`) and, with `db`, db (headless: db-0 10.1.0.7, db-1 10.1.0.8, port sql 5432)."""
+    for cl in clusters:
+        cl.kube.namespace("shop")
+    k = exporter.kube
+    k.service("shop", "web")
+    k.endpoints("shop", "web", "web-abc", [(ip, None) for ip in web])
+    k.export("shop", "web")
+    if db:
+        k.service("shop", "db", headless=True, ports=(("sql", 5432, "TCP"),))
+        k.endpoints("shop", "db", "db-abc", [("10.1.0.7", "db-0"), ("10.1.0.8", "db-1")], port=("sql", 5432))
+        k.export("shop", "db")
+
+
 class Controller:
     """A running `mcsdns controller` process."""
 

@@ -14,7 +14,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 import yaml
-from controller_env import IDS, Cluster, eventually, run_controller
+from controller_env import IDS, Cluster, eventually, run_controller, shop
 from helpers import run_server
 
 CIDR = "10.77.0.0/24"
@@ -53,15 +53,7 @@ def a_records(srv: object, name: str) -> set[str]:
 def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: list[Cluster],
                                                                    tmp_path: Path) -> None:
     a, b, _c = clusters3
-    for cl in (a, b):
-        cl.kube.namespace("shop")
-    a.kube.service("shop", "web")
-    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None), ("10.1.0.6", None)])
-    a.kube.export("shop", "web")
-    a.kube.service("shop", "db", headless=True, ports=(("sql", 5432, "TCP"),))
-    a.kube.endpoints("shop", "db", "db-abc", [("10.1.0.7", "db-0"), ("10.1.0.8", "db-1")],
-                     port=("sql", 5432))
-    a.kube.export("shop", "db")
+    shop(a, (a, b))
     with run_controller(args_for(*clusters3), tmp_path):
         si = eventually(lambda: with_status(b.kube.serviceimport("shop", "web")), what="ServiceImport in B")
         ip = si["spec"]["ips"][0]
@@ -99,15 +91,7 @@ def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: 
 
 def test_dns_server_watching_another_cluster(clusters2: list[Cluster], tmp_path: Path) -> None:
     a, b = clusters2
-    for cl in (a, b):
-        cl.kube.namespace("shop")
-    a.kube.service("shop", "web")
-    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None)])
-    a.kube.export("shop", "web")
-    a.kube.service("shop", "db", headless=True, ports=(("sql", 5432, "TCP"),))
-    a.kube.endpoints("shop", "db", "db-abc", [("10.1.0.7", "db-0"), ("10.1.0.8", "db-1")],
-                     port=("sql", 5432))
-    a.kube.export("shop", "db")
+    shop(a, clusters2, web=("10.1.0.5",))
     with run_controller(args_for(a, b), tmp_path), \
             run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
         si = eventually(lambda: with_status(b.kube.serviceimport("shop", "web")), what="ServiceImport in B")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import SLICES, Cluster
+from controller_env import SLICES, Cluster, shop
 from helpers import REPO, run_server
 
 from mcsdns.controller.derived import derived_name
@@ -48,14 +48,7 @@ def sync(a: Cluster, b: Cluster) -> None:
 def healthy(clusters2: list[Cluster]) -> Iterator[tuple[Cluster, Cluster]]:
     """Member a (cluster ID east) exports web (ClusterSetIP) and db (headless) to b (west)."""
     a, b = clusters2
-    for cl in (a, b):
-        cl.kube.namespace("shop")
-    a.kube.service("shop", "web")
-    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None), ("10.1.0.6", None)])
-    a.kube.export("shop", "web")
-    a.kube.service("shop", "db", headless=True, ports=(("sql", 5432, "TCP"),))
-    a.kube.endpoints("shop", "db", "db-abc", [("10.1.0.7", "db-0"), ("10.1.0.8", "db-1")], port=("sql", 5432))
-    a.kube.export("shop", "db")
+    shop(a, clusters2)
     sync(a, b)
     yield a, b
 

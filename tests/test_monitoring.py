@@ -22,7 +22,7 @@ import dns.message
 import dns.query
 import dns.rcode
 import yaml
-from controller_env import Cluster, run_controller
+from controller_env import Cluster, run_controller, shop
 from helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
 
 MONITORING = REPO / "deploy" / "monitoring"
@@ -276,11 +276,7 @@ def wait_firing(prom: Prometheus, want: set[str], timeout: float = 40.0) -> None
 def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_series(
         clusters2: list[Cluster], tmp_path: Path) -> None:
     a, b = clusters2
-    for cl in (a, b):
-        cl.kube.namespace("shop")
-    a.kube.service("shop", "web")
-    a.kube.endpoints("shop", "web", "web-abc", [("10.1.0.5", None)])
-    a.kube.export("shop", "web")
+    shop(a, clusters2, web=("10.1.0.5",), db=False)
     # a ServiceImport mcsdns cannot use (no valid ClusterSetIP): skipped and counted
     a.kube.create(f"{a.kube.mcs}/namespaces/shop/serviceimports",
                   {"apiVersion": a.kube.mcs_api_version, "kind": "ServiceImport",
