@@ -55,10 +55,8 @@ from __future__ import annotations
 import base64
 import bisect
 import copy
-import ipaddress
 import itertools
 import json
-import re
 import socket
 import threading
 import time
@@ -72,7 +70,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-Obj = dict[str, Any]
+from kube_ipam import ClusterIPs
+from kube_select import field_matcher, json_patch, label_matcher, merge_patch
+from kube_status import HTTPError, Obj, status
 
 
 @dataclass(frozen=True)
@@ -105,233 +105,6 @@ RESOURCES = (
 Key = tuple[str, str, str, str]  # group, plural, namespace ("" if cluster-scoped), name
 Event = tuple[int, str, str, str, Obj]  # rv, group, plural, type, object
 Route = tuple[Resource, str, str | None, str | None, str | None, str]
-
-
-def status(code: int, reason: str, message: str = "") -> Obj:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message or reason, "reason": reason, "code": code}
-
-
-class HTTPError(Exception):
-    """An error answer, with the Status body kube-apiserver sends."""
-
-    def __init__(self, code: int, reason: str, message: str = "") -> None:
-        super().__init__(message or reason)
-        self.code, self.body = code, status(code, reason, message)
-
-
-# ---- selectors -------------------------------------------------------------------------------
-
-_SET_TERM = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
-
-
-def _split_terms(selector: str) -> list[str]:
-    terms, depth, cur = [], 0, ""
-    for ch in selector:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            terms.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    terms.append(cur)
-    return [t.strip() for t in terms if t.strip()]
-
-
-def label_matcher(selector: str) -> Callable[[dict[str, str]], bool]:
-    """A predicate for a Kubernetes label selector string."""
-    terms: list[tuple[str, str, frozenset[str]]] = []  # (op, key, values)
-    for term in _split_terms(selector):
-        m = _SET_TERM.match(term)
-        if m:
-            terms.append((m[2], m[1], frozenset(v.strip() for v in m[3].split(","))))
-        elif "!=" in term:
-            k, v = (s.strip() for s in term.split("!=", 1))
-            terms.append(("!=", k, frozenset({v})))
-        elif "=" in term:
-            k, v = (s.strip() for s in term.split("=", 1))
-            terms.append(("=", k, frozenset({v.lstrip("=").strip()})))
-        elif term.startswith("!"):
-            terms.append(("absent", term[1:].strip(), frozenset()))
-        else:
-            terms.append(("exists", term, frozenset()))
-
-    def one(lb: dict[str, str], op: str, k: str, vals: frozenset[str]) -> bool:
-        if op in ("in", "="):
-            return lb.get(k) in vals
-        if op in ("notin", "!="):
-            return lb.get(k) not in vals
-        return (k in lb) == (op == "exists")
-
-    return lambda labels: all(one(labels, *term) for term in terms)
-
-
-def field_matcher(selector: str) -> Callable[[Obj], bool]:
-    """A predicate for `metadata.name` / `metadata.namespace` field selectors."""
-    terms: list[tuple[str, str, bool]] = []  # (attribute, value, negated)
-    for term in _split_terms(selector):
-        neg = "!=" in term
-        f, v = (s.strip() for s in re.split(r"!=|==|=", term, maxsplit=1))
-        if f not in ("metadata.name", "metadata.namespace"):
-            raise HTTPError(400, "BadRequest", f"field label not supported: {f}")
-        terms.append((f.split(".")[1], v, neg))
-    return lambda o: all(((o["metadata"].get(a) or "") == v) != neg for a, v, neg in terms)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
-
-
-def json_patch(target: Obj, ops: list[Obj]) -> Obj:
-    """RFC 6902 JSON patch: add, replace, remove."""
-    doc = copy.deepcopy(target)
-    for op in ops:
-        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
-        parent: Any = doc
-        for p in parts[:-1]:
-            parent = parent[int(p)] if isinstance(parent, list) else parent[p]
-        last = parts[-1]
-        if isinstance(parent, list):
-            idx = len(parent) if last == "-" else int(last)
-            if op["op"] == "add":
-                parent.insert(idx, op["value"])
-            elif op["op"] == "replace":
-                parent[idx] = op["value"]
-            elif op["op"] == "remove":
-                del parent[idx]
-        elif op["op"] in ("add", "replace"):
-            parent[last] = op["value"]
-        elif op["op"] == "remove":
-            del parent[last]
-        else:
-            raise HTTPError(422, "Invalid", f"unsupported patch op {op['op']}")
-    return doc
-
-
-# ---- Service ClusterIPs -----------------------------------------------------------------------
-
-FAMILY = {4: "IPv4", 6: "IPv6"}
-
-
-class ClusterIPs:
-    """ClusterIP allocation as kube-apiserver does it: from the service CIDRs (the first is the
-    primary family), per `ipFamilyPolicy`/`ipFamilies`; requested addresses must be in range and
-    free; `clusterIP`/`clusterIPs` are immutable (an update without them keeps the old ones);
-    headless (`None`) and ExternalName Services get none. The first address of a range is
-    reserved (the `kubernetes` Service's)."""
-
-    def __init__(self, cidrs: Iterable[str]) -> None:
-        self.nets = [ipaddress.ip_network(c) for c in cidrs]
-        self.families = [FAMILY[n.version] for n in self.nets]
-        self.used: dict[str, str] = {}  # address -> "namespace/name"
-        self.cursor: dict[str, int] = {}  # family -> next offset to try
-
-    def _net(self, family: str) -> Any:
-        return self.nets[self.families.index(family)]
-
-    def _allocate(self, family: str, owner: str) -> str:
-        net = self._net(family)
-        size = min(net.num_addresses, 1 << 20)
-        start = self.cursor.get(family, 1)
-        for i in range(size):
-            off = (start + i - 1) % (size - 2) + 1  # skip the network address
-            if off == 1 and net.num_addresses > 4:
-                continue  # reserved
-            ip = str(net[off])
-            if ip not in self.used:
-                self.used[ip] = owner
-                self.cursor[family] = off + 1
-                return ip
-        raise HTTPError(500, "InternalError", f"range is full: no {family} ClusterIP left")
-
-    def release(self, svc: Obj) -> None:
-        for ip in (svc.get("spec") or {}).get("clusterIPs") or []:
-            self.used.pop(ip, None)
-
-    def assign(self, svc: Obj, cur: Obj | None, owner: str) -> None:  # noqa: C901 - kube-apiserver's ClusterIP rules, one branch each
-        """Default and allocate `svc`'s ClusterIPs in place (raises HTTPError 422)."""
-        spec = svc.setdefault("spec", {})
-        old = (cur or {}).get("spec") or {}
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        for p in spec.get("ports") or []:
-            if isinstance(p, dict):
-                p.setdefault("protocol", "TCP")
-                if spec["type"] != "ExternalName":
-                    p.setdefault("targetPort", p.get("port"))
-        if spec["type"] == "ExternalName":
-            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
-                spec.pop(f, None)
-            if cur is not None:
-                self.release(cur)
-            return
-        if old.get("clusterIPs"):  # immutable once set
-            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
-                spec.setdefault(f, copy.deepcopy(old.get(f)))
-            if spec.get("clusterIPs") != old["clusterIPs"] or spec.get("clusterIP") != old["clusterIPs"][0]:
-                raise HTTPError(422, "Invalid", f'Service "{owner}" is invalid: spec.clusterIPs[0]: '
-                                "Invalid value: field is immutable")
-            return
-        want = list(spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else []))
-        if spec.get("clusterIP") and want and want[0] != spec["clusterIP"]:
-            raise HTTPError(422, "Invalid", "spec.clusterIPs[0]: must match spec.clusterIP")
-        policy = spec.get("ipFamilyPolicy") or "SingleStack"
-        if policy not in ("SingleStack", "PreferDualStack", "RequireDualStack"):
-            raise HTTPError(422, "Invalid", f"spec.ipFamilyPolicy: Unsupported value: {policy!r}")
-        fams = list(spec.get("ipFamilies") or [])
-        if not fams and want and want != ["None"]:
-            fams = [FAMILY[ipaddress.ip_address(ip).version] for ip in want]
-        for f in fams:
-            if f not in ("IPv4", "IPv6") or fams.count(f) > 1:
-                raise HTTPError(422, "Invalid", f"spec.ipFamilies: Invalid value: {fams}")
-        if policy == "SingleStack" and len(fams) > 1:
-            raise HTTPError(422, "Invalid", "spec.ipFamilies: may contain one family for SingleStack")
-        if policy == "RequireDualStack" and len(self.families) < 2:
-            raise HTTPError(422, "Invalid", "spec.ipFamilyPolicy: this cluster is not dual-stack")
-        fams = fams or self.families[:1]
-        if fams[0] not in self.families or (policy == "RequireDualStack" and fams[1:] and
-                                            fams[1] not in self.families):
-            raise HTTPError(422, "Invalid", f"spec.ipFamilies: {fams} not configured on this cluster")
-        if policy != "SingleStack":
-            fams = [f for f in fams if f in self.families]
-            fams += [f for f in self.families if f not in fams][:2 - len(fams)]
-        spec["ipFamilyPolicy"], spec["ipFamilies"] = policy, fams[:2]
-        if want == ["None"]:
-            spec["clusterIP"], spec["clusterIPs"] = "None", ["None"]
-            return
-        ips = []
-        try:
-            for i, fam in enumerate(spec["ipFamilies"]):
-                if i < len(want):
-                    ip = want[i]
-                    a = ipaddress.ip_address(ip)
-                    if FAMILY[a.version] != fam or a not in self._net(fam):
-                        raise HTTPError(422, "Invalid", f"spec.clusterIPs[{i}]: Invalid value: {ip!r}: "
-                                        "provided IP is not in the valid range")
-                    if ip in self.used:
-                        raise HTTPError(422, "Invalid", f"spec.clusterIPs[{i}]: Invalid value: {ip!r}: "
-                                        "provided IP is already allocated")
-                    self.used[ip] = owner
-                else:
-                    ip = self._allocate(fam, owner)
-                ips.append(ip)
-        except (HTTPError, ValueError) as e:
-            for ip in ips:
-                self.used.pop(ip, None)
-            if isinstance(e, HTTPError):
-                raise
-            raise HTTPError(422, "Invalid", f"spec.clusterIPs: {e}") from e
-        spec["clusterIP"], spec["clusterIPs"] = ips[0], ips
 
 
 # ---- the server ------------------------------------------------------------------------------
