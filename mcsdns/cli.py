@@ -17,6 +17,7 @@ from .locality import ORDER, POLICIES, Locality
 from .ops.logs import setup_logging
 from .ops.process import version_text
 from .server.tcp import TCPLimits
+from .server.udp import io_description
 from .sources.files import MAX_BYTES
 
 
@@ -49,12 +50,12 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
                           "is ready (as kube-proxy does; the spec says NXDOMAIN)")
     s.add_argument("--log-level", type=flags.log_level, default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text")
-    s.add_argument("--version", action="version", version=version_text())
+    s.add_argument("--version", action="version", version=version_text(io_description()))
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = flags.Parser(prog="mcsdns", description=__doc__)
-    p.add_argument("--version", action="version", version=version_text(),
+    p.add_argument("--version", action="version", version=version_text(io_description()),
                    help="print the version and the UDP I/O in use, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve the clusterset.local zone")

@@ -19,6 +19,7 @@ from ..objects import valid_cluster_id
 from ..ops.http import HTTPEndpoints, serve_http
 from ..ops.logs import setup_logging
 from ..ops.process import version_text
+from ..server.udp import io_description
 from .clusters import ConfigError, Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager
@@ -65,7 +66,7 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--once", action="store_true", help="sync every service once, then exit")
     c.add_argument("--log-level", type=flags.log_level, default="INFO")
     c.add_argument("--log-format", choices=("text", "json"), default="text")
-    c.add_argument("--version", action="version", version=version_text())
+    c.add_argument("--version", action="version", version=version_text(io_description()))
     c.set_defaults(func=main)
 
 

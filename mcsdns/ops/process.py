@@ -34,15 +34,9 @@ def _boot_time() -> float:
     raise OSError("no btime in /proc/stat")
 
 
-def version_text(prog: str = "mcsdns") -> str:
-    """`mcsdns 0.1.0 (UDP: ...)`: the version and whether the batched UDP extension is in use."""
-    if os.environ.get("MCSDNS_BATCHIO", "1") == "0":
-        udp = "plain; extension disabled by MCSDNS_BATCHIO=0"
-    else:
-        from ..server.udp import batch_module
-
-        udp = "recvmmsg/sendmmsg extension" if batch_module() is not None else "plain; extension not built"
-    return f"{prog} {__version__} (UDP: {udp})"
+def version_text(udp_io: str, prog: str = "mcsdns") -> str:
+    """`mcsdns 0.1.0 (UDP: ...)`: the version and how UDP is read and written (`udp_io`)."""
+    return f"{prog} {__version__} (UDP: {udp_io})"
 
 
 def publish(put: Put) -> None:

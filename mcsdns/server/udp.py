@@ -82,6 +82,13 @@ def batch_module() -> ModuleType | None:
     return _batchio
 
 
+def io_description() -> str:
+    """How UDP is read and written here, for --version."""
+    if os.environ.get("MCSDNS_BATCHIO", "1") == "0":
+        return "plain; extension disabled by MCSDNS_BATCHIO=0"
+    return "recvmmsg/sendmmsg extension" if batch_module() is not None else "plain; extension not built"
+
+
 def _error(data: bytes, exc: BaseException) -> None:
     log.error("error answering %d-byte query", len(data), exc_info=exc)
 
