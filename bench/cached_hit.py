@@ -43,12 +43,12 @@ def main() -> int:
     q = dns.message.make_query(a.name, a.rdtype)
     q.flags = 0
     wire = q.to_wire()
-    table = h.canned[False]
+    table = h.cache.tables[False]
 
     def burst() -> int:
         for _ in range(64):
             cli.send(wire)
-        n, _, _ = _batchio.serve(srv.fileno(), h.respond, print, table, h.serial)
+        n, _, _ = _batchio.serve(srv.fileno(), h.respond, print, table, h.cache.serial)
         for _ in range(n):
             cli.recv(65536)
         return int(n)

@@ -54,7 +54,7 @@ async def measure(a: argparse.Namespace) -> None:
     while not app.synced():  # answer from the data, not SERVFAIL
         await asyncio.sleep(0.01)
     app.zone.set_loaded()
-    respond, cache = app.handler.respond, app.handler.canned[False]
+    respond, cache = app.handler.respond, app.handler.cache.tables[False]
     qs = queries(data / "queries" / f"{a.mix}.txt", 1000)
     srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     srv.bind(("127.0.0.1", 0))
@@ -96,7 +96,7 @@ async def measure(a: argparse.Namespace) -> None:
                     cli.sendto(qs[k % len(qs)], addr)
                     k += 1
                 t0 = clock()
-                n, elapsed, _ = _batchio.serve(fd, respond, _error, cache, app.handler.serial)
+                n, elapsed, _ = _batchio.serve(fd, respond, _error, cache, app.handler.cache.serial)
                 if timed:
                     timer.observe(elapsed, n)
                 spent += clock() - t0

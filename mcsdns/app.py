@@ -1,4 +1,4 @@
-"""Wiring: sources -> store -> zone -> handler -> listeners."""
+"""Wiring: sources -> store -> zone (through the publisher) -> response cache -> handler -> listeners."""
 
 from __future__ import annotations
 
@@ -15,26 +15,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import state, tsig
+from .data import state
+from .data.store import ServiceKey, Store
+from .dns import tsig
 from .flags import ConfigError, http_addrs, os_reason, show_addr
-from .handler import CACHE_BYTES, Handler
-from .journal import Versions
-from .locality import OFF, Locality
-from .notify import Notifier
 from .ops import process
 from .ops.http import HTTPEndpoints, serve_http
 from .ops.metrics import render
 from .ops.stats import Put, Snapshot, Stats, define
-from .records import service_records
-from .serial import SerialClock
 from .server import stop_tcp_intake, stop_udp_intake
+from .server.cache import CACHE_BYTES, ResponseCache
+from .server.handler import Handler
+from .server.notify import Notifier
+from .server.publisher import ZonePublisher
+from .server.statekeeper import StateKeeper
 from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
+from .server.xfr import Transfers
 from .sources import Source
-from .statekeeper import StateKeeper
-from .store import ServiceKey, Store
-from .xfr import Transfers
-from .zone import Zone
+from .zone.journal import Versions
+from .zone.locality import OFF, Locality
+from .zone.records import Names, service_records
+from .zone.serial import SerialClock
+from .zone.zone import Zone
 
 log = logging.getLogger("mcsdns")
 
@@ -95,14 +98,16 @@ class App:
         self.cfg = cfg
         self.store = Store()
         self.zone = Zone(cfg.zone, cfg.ttl, cfg.serial)
-        self.handler = Handler(self.zone, cfg.cache_mib << 20)
+        self.cache = ResponseCache(self.zone, cfg.cache_mib << 20)
+        self.handler = Handler(self.cache)
         self.sources: list[Source] = []
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
         self.tcp_state.log_queries = cfg.log_queries
         # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
-        self.versions = Versions(self.zone, SerialClock(cfg.serial_path()), self.ready)
+        self.versions = Versions(self.zone, SerialClock(cfg.serial_path()))
+        self.publisher = ZonePublisher(self.zone, self.versions, self.cache, cfg.serial_path())
         self.handler.tsig_keys.update((k.name, k) for k in cfg.tsig_keys)
         self.transfers = Transfers(self.zone, self.versions, cfg.allow_transfer, cfg.tsig_keys)
         self.tcp_state.stream = self.transfers.stream
@@ -110,7 +115,7 @@ class App:
         if cfg.notify:
             self.notifier = Notifier(self.zone.origin, cfg.ttl, cfg.notify, next(iter(cfg.tsig_keys), None))
             notifier = self.notifier
-            self.versions.on_serial.append(lambda serial, _new: notifier.update(serial))
+            self.publisher.on_serial.append(lambda serial, _new: notifier.update(serial))
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
         self._http: list[asyncio.AbstractServer] = []
         self.stopping = asyncio.Event()  # first SIGTERM/SIGINT
@@ -129,9 +134,9 @@ class App:
                         "(the files are the state of the objects)")
         self.udp_timer = RequestTimer()
         self.stats = Stats()
-        for publish in (self.handler.publish, self.udp_timer.publish, self.tcp_state.publish,
-                        self.store.publish, self.zone.publish, self.publish, self.versions.publish,
-                        self.transfers.publish, process.publish):
+        for publish in (self.cache.publish, self.handler.publish, self.udp_timer.publish,
+                        self.tcp_state.publish, self.store.publish, self.zone.publish, self.publish,
+                        self.versions.publish, self.transfers.publish, process.publish):
             self.stats.register(publish)
         if self.keeper is not None:
             self.stats.register(self.keeper.publish)
@@ -154,11 +159,11 @@ class App:
         if loc != self._built_with:  # the cluster ID arrived or changed: rebuild everything
             self._built_with = loc
             keys = set(keys) | set(self.store.imports) | set(self.zone.svc_names)
-        for key in keys:
-            si, slices = self.store.service(key)
-            names = service_records(si, slices, self.zone.origin, loc) if si else {}
-            self.zone.set_service(key, names)
-        self.versions.commit()
+        self.publisher.apply((key, self._records(key, loc)) for key in keys)
+
+    def _records(self, key: ServiceKey, loc: Locality) -> Names:
+        si, slices = self.store.service(key)
+        return service_records(si, slices, self.zone.origin, loc) if si else {}
 
     def synced(self) -> bool:
         """Every source has applied its first full view."""
@@ -206,7 +211,7 @@ class App:
             self._tasks.append(loop.create_task(self.keeper.writer()))
         if self.notifier is not None:
             self.notifier.start()
-        self._tasks.append(loop.create_task(self._keep_serial()))
+        self.publisher.watch(loop)
 
     def prepare_sources(self, serving: bool = True) -> None:
         """Make the sources (`serving`: as make_sources) and load their client configuration,
@@ -266,25 +271,15 @@ class App:
                 sock.close()
             raise
         for (host, port, udp), (_, _, tcp) in zip(bound[::2], bound[1::2], strict=True):
-            cache, serial = self.handler.canned[False], self.handler.serial
             self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
-            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, cache, serial,
-                                                   self.cfg.log_queries))
+            table = self.cache.tables[False]
+            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, table,
+                                                   self.cache.serial, self.cfg.log_queries))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             udp_io = "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto"
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port, udp_io, self.cfg.zone,
                      extra={"event": "listening", "address": host, "port": port, "udp_io": udp_io,
                             "zone": self.cfg.zone})
-
-    async def _keep_serial(self) -> None:
-        """Give the zone its serial once loaded, and adopt a serial that another worker
-        allocated for the same content (see mcsdns.serial)."""
-        while True:
-            await asyncio.sleep(0.05 if not self.versions.established else 0.5)
-            try:
-                self.versions.commit()
-            except Exception:
-                log.exception("serial update failed")
 
     async def _bind_when_loaded(self) -> None:
         """A restarted worker takes no share of the queries before its zone is loaded."""
@@ -292,9 +287,8 @@ class App:
         await self._bind()
 
     def _set_loaded(self) -> None:
-        self.zone.set_loaded()
+        self.publisher.load()  # the loaded content gets its serial now
         self._loaded.set()
-        self.versions.commit()  # the loaded content gets its serial now
 
     async def _until_synced(self) -> None:
         """At the first full sync: replace restored state, start answering from the data,
@@ -363,6 +357,7 @@ class App:
             await self.notifier.stop()
         for h in self._http:
             h.close()
+        self.publisher.close(loop)
 
 
 def tell(source: object, what: str) -> str:

@@ -8,17 +8,18 @@ import logging
 import os
 import sys
 
-from . import flags, tsig
+from . import flags
 from .app import App, Config, run, run_loop, tell
 from .controller.cli import add_parser as add_controller
 from .diagnose.cli import add_parser as add_diagnose
-from .handler import CACHE_BYTES
-from .locality import ORDER, POLICIES, Locality
+from .dns import tsig
 from .ops.logs import setup_logging
 from .ops.process import version_text
+from .server.cache import CACHE_BYTES
 from .server.tcp import TCPLimits
 from .server.udp import io_description
 from .sources.files import MAX_BYTES
+from .zone.locality import ORDER, POLICIES, Locality
 
 
 def _add_source_args(s: argparse.ArgumentParser) -> None:
@@ -139,7 +140,7 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 async def print_records(cfg: Config, timeout: float) -> int:
-    from .zonefile import zone_text
+    from .zone.zonefile import zone_text
 
     app = App(cfg)
 

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from .objects import is_dns_label, valid_cluster_id
-from .wire import encode_name
+from .data.objects import is_dns_label, valid_cluster_id
+from .dns.names import encode_name
 
 EXIT_CONFIG = 2
 MAX_TTL = (1 << 31) - 1  # RFC 2181 section 8

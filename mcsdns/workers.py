@@ -28,12 +28,12 @@ import tempfile
 from multiprocessing.process import BaseProcess
 
 from .app import HANDOFF, Config, run, run_loop, serve_endpoints
+from .dns.names import encode_name
 from .flags import EXIT_CONFIG, ConfigError
-from .notify import Notifier
 from .ops import process
 from .ops.stats import Snapshot, Stats
-from .serial import serial_lt
-from .wire import encode_name
+from .server.notify import Notifier
+from .zone.serial import serial_lt
 
 log = logging.getLogger("mcsdns.workers")
 

@@ -161,7 +161,7 @@ def main() -> int:
 
     with atheris.instrument_imports(include=["mcsdns"]):
         import mcsdns.app  # noqa: F401  (every module of the packet path, instrumented)
-        from mcsdns import tsig
+        from mcsdns.dns import tsig
         from mcsdns.server import _batchio
     from helpers import drain, example_handlers
 
@@ -176,7 +176,7 @@ def main() -> int:
     server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.setblocking(False)
     client.setblocking(False)
-    table, serial, fd = hc.canned[False], hc.serial, server.fileno()
+    table, serial, fd = hc.cache.tables[False], hc.cache.serial, server.fileno()
 
     def reraise(data: bytes, exc: BaseException) -> None:
         raise exc

@@ -20,7 +20,7 @@ import dns.query
 import dns.rdatatype
 
 from mcsdns.app import App, Config
-from mcsdns.handler import Handler
+from mcsdns.server.handler import Handler
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcsdns.wire import Drop, FormErr, parse_query  # noqa: E402
+from mcsdns.dns.errors import Drop, FormErr  # noqa: E402
+from mcsdns.dns.message import parse_query  # noqa: E402
 from robustness.fuzz import in_process, over_socket  # noqa: E402
 from robustness.packets import query  # noqa: E402
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcsdns.app import App, Config
-from mcsdns.store import ENDPOINT_SLICE, SERVICE_IMPORT
-from mcsdns.wire import decode_name
+from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT
+from mcsdns.dns.names import decode_name
 
 ZONE = "clusterset.local."
 STATIC = {ZONE, "dns-version." + ZONE, "svc." + ZONE, "dns." + ZONE, "ns.dns." + ZONE}

@@ -21,7 +21,7 @@ import dns.rcode
 import pytest
 from helpers import EXAMPLE, Server, drain, example_app, run_server
 
-from mcsdns.handler import Handler
+from mcsdns.server.handler import Handler
 
 SVC = "web.shop.svc.clusterset.local."
 NX = "nope.shop.svc.clusterset.local."
@@ -192,8 +192,8 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
                 q.id = 100 * rnd + i
                 client.sendto(q.to_wire(), server.getsockname())
             time.sleep(0.05)
-            n, _, unsent = batchio.serve(server.fileno(), respond, print, handler.canned[False],
-                                         handler.serial)
+            n, _, unsent = batchio.serve(server.fileno(), respond, print, handler.cache.tables[False],
+                                         handler.cache.serial)
             assert (n, unsent) == (len(asks), None)
             got = sorted((dns.message.from_wire(client.recv(4096)) for _ in asks), key=lambda m: m.id)
             assert [m.id for m in got] == [100 * rnd + i for i in range(len(asks))]
@@ -212,15 +212,15 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
     for i in (4, 5):  # the headless answer rotates through its endpoints, hit after hit
         orders = [tuple(rd.to_text() for rr in got[i].answer for rd in rr) for got in rounds]
         assert len(set(orders)) > 1 and len({frozenset(o) for o in orders}) == 1
-    counts = handler.counts(False)
+    counts = handler.cache.responses(False)
     assert sum(counts.values()) == 4 * len(asks)  # hits in C count like any other response
-    assert handler.cache_hits() == 3 * len(asks)
+    assert handler.cache.hits() == 3 * len(asks)
 
 
 def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
     pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.handler import Canned
     from mcsdns.server import _batchio as batchio
+    from mcsdns.server.cache import Canned
 
     table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, (1, 0), 70_002),
                                   b"-odd": "not a Canned", b"-ok": Canned(b"cached", (1, 0), 8)}
@@ -237,15 +237,15 @@ def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
 
 
 def test_response_cache_works_without_the_extension() -> None:
-    # where _batchio is not built, handler.Canned gets its fields from mcsdns._canned
+    # where _batchio is not built, cache.Canned gets its fields from mcsdns.server._canned
     code = """
 import sys
 sys.modules["mcsdns.server._batchio"] = None  # as if it were not built
 sys.path.insert(0, "tests")
 import dns.message
-from mcsdns import handler
+from mcsdns.server import cache
 from test_udp import _example_handler
-assert handler.Canned.__mro__[1].__module__ == "mcsdns._canned"
+assert cache.Canned.__mro__[1].__module__ == "mcsdns.server._canned"
 h = _example_handler()
 orders = set()
 for i in range(4):
@@ -254,7 +254,7 @@ for i in range(4):
     r = dns.message.from_wire(h.respond(q.to_wire(), False))
     assert r.id == i and r.answer
     orders.add(tuple(rd.to_text() for rr in r.answer for rd in rr))
-assert len(orders) > 1 and h.cache_hits() == 3 and sum(h.counts(False).values()) == 4
+assert len(orders) > 1 and h.cache.hits() == 3 and sum(h.cache.responses(False).values()) == 4
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
@@ -282,7 +282,8 @@ def test_a_zone_change_keeps_other_cached_answers_and_negatives_get_the_new_seri
             q.id = i
             client.sendto(q.to_wire(), server.getsockname())
         time.sleep(0.05)
-        n, _, _ = batchio.serve(server.fileno(), respond, print, handler.canned[False], handler.serial)
+        cache = handler.cache
+        n, _, _ = batchio.serve(server.fileno(), respond, print, cache.tables[False], cache.serial)
         assert n == len(asks)
         return sorted((dns.message.from_wire(client.recv(4096)) for _ in asks), key=lambda m: m.id)
 

@@ -418,19 +418,21 @@ def test_mutated_transfer_and_tsig_queries_never_raise(i: int, flips: list[tuple
 
 
 def _xfr_stack() -> tuple[object, object, object]:
-    from mcsdns.handler import Handler
-    from mcsdns.journal import Versions
-    from mcsdns.serial import SerialClock
-    from mcsdns.tsig import parse_key
-    from mcsdns.xfr import Transfers
-    from mcsdns.zone import Zone
+    from mcsdns.dns.tsig import parse_key
+    from mcsdns.server.cache import ResponseCache
+    from mcsdns.server.handler import Handler
+    from mcsdns.server.publisher import ZonePublisher
+    from mcsdns.server.xfr import Transfers
+    from mcsdns.zone.journal import Versions
+    from mcsdns.zone.serial import SerialClock
+    from mcsdns.zone.zone import Zone
 
     zone = Zone()
-    zone.set_loaded()
-    versions = Versions(zone, SerialClock(None), lambda: True)
-    versions.commit()
+    versions = Versions(zone, SerialClock(None))
+    cache = ResponseCache(zone)
+    ZonePublisher(zone, versions, cache).load()
     key = parse_key(KEY)
-    handler = Handler(zone)
+    handler = Handler(cache)
     handler.tsig_keys[key.name] = key
     return zone, handler, Transfers(zone, versions, ["127.0.0.0/8"], [key])
 
@@ -441,7 +443,7 @@ _XFR_STACK: tuple = _xfr_stack()  # type: ignore[type-arg]
 def test_concurrent_transfers_are_capped(mdir: Path, tmp_path: Path) -> None:
     """Ten stalled readers hold ten transfers; the eleventh is REFUSED, and once they
     are gone a transfer is served again (as BIND's transfers-out)."""
-    from mcsdns.xfr import MAX_ACTIVE
+    from mcsdns.server.xfr import MAX_ACTIVE
 
     for k in range(4):  # several MB: more than the socket buffers of a stalled reader hold
         (mdir / f"big{k}.json").write_text(json.dumps(_headless_list(f"h{k}", 10000)))

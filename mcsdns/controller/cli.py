@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any
 
 from .. import flags
-from ..objects import valid_cluster_id
+from ..data.objects import valid_cluster_id
 from ..ops.http import HTTPEndpoints, serve_http
 from ..ops.logs import setup_logging
 from ..ops.process import version_text

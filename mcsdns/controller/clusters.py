@@ -12,10 +12,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ..data.objects import valid_cluster_id
 from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import VERBS, Request, RequestError
 from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP, PREFERRED
-from ..objects import valid_cluster_id
 
 log = logging.getLogger("mcsdns.controller")
 

@@ -9,9 +9,9 @@ from typing import Any
 from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from ..controller.exports import is_ours, labels
 from ..controller.informers import slice_index
+from ..data.objects import valid_cluster_id
 from ..kube.keys import Key
 from ..kube.names import SOURCE_CLUSTER_LABEL
-from ..objects import valid_cluster_id
 from .collect import Snapshot
 
 Obj = dict[str, Any]

@@ -11,9 +11,9 @@ from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
 from .. import flags
 from ..controller.clusters import ConfigError, Member
+from ..data.objects import is_dns_label
 from ..kube.keys import Key
 from ..kube.permissions import CONTROLLER, SERVER
-from ..objects import is_dns_label
 from . import checks, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..wire import QTYPE_LABELS, RCODE_NAMES, decode_name
+from ..dns.names import decode_name
+from ..dns.types import QTYPE_LABELS, RCODE_NAMES
 
 log = logging.getLogger("mcsdns.query")
 

@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterator
 from time import perf_counter_ns
 from typing import Any, cast
 
+from ..dns.answer import MAX_TCP
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define
-from ..wire import MAX_TCP
 from . import bound_socket
 from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
 

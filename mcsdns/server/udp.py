@@ -28,10 +28,10 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import cast
 
-from ..handler import Canned
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define, put_histogram
 from . import bound_socket
+from .cache import Table
 
 log = logging.getLogger("mcsdns.udp")
 
@@ -158,7 +158,7 @@ class BatchedUDP:
     no query is read meanwhile."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                 timer: RequestTimer, batchio: ModuleType, cache: dict[bytes, Canned] | None = None,
+                 timer: RequestTimer, batchio: ModuleType, cache: Table | None = None,
                  serial: bytearray | None = None) -> None:
         self.loop, self.sock, self.respond, self.timer, self.io = loop, sock, respond, timer, batchio
         self.cache = cache  # query after its ID -> Canned: answered in C without calling respond
@@ -202,13 +202,13 @@ def bind_udp(host: str, port: int, reuse_port: bool) -> socket.socket:
 
 
 async def serve_udp(loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                    timer: RequestTimer, cache: dict[bytes, Canned] | None = None,
+                    timer: RequestTimer, cache: Table | None = None,
                     serial: bytearray | None = None,
                     log_queries: bool = False) -> asyncio.DatagramTransport | BatchedUDP:
     """Answer queries on `sock`, batched when the extension is available and
     queries are not logged. `cache` is the dict `respond` keeps its UDP
-    responses in (Handler.canned[False]), `serial` the SOA serial it writes
-    into negative answers (Handler.serial)."""
+    responses in (ResponseCache.tables[False]), `serial` the SOA serial it writes
+    into negative answers (ResponseCache.serial)."""
     batchio = None if log_queries else batch_module()
     timer.batched = batchio is not None
     if batchio is not None:

@@ -34,12 +34,12 @@ from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import Node
 from yaml.resolver import Resolver
 
-from ..fileio import Refused, read_bounded
+from ..data.store import KINDS, Store
 from ..flags import os_reason
+from ..ops.fileio import Refused, read_bounded
+from ..ops.inotify import dir_watch
 from ..ops.stats import Put
-from ..store import KINDS, Store
 from . import publish_source
-from .inotify import dir_watch
 
 log = logging.getLogger("mcsdns.files")
 
@@ -142,6 +142,10 @@ def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
             docs = []
             while loader.check_data():  # type: ignore[no-untyped-call]
                 docs.append(loader.get_data())
+        except yaml.YAMLError as e:  # libyaml >= 0.2.6 has its own flow nesting limit
+            if "maximum nesting depth" in str(getattr(e, "problem", "")):
+                raise Refused("too_deep", "YAML nested deeper than libyaml allows") from None
+            raise
         finally:
             loader.dispose()
     out: list[dict[str, Any]] = []

@@ -1,15 +1,18 @@
 """Linux inotify through ctypes: a non-blocking fd that becomes readable when a file
 in watched directories is closed after writing, moved, created, deleted or changes
-attributes. Used to wake the manifest poller at once; polling stays the fallback."""
+attributes. Wakes the manifest poller at once (polling stays the fallback), and a
+worker when another one allocated a serial."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
+import struct
 
 IN_ATTRIB, IN_CLOSE_WRITE = 0x004, 0x008
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x040, 0x080, 0x100, 0x200
+_EVENT = struct.Struct("iIII")  # struct inotify_event before its name
 MASK = IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
 
 
@@ -39,6 +42,23 @@ class DirWatch:
                 got = True
             except BlockingIOError:
                 return got
+
+    def changed_names(self) -> set[str]:
+        """Read pending events; the names of the files they are about."""
+        names: set[str] = set()
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return names
+            if not buf:
+                return names
+            i = 0
+            while i + _EVENT.size <= len(buf):
+                _wd, _mask, _cookie, n = _EVENT.unpack_from(buf, i)
+                i += _EVENT.size
+                names.add(os.fsdecode(buf[i:i + n].rstrip(b"\0")))
+                i += n
 
     def close(self) -> None:
         os.close(self.fd)

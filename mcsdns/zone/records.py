@@ -13,9 +13,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
+from ..dns.names import prefix
+from ..dns.rdata import SRV
+from ..dns.types import RRType
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from .objects import Endpoint, EndpointSlice, Port, ServiceImport
-from .wire import AAAA, SRV, A, srv_rdata
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,24 +34,16 @@ class RRset:
 Names = dict[bytes, dict[int, RRset]]
 
 
-def _prefix(labels: Iterable[str], base: bytes) -> bytes:
-    out = b""
-    for lab in labels:
-        b = lab.encode("ascii")
-        out += bytes((len(b),)) + b
-    return out + base
-
-
 def _address_rrsets(addrs: Iterable[bytes]) -> dict[int, RRset]:
     """A and/or AAAA RRsets of distinct addresses, in order."""
     unique = dict.fromkeys(addrs)
     v4 = tuple(a for a in unique if len(a) == 4)
     v6 = tuple(a for a in unique if len(a) == 16)
-    out = {}
+    out: dict[int, RRset] = {}
     if v4:
-        out[A] = RRset(A, v4)
+        out[RRType.A] = RRset(RRType.A, v4)
     if v6:
-        out[AAAA] = RRset(AAAA, v6)
+        out[RRType.AAAA] = RRset(RRType.AAAA, v6)
     return out
 
 
@@ -66,7 +60,7 @@ def _srv_names(svc_name: bytes, ports: Iterable[Port]) -> dict[tuple[str, str], 
     out = {}
     for p in ports:
         if p.name:
-            out[(p.name, p.protocol)] = _prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
+            out[(p.name, p.protocol)] = prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
     return out
 
 
@@ -85,7 +79,7 @@ def _run_lengths(values: list[int]) -> list[int]:
 def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
                     loc: Locality = OFF) -> Names:
     """All names and RRsets for one service; empty if the service has no name."""
-    svc_name = _prefix((si.name, si.namespace, "svc"), zone)
+    svc_name = prefix((si.name, si.namespace, "svc"), zone)
     if si.headless:
         return _headless(svc_name, slices, loc)
     return _clusterset_ip(svc_name, si)
@@ -99,12 +93,12 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     srvs: list[bytes] = []
     for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
         port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
-        rd = srv_rdata(0, 100, port, svc_name)
-        names[owner] = {SRV: RRset(SRV, (rd,), extra)}
+        rd = SRV(0, 100, port, svc_name).wire()
+        names[owner] = {RRType.SRV: RRset(RRType.SRV, (rd,), extra)}
         names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
         srvs.append(rd)
     if srvs:  # 42/TCP and 42/UDP give the same SRV at the bare name: once
-        node[SRV] = RRset(SRV, tuple(dict.fromkeys(srvs)), extra)
+        node[RRType.SRV] = RRset(RRType.SRV, tuple(dict.fromkeys(srvs)), extra)
     names[svc_name] = node
     return names
 
@@ -135,9 +129,9 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
         if host is None:
             cn = cluster_names.get(sl.cluster)
             if cn is None:
-                cn = cluster_names[sl.cluster] = _prefix(sl.cluster.split("."), svc_name)
+                cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
                 names[cn] = {}  # <clusterid>.<svc>: never has records
-            host = host_of[key] = _prefix((ep.hostname,), cn)
+            host = host_of[key] = prefix((ep.hostname,), cn)
             hosts[host] = []
             host_tier[host] = loc.tier(sl.cluster)
         lst = hosts[host]
@@ -146,11 +140,11 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
         names[host] = _address_rrsets(addrs)
     # The service name: addresses by family in tier order, grouped by tier for rotation.
     node: dict[int, RRset] = {}
-    tiered: dict[int, dict[bytes, int]] = {A: {}, AAAA: {}}
+    tiered: dict[int, dict[bytes, int]] = {RRType.A: {}, RRType.AAAA: {}}
     for sl, ep in service_eps:
         tier = loc.tier(sl.cluster)
         for a in ep.addresses:
-            tiered[A if len(a) == 4 else AAAA].setdefault(a, tier)
+            tiered[RRType.A if len(a) == 4 else RRType.AAAA].setdefault(a, tier)
     for family, by_addr in tiered.items():
         if by_addr:
             groups = tuple(_run_lengths(list(by_addr.values())))
@@ -169,15 +163,15 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     for key, owner in srv_owners.items():
         targets = port_targets[key]
         per_tier = Counter(targets.values())
-        rds = tuple(srv_rdata(tier, max(1, 100 // per_tier[tier]), port, host)
+        rds = tuple(SRV(tier, max(1, 100 // per_tier[tier]), port, host).wire()
                     for (port, host), tier in targets.items())
         seen = dict.fromkeys(host for _, host in targets)
         extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)
-        names[owner] = {SRV: RRset(SRV, rds, extra)}
+        names[owner] = {RRType.SRV: RRset(RRType.SRV, rds, extra)}
         names.setdefault(owner[owner[0] + 1:], {})
         all_srv.update(dict.fromkeys(rds))
         all_extra.update(dict.fromkeys(extra))
     if all_srv:
-        node[SRV] = RRset(SRV, tuple(all_srv), tuple(all_extra))
+        node[RRType.SRV] = RRset(RRType.SRV, tuple(all_srv), tuple(all_extra))
     names[svc_name] = node
     return names

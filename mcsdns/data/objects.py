@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 # Endpoint hostnames and system-assigned labels may start or end with '-'

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import fileio
-from .kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..ops import fileio
 from .objects import EndpointSlice, Port, ServiceImport
 
 OBJECTS_FILE = "objects.json"

@@ -1,10 +1,11 @@
 """Zone versions: a content digest, the SOA serial per version, and a bounded
 journal of per-version differences for IXFR (RFC 1995).
 
-`Versions.commit()` runs after every applied batch of service changes (and
-on a timer, to adopt a serial another worker allocated for the same content).
-The digest is an XOR of one 128-bit hash per service, so it is updated in
-O(changed services) and is the same in every process serving the same data.
+`Versions.record(change)` folds each applied service change into the digest
+and the pending difference; `Versions.assign()` then gives the content its
+serial (the caller, `server.publisher.ZonePublisher`, serves it). The digest
+is an XOR of one 128-bit hash per service, so it is updated in O(changed
+services) and is the same in every process serving the same data.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from .ops.stats import Put, define
+from ..data.store import ServiceKey
+from ..dns.names import decode_name
+from ..ops.stats import Put, define
 from .records import Names
 from .serial import SerialClock, serial_lt
-from .store import ServiceKey
-from .wire import decode_name
-from .zone import Zone
+from .zone import Change, Zone
 
 log = logging.getLogger("mcsdns.journal")
 
@@ -75,63 +75,56 @@ class Delta:
 
 
 class Versions:
-    """Keeps the zone's serial in step with its content, and the journal."""
+    """The content digest, the serial assigned to it, and the journal of differences.
 
-    def __init__(self, zone: Zone, clock: SerialClock, ready: Callable[[], bool]) -> None:
+    Invariants: `digest` is that of every change recorded; once `established`, the
+    journal's newest entry ends at the zone's serial.
+    """
+
+    def __init__(self, zone: Zone, clock: SerialClock) -> None:
         self.zone = zone
         self.clock = clock
-        self.ready = ready
         self.digest = 0
         self.svc_digest: dict[ServiceKey, int] = {}
-        self.established = False  # a serial has been assigned to synced content
+        self.established = False  # a serial has been assigned to loaded content
         self.journal: deque[Delta] = deque()
         self.journal_rrs = 0
         self.pending_removed: list[Record] = []
         self.pending_added: list[Record] = []
         self.pending_overflow = False
-        self.on_serial: list[Callable[[int, bool], None]] = []  # (serial, allocated here)
-        zone.changes = []
 
     def publish(self, put: Put) -> None:
         put(ZONE_SERIAL, self.zone.serial if self.established else 0)
 
-    def commit(self) -> None:
-        """Fold the zone's recorded changes into the digest (and the pending diff);
-        once the sources are synced, give the content its serial."""
-        changes = self.zone.changes
-        assert changes is not None
-        if changes:
-            self.zone.changes = []
-            for key, old, new in changes:
-                d = service_digest(key, new)
-                self.digest ^= self.svc_digest.pop(key, 0) ^ d
-                if d:
-                    self.svc_digest[key] = d
-                if self.established and not self.pending_overflow:
-                    r, a = diff(old, new)
-                    self.pending_removed += r
-                    self.pending_added += a
-                    if len(self.pending_removed) + len(self.pending_added) > JOURNAL_MAX_RRS:
-                        self.pending_overflow = True
-                        self.pending_removed, self.pending_added = [], []
-        if not self.ready():
-            return
+    def record(self, change: Change) -> None:
+        """Fold one service change into the digest (and, once established, the pending diff)."""
+        key, old, new = change.key, change.old, change.new
+        d = service_digest(key, new)
+        self.digest ^= self.svc_digest.pop(key, 0) ^ d
+        if d:
+            self.svc_digest[key] = d
+        if self.established and not self.pending_overflow:
+            r, a = diff(old, new)
+            self.pending_removed += r
+            self.pending_added += a
+            if len(self.pending_removed) + len(self.pending_added) > JOURNAL_MAX_RRS:
+                self.pending_overflow = True
+                self.pending_removed, self.pending_added = [], []
+
+    def assign(self) -> tuple[int, bool] | None:
+        """The serial for the recorded content, when it differs from the one served:
+        (serial, allocated by this call), the journal entry recorded. OSError when the
+        shared serial state cannot be used (nothing changed then)."""
         prev = self.zone.serial if self.established else None
-        try:
-            serial, allocated = self.clock.assign(self.digest.to_bytes(16, "big"), prev)
-        except OSError as e:
-            log.warning("serial state unavailable: %s", e)
-            return
+        serial, allocated = self.clock.assign(self.digest.to_bytes(16, "big"), prev)
         if self.established and serial == prev:
-            return
+            return None
         self._record(prev, serial)
-        self.zone.set_serial(serial)
         self.established = True
         log.info("zone %s serial %d%s", decode_name(self.zone.origin), serial, " (new)" if allocated else "",
                  extra={"event": "serial", "zone": decode_name(self.zone.origin), "serial": serial,
                         "new": allocated})
-        for fn in self.on_serial:
-            fn(serial, allocated)
+        return serial, allocated
 
     def _record(self, prev: int | None, serial: int) -> None:
         removed, added, overflow = self.pending_removed, self.pending_added, self.pending_overflow

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .fileio import read_bounded, write_atomic
+from ..ops.fileio import read_bounded, write_atomic
 
 log = logging.getLogger("mcsdns.serial")
 

@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .kube.keys import Key, key_of
+from ..kube.keys import Key, key_of
+from ..ops.stats import Put, define
 from .objects import (
     EndpointSlice,
     Malformed,
@@ -25,7 +26,6 @@ from .objects import (
     parse_endpoint_slice,
     parse_service_import,
 )
-from .ops.stats import Put, define
 
 log = logging.getLogger("mcsdns.store")
 

@@ -17,17 +17,18 @@ import socket
 import struct
 from collections import Counter
 
-from . import tsig
-from .ops.stats import Put, define
-from .serial import serial_lt
-from .wire import CLASS_IN, SOA, soa_rdata
+from ..dns import header, tsig
+from ..dns.rdata import SOA
+from ..dns.types import Opcode, RRClass, RRType
+from ..dns.writer import Writer
+from ..ops.stats import Put, define
+from ..zone.serial import serial_lt
 
 log = logging.getLogger("mcsdns.notify")
 
 BATCH = 0.1
 RETRIES = 5
 TIMEOUT = 1.0
-OPCODE_NOTIFY = 4
 NOTIFIES = define("mcsdns_notify_total", "counter", "NOTIFY messages by target and outcome "
                   "(sent, answered, error, unanswered).", ("target", "outcome"))
 OUTCOMES = ("sent", "answered", "error", "unanswered")
@@ -40,7 +41,7 @@ class _Reply(asyncio.DatagramProtocol):
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         if (len(data) >= 12 and data[:2] == self.qid and data[2] & 0x80
-                and (data[2] >> 3) & 0xF == OPCODE_NOTIFY and not self.done.done()):
+                and header.opcode(header.flags_of(data)) == Opcode.NOTIFY and not self.done.done()):
             self.done.set_result(data[3] & 0xF)
 
     def error_received(self, exc: Exception) -> None:  # ICMP unreachable: retry later
@@ -53,10 +54,12 @@ def _same(reply: _Reply) -> _Reply:
 
 def notify_message(origin: bytes, ttl: int, serial: int, qid: int) -> bytes:
     """A NOTIFY for `origin` with its SOA (new serial) in the Answer section."""
-    rd = soa_rdata(origin, ttl, serial)
-    return (struct.pack("!HHHHHH", qid, (OPCODE_NOTIFY << 11) | 0x0400, 1, 1, 0, 0)
-            + origin + struct.pack("!HH", SOA, CLASS_IN)
-            + b"\xc0\x0c" + struct.pack("!HHIH", SOA, CLASS_IN, ttl, len(rd)) + rd)
+    w = Writer(origin, len(origin) + 4)
+    w.add(None, RRType.SOA, ttl, SOA.for_zone(origin, ttl, serial).wire())
+    body, n = w.take()
+    flags = (Opcode.NOTIFY << 11) | header.AA
+    return (header.pack(struct.pack("!H", qid), flags, 1, n) + origin
+            + struct.pack("!HH", RRType.SOA, RRClass.IN) + body)
 
 
 class Notifier:

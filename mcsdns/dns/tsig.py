@@ -23,7 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .wire import CLASS_ANY, TSIG, FormErr, decode_name, encode_name
+from .errors import FormErr
+from .header import with_additional
+from .names import decode_name, encode_name, read_name
+from .types import RRClass, RRType
+
+CLASS_ANY, TSIG = RRClass.ANY, RRType.TSIG
 
 BADSIG, BADKEY, BADTIME, BADTRUNC = 16, 17, 18, 22
 ERROR_NAMES = {0: "NOERROR", BADSIG: "BADSIG", BADKEY: "BADKEY", BADTIME: "BADTIME", BADTRUNC: "BADTRUNC"}
@@ -301,16 +306,8 @@ class TsigRR:
 
 def _name(data: bytes, i: int) -> tuple[bytes, int]:
     """An uncompressed name at i, lowercased, and the offset after it."""
-    start = i
-    while True:
-        if i >= len(data):
-            raise FormErr("truncated TSIG name")
-        n = data[i]
-        if n == 0:
-            return data[start:i + 1].lower(), i + 1
-        if n > 63:
-            raise FormErr("compressed or bad label in TSIG")
-        i += n + 1
+    name, end = read_name(data, i, "TSIG name")
+    return name.lower(), end
 
 
 def parse(data: bytes, start: int) -> TsigRR:
@@ -392,8 +389,7 @@ def check(keys: dict[bytes, Key], data: bytes, rr: TsigRR,
 
 def add_rr(msg: bytes, rr: bytes) -> bytes:
     """msg with one more record appended to Additional."""
-    ar = struct.unpack_from("!H", msg, 10)[0] + 1
-    return msg[:10] + struct.pack("!H", ar) + msg[12:] + rr
+    return with_additional(msg) + rr
 
 
 def unsigned_error(response: bytes, rr: TsigRR, error: int) -> bytes:

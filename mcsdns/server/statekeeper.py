@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import state
-from .ops.stats import Put, define
-from .sources import Source
-from .store import Store
+from ..data import state
+from ..data.store import Store
+from ..ops.stats import Put, define
+from ..sources import Source
 
 log = logging.getLogger("mcsdns")
 

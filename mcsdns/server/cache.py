@@ -1,0 +1,275 @@
+"""The response cache: every answer kept between queries, and its counters.
+
+It owns the question memo (`hot`), the negative answers (NXDOMAIN, NODATA,
+REFUSED, SERVFAIL: positive ones live in the zone's nodes), the whole-response
+tables per transport (`tables`, also read by the C extension), rotation of
+answers that rotate, writing the current SOA serial into negative responses,
+invalidation when the zone changes, and the counts of responses and sizes.
+
+Invariants: a kept response is only ever the one the zone would render now (a
+zone change drops the entries of the names it touched; the serial is patched
+in); every table has a bound in entries and the tables together one in octets.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from collections.abc import Collection
+
+from ..dns.answer import Answer
+from ..dns.names import is_wire_name
+from ..dns.rdata import SERIAL_SIZE
+from ..dns.types import RRType, qtype_label, rcode_label
+from ..ops.stats import Put, define, put_histogram
+from ..zone.zone import Zone
+
+try:  # the C type lets the batched UDP path answer hits without calling Python
+    from ._batchio import Canned as _CannedBase
+except ImportError:  # not built: the same fields in Python
+    from ._canned import CannedBase as _CannedBase
+
+HOT_MAX = 16_384  # question memo entries (each key at most 259 octets)
+NEGATIVE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
+CANNED_MAX = 50_000  # response cache entries per transport
+CACHE_BYTES = 32 << 20  # default response cache budget, both transports together
+ENTRY_COST = 320  # octets a response cache entry costs beyond its key and response (measured)
+_XFR = (RRType.AXFR, RRType.IXFR)
+
+# Upper bounds of the response size histogram (octets), as CoreDNS uses.
+SIZE_BOUNDS = (0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16000, 32000, 48000, 64000)
+
+RESPONSES = define("mcsdns_dns_responses_total", "counter",
+                   "DNS responses by transport, query type and rcode.", ("proto", "type", "rcode"))
+RESPONSE_SIZE = define("mcsdns_dns_response_size_bytes", "histogram",
+                       "Size of the responses counted in mcsdns_dns_responses_total.", ("proto",))
+CACHE_HITS = define("mcsdns_cache_hits_total", "counter", "Responses served whole from the response cache.")
+CACHE_MISSES = define("mcsdns_cache_misses_total", "counter",
+                      "Fast-path responses assembled from pre-rendered answers.")
+CACHE_BYTES_USED = define("mcsdns_cache_bytes", "gauge",
+                          "Octets the response cache holds (keys, responses and overhead, estimated).")
+CACHE_FLUSHES = define("mcsdns_cache_flushes_total", "counter",
+                       "Times the response cache was emptied because it reached its byte or entry limit.")
+
+
+def with_serial(out: bytes, at: int, serial: bytearray) -> bytes:
+    """A negative response with the zone's current SOA serial `at` octets before its end."""
+    return out[:-at] + serial + out[-at + SERIAL_SIZE:]
+
+
+def next_body(x: Answer | _CannedBase, bodies: tuple[bytes, ...]) -> bytes:
+    """The next of `x`'s rotating `bodies` (the C extension does the same for its hits)."""
+    r = x.rot
+    x.rot = r + 1 if r + 1 < len(bodies) else 0
+    return bodies[r]
+
+
+def size_bucket(n: int) -> int:
+    """Index of the first bound >= n (len(SIZE_BOUNDS) for +Inf)."""
+    return bisect_left(SIZE_BOUNDS, n)
+
+
+class Canned(_CannedBase):
+    """A whole response minus its ID, with its hit count and metrics labels.
+    For an answer that rotates, `out` is header + question and each use
+    appends the next of `bodies` and `tail` (its OPT record); otherwise
+    `bodies` is None and `out` is all of it."""
+
+    __slots__ = ("key", "size", "bucket")
+
+    def __init__(self, out: bytes, key: tuple[int, int], size: int,
+                 rotating: Answer | None = None, tail: bytes = b"", serial_at: int = 0) -> None:
+        self.out, self.hits, self.key, self.tail = out, 1, key, tail
+        self.serial_at = serial_at
+        self.bodies, self.rot = (rotating.bodies, rotating.rot) if rotating is not None else (None, 0)
+        self.size, self.bucket = size, size_bucket(size)  # of the whole response
+
+
+Table = dict[bytes, Canned]  # whole query after the ID -> its response after the ID
+
+
+class SizeHistogram:
+    """Response sizes of one transport: counts per SIZE_BOUNDS bucket, and their sum."""
+
+    __slots__ = ("buckets", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(SIZE_BOUNDS) + 1)
+        self.total = 0
+
+    def add(self, size: int, n: int = 1) -> None:
+        self.buckets[size_bucket(size)] += n
+        self.total += size * n
+
+
+class ResponseCache:
+    """Answers and whole responses kept for the zone, with their counters (see the module)."""
+
+    def __init__(self, zone: Zone, cache_bytes: int = CACHE_BYTES) -> None:
+        self.zone = zone
+        self.cache_bytes = cache_bytes
+        self.used = 0  # estimated octets in `tables`, both transports
+        self.flushes = 0
+        self.hot: dict[bytes, Answer] = {}  # question exactly as received -> Answer
+        self.negative: dict[bytes, dict[bytes, Answer]] = {}  # name -> type+class -> Answer
+        self.negative_count = 0
+        self.tables: tuple[Table, Table] = ({}, {})  # by tcp
+        self.keys: tuple[dict[bytes, list[bytes]], dict[bytes, list[bytes]]] = ({}, {})  # by lowercase name
+        self.counts: tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]] = ({}, {})  # not kept
+        self.sizes = (SizeHistogram(), SizeHistogram())  # by tcp; table entries not yet folded
+        self.misses = 0  # responses not served whole from `tables`
+        self._folded_hits = 0  # hits of entries already forgotten
+        # the zone's SOA serial, written into every negative response sent (also by _batchio)
+        self.serial = bytearray(struct.pack("!I", zone.serial))
+
+    # ---- answers ----
+
+    def answer(self, lname: bytes, tail: bytes) -> Answer:
+        """The zone's Answer for a valid lowercase wire name and type+class bytes,
+        negative ones kept here."""
+        by_type = self.negative.get(lname)
+        ans = by_type.get(tail) if by_type is not None else None
+        if ans is not None:
+            return ans
+        ans = self.zone.answer(lname, tail)
+        if ans.serial_at or ans.rcode:
+            if self.negative_count >= NEGATIVE_MAX:
+                self.negative.clear()
+                self.negative_count = 0
+            self.negative.setdefault(lname, {})[tail] = ans
+            self.negative_count += 1
+        return ans
+
+    def lookup(self, q: bytes) -> Answer | None:
+        """The Answer for a question (name + type + class as received), memoised; None
+        if the name is not a valid uncompressed wire name, or for AXFR/IXFR."""
+        ans = self.hot.get(q)
+        if ans is not None:
+            return ans
+        lname = q[:-4].lower()
+        tail = q[-4:]
+        if (tail[0] == 0 and tail[1] in _XFR) or not is_wire_name(lname):
+            return None
+        node = self.zone.names.get(lname)
+        ans = (node.get(tail) if node is not None else None) or self.answer(lname, tail)
+        if len(self.hot) >= HOT_MAX:
+            self.hot.clear()
+        self.hot[q] = ans
+        return ans
+
+    # ---- whole responses ----
+
+    def hit(self, data: bytes, tcp: bool) -> bytes | None:
+        """The kept response to the query `data`, or None."""
+        c = self.tables[tcp].get(data[2:])
+        if c is None:
+            return None
+        c.hits += 1
+        bodies = c.bodies
+        if bodies is None:
+            if c.serial_at:
+                return with_serial(data[:2] + c.out, c.serial_at, self.serial)
+            return data[:2] + c.out
+        return data[:2] + c.out + next_body(c, bodies) + c.tail
+
+    def keep(self, tcp: bool, data: bytes, q: bytes, out: bytes, ans: Answer, hdr: bytes, opt: bytes,
+             serial_at: int) -> None:
+        """Keep `out`, the response to `data` (question `q`, built from `ans` with header
+        `hdr`), unless it is too large; counted here either way."""
+        key = data[2:]
+        cost = len(key) + len(out) + ENTRY_COST
+        if cost > self.cache_bytes:
+            self.count(ans, tcp, out)
+            return
+        table = self.tables[tcp]
+        if len(table) >= CANNED_MAX or self.used + cost > self.cache_bytes:
+            self.flushes += 1
+            self.invalidate(None)
+        self.used += cost
+        if ans.n == 1:
+            table[key] = Canned(out[2:], ans.key, len(out), serial_at=serial_at)
+        else:  # every rotation has the same size
+            table[key] = Canned(hdr + q, ans.key, len(out), ans, opt)
+        self.keys[tcp].setdefault(q[:-4].lower(), []).append(key)
+
+    def count(self, ans: Answer, tcp: bool, out: bytes) -> None:
+        """Count a response that is not kept (kept ones are counted at scrape)."""
+        counts = self.counts[tcp]
+        counts[ans.key] = counts.get(ans.key, 0) + 1
+        self.sizes[tcp].add(len(out))
+
+    # ---- changes ----
+
+    def set_serial(self, serial: int) -> None:
+        """Negative responses carry `serial` from now on."""
+        self.serial[:] = struct.pack("!I", serial)
+
+    def invalidate(self, names: Collection[bytes] | None) -> None:
+        """The zone changed: forget what was kept for `names` (None: everything),
+        keeping the counts."""
+        self.hot.clear()
+        if names is None:
+            self.used = 0
+            self.negative.clear()
+            self.negative_count = 0
+        else:
+            for n in names:
+                gone = self.negative.pop(n, None)
+                if gone is not None:
+                    self.negative_count -= len(gone)
+        for table, keys, counts, sizes in zip(self.tables, self.keys, self.counts, self.sizes, strict=True):
+            if names is None:
+                dropped = list(table.values())
+                table.clear()
+                keys.clear()
+            else:
+                dropped = []
+                for n in names:
+                    for k in keys.pop(n, ()):
+                        c = table.pop(k, None)
+                        if c is not None:
+                            dropped.append(c)
+                            self.used -= len(k) + c.size + ENTRY_COST
+            for c in dropped:
+                counts[c.key] = counts.get(c.key, 0) + c.hits
+                sizes.add(c.size, c.hits)
+                self._folded_hits += c.hits - 1
+
+    # ---- counters ----
+
+    def hits(self) -> int:
+        """Responses served whole from `tables` (each entry's first use is a miss)."""
+        return self._folded_hits + sum(c.hits - 1 for t in self.tables for c in list(t.values()))
+
+    def responses(self, tcp: bool) -> dict[tuple[int, int], int]:
+        """Responses by (qtype, rcode) for one transport."""
+        out = dict(self.counts[tcp])
+        for c in list(self.tables[tcp].values()):
+            out[c.key] = out.get(c.key, 0) + c.hits
+        return out
+
+    def size_histogram(self, tcp: bool) -> tuple[list[int], int]:
+        """Response size bucket counts (non-cumulative) and the sum of sizes."""
+        h = self.sizes[tcp]
+        buckets, total = list(h.buckets), h.total
+        for c in list(self.tables[tcp].values()):
+            buckets[c.bucket] += c.hits
+            total += c.size * c.hits
+        return buckets, total
+
+    def publish(self, put: Put) -> None:
+        """Samples of the counters above (`stats.Publisher`)."""
+        for proto, tcp in (("udp", False), ("tcp", True)):
+            by_label: dict[tuple[str, str], int] = {}
+            for (qtype, rcode), n in self.responses(tcp).items():
+                lk = (qtype_label(qtype), rcode_label(rcode))
+                by_label[lk] = by_label.get(lk, 0) + n
+            for (type_, rcode_), n in by_label.items():
+                put(RESPONSES, n, proto=proto, type=type_, rcode=rcode_)
+        for proto, tcp in (("udp", False), ("tcp", True)):
+            buckets, total = self.size_histogram(tcp)
+            put_histogram(put, RESPONSE_SIZE, SIZE_BOUNDS, buckets, total, proto=proto)
+        put(CACHE_HITS, self.hits())
+        put(CACHE_MISSES, self.misses)
+        put(CACHE_BYTES_USED, self.used)
+        put(CACHE_FLUSHES, self.flushes)

@@ -1,0 +1,225 @@
+"""The served zone: name -> Node, updated one service at a time.
+
+Each Node holds its RRsets and caches the positive Answers rendered from them,
+keyed by the question's type+class bytes. A service change replaces only its
+nodes (unchanged nodes keep their cache) and returns a `Change`: the names it
+touched, for the response cache, and the records before and after, for the
+journal. Negative and refused answers are rendered here but kept by the
+response cache (a bounded table), never in a node. Their SOA serial is written
+into each response sent (`Answer.serial_at`), so a new serial invalidates none of them.
+Updates run on the event-loop thread in one synchronous step, so a query sees
+the zone either before or after a service change, never half of one.
+
+Until `set_loaded()` (first full sync, or state restored) every name in the
+zone answers SERVFAIL, as CoreDNS does before its first sync: never an
+authoritative NXDOMAIN from a zone not yet known.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import NamedTuple
+
+from ..data.store import ServiceKey
+from ..dns.answer import RR, Answer, render
+from ..dns.names import encode_name, is_subdomain, prefix
+from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
+from ..dns.types import Rcode, RRClass, RRType
+from ..ops.stats import Put, define
+from .records import Names, RRset
+
+DNS_SCHEMA_VERSION = "1.0.0"
+ROTATIONS_MAX = 8
+_ANY_ORDER = (RRType.A, RRType.AAAA, RRType.SRV, RRType.TXT, RRType.SOA, RRType.NS)
+_REFUSED_TYPES = (RRType.AXFR, RRType.IXFR)  # answered by transfers, over TCP
+_CLASSES = (RRClass.IN, RRClass.ANY)
+
+
+class Node(dict[bytes, Answer]):
+    """RRsets at one name; the dict itself caches rendered Answers by type+class."""
+
+    __slots__ = ("rrsets",)
+
+    def __init__(self, rrsets: dict[int, RRset]) -> None:
+        super().__init__()
+        self.rrsets = rrsets
+
+
+class Change(NamedTuple):
+    """What one `set_service` did: the names whose answers changed, and the service's
+    records before and after (for the digest and the journal)."""
+
+    key: ServiceKey
+    old: Names
+    new: Names
+    names: set[bytes]
+
+
+def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
+    """Up to ROTATIONS_MAX orders of `rrs`, each group (tier) rotated within itself."""
+    count = min(ROTATIONS_MAX, max(groups))
+    out = []
+    for r in range(count):
+        order: list[RR] = []
+        start = 0
+        for size in groups:
+            g = rrs[start:start + size]
+            k = (r * max(1, size // count)) % size
+            order += g[k:] + g[:k]
+            start += size
+        out.append(order)
+    return out
+
+
+NAMES = define("mcsdns_zone_names", "gauge", "Names in the zone.")
+CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applied to the zone.")
+
+
+class Zone:
+    """The served zone: every name's RRsets and the positive Answers rendered from them.
+
+    Invariants: only the event-loop thread changes it, one whole service per
+    `set_service`; a Node's cached Answers always match its RRsets (a change replaces
+    the Node) and are positive; before `loaded` every name in the zone answers SERVFAIL.
+    `serial` is the SOA served; only `server.publisher.ZonePublisher` sets it.
+    """
+
+    def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
+                 serial: int | None = None) -> None:
+        self.origin = encode_name(zone)
+        self.ttl = ttl
+        self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
+        self.svc = prefix(("svc",), self.origin)
+        self.names: dict[bytes, Node] = {}
+        self.svc_names: dict[ServiceKey, set[bytes]] = {}
+        self.ns_refs: dict[str, int] = {}
+        self.soa = RR(self.origin, RRType.SOA, ttl, SOA.for_zone(self.origin, ttl, self.serial).wire())
+        ns_target = prefix(("ns", "dns"), self.origin)
+        self.names[self.origin] = Node({
+            RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,)),
+            RRType.NS: RRset(RRType.NS, (ns_target,)),
+        })
+        self.names[prefix(("dns-version",), self.origin)] = Node(
+            {RRType.TXT: RRset(RRType.TXT, (TXT.of(DNS_SCHEMA_VERSION).wire(),))})
+        self.names[self.svc] = Node({})
+        self.names[prefix(("dns",), self.origin)] = Node({})
+        self.names[ns_target] = Node({})
+        self.version = 0  # bumped on every applied change
+        self.loaded = False  # False: SERVFAIL for every name in the zone
+
+    def set_loaded(self) -> bool:
+        """Start answering from the data (first sync or restored state): forget the
+        SERVFAIL answers rendered so far. False if it already did."""
+        if self.loaded:
+            return False
+        self.loaded = True
+        for node in self.names.values():
+            node.clear()
+        self.version += 1
+        return True
+
+    def publish(self, put: Put) -> None:
+        put(NAMES, len(self.names))
+        put(CHANGES, self.version)
+
+    # ---- updates ----
+
+    def set_service(self, key: ServiceKey, new: Names) -> Change:
+        """Replace the names of one service (empty `new` removes it)."""
+        old = self.svc_names.pop(key, set())
+        names = self.names
+        before = {n: names[n].rrsets for n in old}
+        changed = old.difference(new)
+        for n in changed:
+            del names[n]
+        for n, rrsets in new.items():
+            cur = names.get(n)
+            if cur is None or cur.rrsets != rrsets:
+                names[n] = Node(rrsets)
+                changed.add(n)
+        ns_name = prefix((key[0],), self.svc)
+        if old and not new:
+            self.ns_refs[key[0]] -= 1
+            if not self.ns_refs[key[0]]:
+                del self.ns_refs[key[0]]
+                del names[ns_name]
+                changed.add(ns_name)
+        elif new and not old:
+            self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
+            if ns_name not in names:
+                names[ns_name] = Node({})
+                changed.add(ns_name)
+        if new:
+            self.svc_names[key] = set(new)
+        self.version += 1
+        return Change(key, before, new, changed)
+
+    def set_serial(self, serial: int) -> bytes:
+        """Serve a new SOA serial at the apex; returns the apex, whose answers changed."""
+        self.serial = serial
+        self.soa = RR(self.origin, RRType.SOA, self.ttl, SOA.for_zone(self.origin, self.ttl, serial).wire())
+        apex = self.names[self.origin].rrsets
+        self.names[self.origin] = Node({**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))})
+        return self.origin
+
+    # ---- answers (slow path: rendering on a cache miss) ----
+
+    def in_zone(self, qname: bytes) -> bool:
+        """qname (lowercase wire) is the origin or below it, on a label boundary."""
+        return is_subdomain(qname, self.origin)
+
+    def answer(self, qname: bytes, tail: bytes) -> Answer:
+        """The Answer for a valid lowercase wire qname and the question's type+class
+        bytes. Positive answers are kept in their node; the caller keeps the others
+        (`Answer.rcode` or `serial_at` says which)."""
+        node = self.names.get(qname)
+        if node is None:
+            return self._render_missing(qname, tail)
+        ans = node.get(tail)
+        if ans is None:
+            ans = self._render_node(qname, node, tail)
+            if ans.rcode == Rcode.NOERROR and not ans.serial_at:
+                node[tail] = ans
+        return ans
+
+    def _negative(self, qname: bytes, qtype: int, rcode: int) -> Answer:
+        """NXDOMAIN or NODATA: the SOA alone in Authority, its serial where the cache patches it."""
+        ans = render(qname, qtype, rcode, [], [self.soa], [])
+        ans.serial_at = SERIAL_FROM_END
+        return ans
+
+    def _refused(self, qname: bytes, qtype: int, qclass: int) -> Answer | None:
+        if qclass not in _CLASSES or qtype in _REFUSED_TYPES:
+            return render(qname, qtype, Rcode.REFUSED, [], [], [])
+        if not self.loaded:
+            return render(qname, qtype, Rcode.SERVFAIL, [], [], [])
+        return None
+
+    def _render_missing(self, qname: bytes, tail: bytes) -> Answer:
+        qtype, qclass = struct.unpack("!HH", tail)
+        if not self.in_zone(qname):
+            return render(qname, qtype, Rcode.REFUSED, [], [], [])
+        return self._refused(qname, qtype, qclass) or self._negative(qname, qtype, Rcode.NXDOMAIN)
+
+    def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
+        qtype, qclass = struct.unpack("!HH", tail)
+        refused = self._refused(qname, qtype, qclass)
+        if refused is not None:
+            return refused
+        rtype = qtype
+        if qtype == RRType.ANY:  # RFC 8482: one RRset is enough
+            rtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
+        rrset = node.rrsets.get(rtype)
+        if rrset is None:
+            return self._negative(qname, qtype, Rcode.NOERROR)
+        ttl = self.ttl
+        rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
+        rotations = [rrs]
+        if rrset.rotate and len(rrs) > 1:
+            rotations = _rotations(rrs, rrset.groups or (len(rrs),))
+        extra = [RR(o, t, ttl, rd) for o, t, rd in rrset.extra]
+        full = render(qname, qtype, Rcode.NOERROR, rotations, [], extra)
+        if extra:
+            full.fallback = render(qname, qtype, Rcode.NOERROR, rotations, [], [])
+        return full
