@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from .data import state
 from .data.store import ServiceKey, Store
 from .dns import tsig
-from .flags import ConfigError, http_addrs, os_reason, show_addr
+from .flags import http_addrs, show_addr
 from .ops import process
+from .ops.errors import ConfigError, os_reason
 from .ops.http import HTTPEndpoints, serve_http
 from .ops.metrics import render
 from .ops.stats import Put, Snapshot, Stats, define
@@ -105,7 +106,7 @@ class App:
         self.store.subscribe(self.rebuild)
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
         self.tcp_state.log_queries = cfg.log_queries
-        # Transfers: serial per content, journal, TSIG, NOTIFY (mcsdns.journal/xfr/notify)
+        # Transfers: serial per content, journal, TSIG, NOTIFY (zone.journal, server.xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()))
         self.publisher = ZonePublisher(self.zone, self.versions, self.cache, cfg.serial_path())
         self.handler.tsig_keys.update((k.name, k) for k in cfg.tsig_keys)

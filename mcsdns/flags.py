@@ -20,29 +20,19 @@ from typing import NoReturn
 
 from .data.objects import is_dns_label, valid_cluster_id
 from .dns.names import encode_name
+from .ops.errors import EXIT_CONFIG, ConfigError, os_reason
 
-EXIT_CONFIG = 2
+__all__ = ["EXIT_CONFIG", "ConfigError", "os_reason"]  # re-exported for the CLIs
+
 MAX_TTL = (1 << 31) - 1  # RFC 2181 section 8
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes label value
-
-
-class ConfigError(Exception):
-    """A configuration mistake found while starting; the message names the flag, the value
-    and the reason."""
 
 
 def fail(message: object) -> int:
     """Print `mcsdns: message` as one line on stderr; returns the exit status, 2."""
     print("mcsdns: " + " ".join(str(message).split()), file=sys.stderr)
     return EXIT_CONFIG
-
-
-def os_reason(e: OSError) -> str:
-    """An OSError's reason without its errno and path: "Address already in use"."""
-    if e.errno is not None and e.errno > 0:
-        return os.strerror(e.errno)
-    return e.strerror or str(e)
 
 
 def show_addr(host: str, port: int) -> str:

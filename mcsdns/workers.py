@@ -29,8 +29,8 @@ from multiprocessing.process import BaseProcess
 
 from .app import HANDOFF, Config, run, run_loop, serve_endpoints
 from .dns.names import encode_name
-from .flags import EXIT_CONFIG, ConfigError
 from .ops import process
+from .ops.errors import EXIT_CONFIG, ConfigError
 from .ops.stats import Snapshot, Stats
 from .server.notify import Notifier
 from .zone.serial import serial_lt

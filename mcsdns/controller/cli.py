@@ -16,11 +16,12 @@ from typing import Any
 
 from .. import flags
 from ..data.objects import valid_cluster_id
+from ..ops.errors import ConfigError
 from ..ops.http import HTTPEndpoints, serve_http
 from ..ops.logs import setup_logging
 from ..ops.process import version_text
 from ..server.udp import io_description
-from .clusters import ConfigError, Member, Unreachable
+from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager
 from .metrics import registry, render
@@ -128,7 +129,7 @@ class _Endpoints:
             except OSError as e:
                 self.loop.close()
                 addr = flags.show_addr(host, port)
-                raise flags.ConfigError(f"{flag} {addr}: {flags.os_reason(e)}") from None
+                raise ConfigError(f"{flag} {addr}: {flags.os_reason(e)}") from None
         threading.Thread(target=self.loop.run_forever, daemon=True, name="health").start()
 
     def stop(self) -> None:
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.once:
         try:
             endpoints = _Endpoints(flags.http_addrs(args.health, args.metrics), mgr)
-        except flags.ConfigError as e:
+        except ConfigError as e:
             return flags.fail(e)
     log.info("ClusterSetIP mode: %s%s", mode, f" ({', '.join(args.clusterset_cidr)})" if mode == CIDR else "")
     mgr.start()

@@ -16,6 +16,7 @@ from ..data.objects import valid_cluster_id
 from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import VERBS, Request, RequestError
 from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP, PREFERRED
+from ..ops.errors import ConfigError
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -29,10 +30,6 @@ def resource_of(path: str) -> str:
     if parts[:1] == ["namespaces"] and len(parts) > 2:
         parts = parts[2:]
     return "/".join(parts[:1] + parts[2:3])
-
-
-class ConfigError(Exception):
-    """A member cluster is misconfigured (bad kubeconfig, missing or invalid cluster ID)."""
 
 
 class NotFound(Exception):

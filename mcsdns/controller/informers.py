@@ -18,7 +18,8 @@ from ..kube.errors import Problems, explain
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Cache, PathLister
-from .clusters import ConfigError, Member, Unreachable
+from ..ops.errors import ConfigError
+from .clusters import Member, Unreachable
 from .exports import SERVICE_NAME, SLICES, is_ours, labels
 
 log = logging.getLogger("mcsdns.controller")

@@ -3,6 +3,6 @@ objects to the DNS answers.
 
 collect (reads each cluster's objects) → checks (pure functions: Results) → probe (DNS
 answers compared with the objects) → report (text or JSON). May import mcsdns.kube,
-mcsdns.objects and the controller's pure rules (names, labels, slice classification);
+mcsdns.data.objects and the controller's pure rules (names, labels, slice classification);
 nothing here writes to a cluster.
 """

@@ -10,10 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
 from .. import flags
-from ..controller.clusters import ConfigError, Member
+from ..controller.clusters import Member
 from ..data.objects import is_dns_label
 from ..kube.keys import Key
 from ..kube.permissions import CONTROLLER, SERVER
+from ..ops.errors import ConfigError
 from . import checks, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect

@@ -1,1 +1,4 @@
-"""The one Kubernetes watch layer shared by `mcsdns serve` (sources/kube.py) and `mcsdns controller`."""
+"""Kubernetes, once for `mcsdns serve` (sources/kube.py), `mcsdns controller` and
+`mcsdns diagnose`: client configuration (`config`), group and label names (`names`),
+the one key type (`keys`), API errors (`errors`), the list+watch reflector (`reflector`)
+and the RBAC each binary needs (`permissions`). Imports nothing else of mcsdns."""

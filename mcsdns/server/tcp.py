@@ -99,7 +99,7 @@ class TCPServerState:
         self.evicted = {"total": 0, "client": 0}
         self.timed_out = 0
         self.sweeper: asyncio.Task[None] | None = None
-        self.stream: Stream | None = None  # zone transfers (mcsdns.xfr)
+        self.stream: Stream | None = None  # zone transfers (mcsdns.server.xfr)
         self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
         self.draining = False  # shutting down: close each connection once answered
         self.timer = RequestTimer("tcp")

@@ -35,7 +35,7 @@ from yaml.nodes import Node
 from yaml.resolver import Resolver
 
 from ..data.store import KINDS, Store
-from ..flags import os_reason
+from ..ops.errors import os_reason
 from ..ops.fileio import Refused, read_bounded
 from ..ops.inotify import dir_watch
 from ..ops.stats import Put

@@ -36,11 +36,11 @@ from typing import Any
 from kubernetes import client
 
 from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
-from ..flags import ConfigError
 from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import Problems, error_kind, explain
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
+from ..ops.errors import ConfigError
 from ..ops.stats import Put
 from . import publish_source
 

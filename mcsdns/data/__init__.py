@@ -1,0 +1,6 @@
+"""The objects mcsdns serves from: ServiceImports and EndpointSlices parsed into
+compact records (`objects`), the store that holds them and tells subscribers which
+services changed (`store`), and their --state-dir snapshot format (`state`).
+
+May import mcsdns.kube (names, keys) and mcsdns.ops; imported by sources, zone,
+server and the binaries."""
