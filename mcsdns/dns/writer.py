@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+from .names import labels
 from .types import RRClass, RRType
 
 _RR = struct.Struct("!HHIH")  # type, class, ttl, rdlength
@@ -40,22 +41,25 @@ class Writer:
 
     def _remember(self, name: bytes, off: int, end: int) -> None:
         """Note the offset of each suffix of `name` (written at `off`) starting before `end`."""
-        i = 0
-        while name[i] and i < end and off + i <= _MAX_PTR:
+        for i in labels(name):
+            if i >= end or off + i > _MAX_PTR:
+                return
             self.names[name[i:]] = off + i
-            i += name[i] + 1
+
+    def _known(self, name: bytes) -> tuple[int, int | None]:
+        """Where `name`'s longest suffix already written starts in it, and its offset
+        in the message ((root label, None) when there is none)."""
+        for i in labels(name):
+            ptr = self.names.get(name[i:])
+            if ptr is not None:
+                return i, ptr
+        return len(name) - 1, None
 
     def _compressed(self, name: bytes, off: int) -> bytes:
         """`name` as written at message offset `off`: up to its longest known suffix."""
-        i = 0
-        while name[i]:
-            ptr = self.names.get(name[i:])
-            if ptr is not None:
-                self._remember(name, off, i)
-                return name[:i] + _ptr(ptr)
-            i += name[i] + 1
+        i, ptr = self._known(name)
         self._remember(name, off, i)
-        return name
+        return name if ptr is None else name[:i] + _ptr(ptr)
 
     def owner(self, name: bytes | None) -> bytes:
         """An owner name (None: the question's) as it goes at the end of the records."""
@@ -76,11 +80,7 @@ class Writer:
         self.buf += _RR.pack(rtype, rclass, ttl, len(rdata))
         if rtype == RRType.SRV:
             target = rdata[_SRV_TARGET:]
-            at = self.base + len(self.buf) + _SRV_TARGET
-            i = 0
-            while target[i] and target[i:] not in self.names:
-                i += target[i] + 1
-            self._remember(target, at, i)
+            self._remember(target, self.base + len(self.buf) + _SRV_TARGET, self._known(target)[0])
         self.buf += rdata
         self.count += 1
 
