@@ -89,8 +89,7 @@ def test_the_writer_compresses_owners_and_never_srv_targets() -> None:
                  [RR(target, RRType.A, 5, b"\x0a\x2a\x00\x0a"), RR(host, RRType.A, 5, b"\x0a\x00\x00\x01"),
                   RR(host, RRType.AAAA, 5, b"\xfd" + b"\x00" * 15)])
     q = dns.message.make_query(dns.name.from_wire(qname, 0)[0], "SRV")
-    wire = q.id.to_bytes(2, "big") + ans.hdrs[0] + q.question[0].name.to_wire() + b"\x00\x21\x00\x01" \
-        + ans.bodies[0]
+    wire = q.id.to_bytes(2, "big") + ans.hdrs[0] + qname + b"\x00\x21\x00\x01" + ans.bodies[0]
     m = dns.message.from_wire(wire)
     assert m.answer[0][0].target.to_text() == "web.shop.svc.clusterset.local."
     assert {r.name.to_text() for r in m.additional} == {"web.shop.svc.clusterset.local.",
