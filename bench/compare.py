@@ -50,6 +50,7 @@ DOC = {
     "knot": "knotd, udp-workers: 1",
     "dnslib": "dnslib DNSServer + dict resolver",
     "mcsdns-baseline": "mcsdns from the --baseline checkout (its extension built in place)",
+    "mcsdns-baseline-plain": "the --baseline checkout with MCSDNS_BATCHIO=0",
 }
 SLOW = {"dnslib"}  # a few thousand QPS: shorter runs, one per mix
 
@@ -117,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one table of opt
         base = str(a.baseline.resolve())
         STARTERS["mcsdns-baseline"] = lambda d: start_mcsdns(
             d, env={"PYTHONSAFEPATH": "1", "PYTHONPATH": base}, name="mcsdns-baseline")
+        STARTERS["mcsdns-baseline-plain"] = lambda d: start_mcsdns(
+            d, env={"PYTHONSAFEPATH": "1", "PYTHONPATH": base, "MCSDNS_BATCHIO": "0"},
+            name="mcsdns-baseline-plain")
     perf.CLIENT_CPU = a.loader_cpus
     servers = [s for s in a.servers.split(",") if s]
     mixes = [m for m in a.mix.split(",") if m]

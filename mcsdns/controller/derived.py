@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
 from .exports import APP_MANAGED_BY, CONTROLLER, labels
-from .informers import MemberCaches
+from .member import MemberView
 from .merge import Merged
 from .writes import create, replace
 
@@ -80,7 +80,7 @@ def cluster_ips(svc: dict[str, Any]) -> tuple[list[str], list[str]]:
     return ips, fams
 
 
-def put_derived(mc: MemberCaches, k: Key, m: Merged, si: dict[str, Any],
+def put_derived(mc: MemberView, k: Key, m: Merged, si: dict[str, Any],
                  have: dict[str, Any] | None) -> dict[str, Any]:
     owner = {"apiVersion": mc.member.mcs_api_version(), "kind": "ServiceImport", "name": k[1],
              "uid": (si.get("metadata") or {}).get("uid"), "controller": True,

@@ -8,7 +8,7 @@ from typing import Any
 from ..kube.keys import Key
 from .derived import DERIVED_ANNOTATION, derived_name
 from .exports import APP_MANAGED_BY, CONTROLLER, labels
-from .informers import MemberCaches
+from .member import MemberView
 from .merge import Merged
 from .views import import_spec_view, import_status_equal
 from .writes import create, put_status, replace
@@ -16,7 +16,7 @@ from .writes import create, put_status, replace
 log = logging.getLogger("mcsdns.controller")
 
 
-def desired_import(mc: MemberCaches, k: Key, m: Merged,
+def desired_import(mc: MemberView, k: Key, m: Merged,
                     ips: tuple[list[str], list[str]] | None, derived: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {"type": m.type, "ports": [p.to_dict() for p in m.ports],
                             "sessionAffinity": m.session_affinity}
@@ -36,7 +36,7 @@ def desired_import(mc: MemberCaches, k: Key, m: Merged,
             "metadata": meta, "spec": spec, "status": status}
 
 
-def put_import(mc: MemberCaches, k: Key, want: dict[str, Any],
+def put_import(mc: MemberView, k: Key, want: dict[str, Any],
                 have: dict[str, Any] | None) -> dict[str, Any]:
     m = mc.member
     if have is None:
@@ -55,7 +55,7 @@ def put_import(mc: MemberCaches, k: Key, want: dict[str, Any],
     return replace(mc, "serviceimports", m.mcs_path("serviceimports", k[0], k[1]), body)
 
 
-def put_import_status(mc: MemberCaches, k: Key, want: dict[str, Any],
+def put_import_status(mc: MemberView, k: Key, want: dict[str, Any],
                        have: dict[str, Any]) -> dict[str, Any]:
     if import_status_equal(have, want):
         return have
@@ -64,5 +64,5 @@ def put_import_status(mc: MemberCaches, k: Key, want: dict[str, Any],
     obj = put_status(m, m.mcs_path("serviceimports", k[0], k[1]),
                            dict(have, apiVersion=want["apiVersion"], kind="ServiceImport",
                                 status=want["status"]))
-    mc.caches["serviceimports"].note_written(obj)
+    mc.note_written("serviceimports", obj)
     return obj

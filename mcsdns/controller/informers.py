@@ -228,6 +228,14 @@ class MemberCaches:
     def our_services(self, k: Key) -> list[Obj]:
         return self.caches["services"].indexed(("ours", k[0], k[1]))
 
+    def imports(self) -> list[tuple[Key, Obj]]:
+        """Every ServiceImport in the cache, with its key."""
+        return list(self.caches["serviceimports"].objs.items())
+
+    def note_written(self, kind: str, obj: Obj | None, k: Key | None = None) -> None:
+        """Our write's result (None with `k`: deleted) goes into the `kind` cache."""
+        self.caches[kind].note_written(obj, k)
+
     def keys(self) -> set[Key]:
         """Every service key this member has an export, or an object of ours, for."""
         if not self.caches:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,8 +34,8 @@ from .exports import (
     read_export,
 )
 from .imports import desired_import, put_import, put_import_status
-from .informers import MemberCaches
 from .ipam import Allocator, Exhausted
+from .member import MemberView
 from .merge import CLUSTERSET_IP, Merged, PortSpec, merge, serving_ports, unserved_message
 from .slices import desired_slice, sync_slices
 from .status import sync_status
@@ -46,7 +46,7 @@ log = logging.getLogger("mcsdns.controller")
 DERIVED, CIDR = "derived", "cidr"
 
 
-Exports = list[tuple[MemberCaches, ExportState]]
+Exports = list[tuple[MemberView, ExportState]]
 
 
 class Reconciler:
@@ -58,7 +58,7 @@ class Reconciler:
     for a retry and is named in the export's Ready condition.
     """
 
-    def __init__(self, members: list[MemberCaches], mode: str, allocator: Allocator | None,
+    def __init__(self, members: Sequence[MemberView], mode: str, allocator: Allocator | None,
                  endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 4) -> None:
         self.members = members
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
@@ -73,7 +73,7 @@ class Reconciler:
         self.unserved_lock = threading.Lock()
 
     # --- which members count ------------------------------------------------------
-    def live(self, mc: MemberCaches) -> bool:
+    def live(self, mc: MemberView) -> bool:
         """Whether this member's exports count: read once, and reachable or lost less than the TTL ago."""
         if not mc.synced:
             return False
@@ -93,7 +93,7 @@ class Reconciler:
             for mc in self.members:
                 if not mc.synced:
                     continue
-                for k, si in list(mc.caches["serviceimports"].objs.items()):
+                for k, si in mc.imports():
                     if is_ours(si) and not self.alloc.by_key.get(k):
                         self.alloc.adopt(k, (si.get("spec") or {}).get("ips") or [])
 
@@ -166,7 +166,7 @@ class Reconciler:
     # --- writes -------------------------------------------------------------------
 
     # --- one member ---------------------------------------------------------------
-    def _sync_member(self, mc: MemberCaches, key: Key, merged: Merged | None, exports: Exports,
+    def _sync_member(self, mc: MemberView, key: Key, merged: Merged | None, exports: Exports,
                      ips: tuple[list[str], list[str]] | None, r: Result) -> None:
         m = mc.member
         have = mc.service_import(key)
@@ -211,7 +211,7 @@ class Reconciler:
                 want_slices[key_of(d)] = d
         sync_slices(mc, key, want_slices, r)
 
-    def _remove(self, mc: MemberCaches, key: Key, have: dict[str, Any] | None, r: Result) -> None:
+    def _remove(self, mc: MemberView, key: Key, have: dict[str, Any] | None, r: Result) -> None:
         """Nothing of this service belongs in this member: delete what of ours is there."""
         sync_slices(mc, key, {}, r)
         for svc in mc.our_services(key):
@@ -221,7 +221,7 @@ class Reconciler:
             write(mc, r, key, "delete ServiceImport", delete, mc, "serviceimports",
                         mc.member.mcs_path("serviceimports", key[0], key[1]), key)
 
-    def _delete_derived(self, mc: MemberCaches, key: Key, svc: dict[str, Any], r: Result) -> None:
+    def _delete_derived(self, mc: MemberView, key: Key, svc: dict[str, Any], r: Result) -> None:
         sk = key_of(svc)
         log.info("cluster %s: delete Service %s/%s", mc.member.name, *sk)
         write(mc, r, key, "delete Service", delete, mc, "services",

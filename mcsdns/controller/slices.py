@@ -10,7 +10,7 @@ from ..kube.keys import Key, key_of
 from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 from .derived import derived_name
 from .exports import CONTROLLER, MANAGED_BY, SERVICE_NAME, labels
-from .informers import MemberCaches
+from .member import MemberView
 from .merge import PortSpec
 from .views import SLICE_LABELS, endpoint_view, slice_ports, slice_view
 from .writes import Result, create, delete, replace, write
@@ -24,7 +24,7 @@ def slice_name(service: str, cluster: str, source_slice: str) -> str:
     return f"{service[:200]}-{digest}"
 
 
-def desired_slice(mc: MemberCaches, k: Key, cluster: str, src: dict[str, Any],
+def desired_slice(mc: MemberView, k: Key, cluster: str, src: dict[str, Any],
                    uid: str | None, derived: bool, serving: dict[str, PortSpec | None],
                    ) -> dict[str, Any]:
     name = slice_name(k[1], cluster, key_of(src)[1])
@@ -40,7 +40,7 @@ def desired_slice(mc: MemberCaches, k: Key, cluster: str, src: dict[str, Any],
             "ports": slice_ports(src.get("ports") or [], serving)}
 
 
-def sync_slices(mc: MemberCaches, key: Key, want: dict[Key, dict[str, Any]], r: Result) -> None:
+def sync_slices(mc: MemberView, key: Key, want: dict[Key, dict[str, Any]], r: Result) -> None:
     m = mc.member
     have_all = {key_of(s): s for s in mc.our_slices(key) if labels(s).get(MANAGED_BY) == CONTROLLER}
     for sk, d in sorted(want.items()):

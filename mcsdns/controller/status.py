@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from ..kube.keys import Key
 from .exports import ExportState
-from .informers import MemberCaches
+from .member import MemberView
 from .merge import Merged, unserved_message
 from .writes import Result, put_status, write
 
@@ -42,7 +42,7 @@ def conditions(ex: ExportState, m: Merged | None, failed: list[str] | None,
     return out
 
 
-def sync_status(mc: MemberCaches, k: Key, ex: ExportState, merged: Merged | None,
+def sync_status(mc: MemberView, k: Key, ex: ExportState, merged: Merged | None,
                  r: Result) -> None:
     m = mc.member
     want = conditions(ex, merged, r.failed)
@@ -75,6 +75,6 @@ def sync_status(mc: MemberCaches, k: Key, ex: ExportState, merged: Merged | None
 
     def put() -> None:
         out = put_status(m, m.mcs_path("serviceexports", k[0], k[1]), body)
-        mc.caches["serviceexports"].note_written(out)
+        mc.note_written("serviceexports", out)
 
     write(mc, r, k, "ServiceExport status", put)

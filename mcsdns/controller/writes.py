@@ -12,8 +12,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ..kube.errors import explain
 from ..kube.keys import Key
-from .clusters import Conflict, Member, NotFound, Unreachable
-from .informers import MemberCaches
+from .clusters import Conflict, NotFound, Unreachable
+from .member import MemberClient, MemberView
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -27,7 +27,7 @@ class Result:
     writes: int = 0
 
 
-def write(mc: MemberCaches, r: Result, key: Key, what: str,
+def write(mc: MemberView, r: Result, key: Key, what: str,
            fn: Callable[..., Any], *args: Any) -> Any:
     """One write; on failure log it, note why, and ask for a retry where one can help."""
     name = mc.member.name
@@ -55,7 +55,7 @@ def write(mc: MemberCaches, r: Result, key: Key, what: str,
     return None
 
 
-def put_status(m: Member, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def put_status(m: MemberClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
     """PUT the status subresource; where there is none, the whole object carries it."""
     try:
         out: dict[str, Any] = m.request("PUT", path + "/status", body=body)
@@ -64,20 +64,20 @@ def put_status(m: Member, path: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def create(mc: MemberCaches, cache: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def create(mc: MemberView, cache: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     obj: dict[str, Any] = mc.member.request("POST", path, body=body)
-    mc.caches[cache].note_written(obj)
+    mc.note_written(cache, obj)
     return obj
 
 
-def replace(mc: MemberCaches, cache: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def replace(mc: MemberView, cache: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     obj: dict[str, Any] = mc.member.request("PUT", path, body=body)
-    mc.caches[cache].note_written(obj)
+    mc.note_written(cache, obj)
     return obj
 
 
-def delete(mc: MemberCaches, cache: str, path: str, k: Key) -> None:
+def delete(mc: MemberView, cache: str, path: str, k: Key) -> None:
     try:
         mc.member.request("DELETE", path)
     finally:
-        mc.caches[cache].note_written(None, k)
+        mc.note_written(cache, None, k)

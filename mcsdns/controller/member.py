@@ -1,0 +1,62 @@
+"""What a reconcile sees of one member: `MemberView`, read from the informer caches
+(`informers.MemberCaches`) in the controller and from plain dicts in unit tests, and
+`MemberClient`, the requests its writes make (`clusters.Member`, or a fake)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..kube.keys import Key
+
+Obj = dict[str, Any]
+
+
+class MemberClient(Protocol):
+    """The API of one member cluster, as the writes use it."""
+
+    name: str
+    cluster_id: str | None
+    mcs_version: str | None
+
+    def mcs_api_version(self) -> str: ...
+
+    def mcs_path(self, plural: str, namespace: str | None = None, name: str | None = None) -> str: ...
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, str] | None = None) -> Any: ...
+
+
+class MemberView(Protocol):
+    """One member's objects as a reconcile reads them, and where its writes' results go.
+
+    Invariant: after `note_written`, the reads return the written object (or, for a
+    delete, no object) until a newer event replaces it."""
+
+    reachable: bool
+    last_ok: float | None
+
+    @property
+    def member(self) -> MemberClient: ...
+
+    @property
+    def synced(self) -> bool: ...
+
+    def has_namespace(self, ns: str) -> bool: ...
+
+    def export(self, k: Key) -> Obj | None: ...
+
+    def service(self, k: Key) -> Obj | None: ...
+
+    def service_import(self, k: Key) -> Obj | None: ...
+
+    def source_slices(self, k: Key) -> list[Obj]: ...
+
+    def our_slices(self, k: Key) -> list[Obj]: ...
+
+    def our_services(self, k: Key) -> list[Obj]: ...
+
+    def imports(self) -> list[tuple[Key, Obj]]: ...
+
+    def keys(self) -> set[Key]: ...
+
+    def note_written(self, kind: str, obj: Obj | None, k: Key | None = None) -> None: ...
