@@ -148,10 +148,15 @@ class ResponseCache:
             return ans
         lname = q[:-4].lower()
         tail = q[-4:]
-        if (tail[0] == 0 and tail[1] in _XFR) or not is_wire_name(lname):
+        if tail[0] == 0 and tail[1] in _XFR:
             return None
         node = self.zone.names.get(lname)
-        ans = (node.get(tail) if node is not None else None) or self.answer(lname, tail)
+        if node is not None:
+            ans = node.get(tail) or self.answer(lname, tail)
+        elif is_wire_name(lname):
+            ans = self.answer(lname, tail)
+        else:
+            return None
         if len(self.hot) >= HOT_MAX:
             self.hot.clear()
         self.hot[q] = ans
