@@ -128,6 +128,7 @@ class KubeAPI:
         self.floor = 0  # watching from a resourceVersion below this is 410 Gone
         self.cond = threading.Condition()
         self.requests: list[tuple[str, str]] = []
+        self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
         self.emitted: dict[int, float] = {}
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -640,6 +641,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _do(self) -> None:
+        started = time.perf_counter()
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
         try:
@@ -653,6 +655,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._watch(*out[1:])
         else:
             self._reply(code, out)
+            with self.api.cond:
+                self.api.serving += time.perf_counter() - started
 
     def _watch(self, *args: Any) -> None:
         self.send_response(200)

@@ -1,0 +1,180 @@
+"""Start-up of `mcsdns serve --kubeconfig` at scale: time to the first correct answer and
+to /ready, RSS once ready, API requests, for `--workers` N.
+
+The test API server (tests/kubeapi.py) runs in this process on CPU 1 and holds, by default,
+8,000 ClusterSetIP and 2,000 headless ServiceImports with 4,000 EndpointSlices of 10
+endpoints each (40,000 endpoints), the data of issue 22's measurements. mcsdns runs on
+CPU 0 (`taskset`). For each run: seconds from spawn to the first correct answer for the
+last headless service (every endpoint present), and to /ready; RSS of every mcsdns process
+once ready; list/watch requests; and the seconds the API server spent answering
+(`serving`: Python encoding JSON, which a real kube-apiserver does in a fraction), so
+that start-up can be read without it.
+
+    python bench/startup.py --runs 3
+    python bench/startup.py --services 1000 --headless 100 --runs 3 --workers 1,2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import dns.message
+import dns.rcode
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers import free_port  # noqa: E402
+from kubeapi import KubeAPI  # noqa: E402
+
+MCS = "multicluster.x-k8s.io/v1beta1"
+NS = "bench"
+
+
+def ip(i: int) -> str:
+    return f"10.{100 + i // 65536 % 100}.{i // 256 % 256}.{i % 256}"
+
+
+def load(api: KubeAPI, services: int, headless: int, slices_per: int, per_slice: int) -> tuple[str, set[str]]:
+    """The objects; returns the last headless service's name and its addresses."""
+    port = [{"name": "http", "protocol": "TCP", "port": 80}]
+    for i in range(services - headless):
+        api.put({"apiVersion": MCS, "kind": "ServiceImport", "metadata": {"name": f"s{i}", "namespace": NS},
+                 "spec": {"type": "ClusterSetIP", "ips": [ip(i)], "ports": port}})
+    n = 0
+    last: tuple[str, set[str]] = ("", set())
+    for h in range(headless):
+        name = f"h{h}"
+        api.put({"apiVersion": MCS, "kind": "ServiceImport", "metadata": {"name": name, "namespace": NS},
+                 "spec": {"type": "Headless", "ports": port}})
+        addrs: set[str] = set()
+        for s in range(slices_per):
+            eps = []
+            for _ in range(per_slice):
+                a = ip(200_000 + n)
+                n += 1
+                addrs.add(a)
+                eps.append({"addresses": [a], "hostname": f"p{n}", "conditions": {"ready": True}})
+            api.put({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                     "metadata": {"name": f"{name}-{s}", "namespace": NS, "labels": {
+                         "multicluster.kubernetes.io/service-name": name,
+                         "multicluster.kubernetes.io/source-cluster": f"cluster-{s % 3}"}},
+                     "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+                     "endpoints": eps})
+        last = (name, addrs)
+    return last
+
+
+def ask(sock: socket.socket, name: str) -> tuple[int, set[str]] | None:
+    q = dns.message.make_query(f"{name}.{NS}.svc.clusterset.local.", "A")
+    q.use_edns(0, payload=65000)
+    try:
+        sock.send(q.to_wire())
+        while True:
+            r = dns.message.from_wire(sock.recv(65535))
+            if r.id == q.id:
+                return r.rcode(), {str(rd) for rr in r.answer for rd in rr}
+    except (OSError, dns.exception.DNSException):
+        return None
+
+
+def rss_kib(pid: int) -> int:
+    """RSS of a process and its children (KiB)."""
+    total = 0
+    out = subprocess.run(["ps", "-o", "rss=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    for line in [Path(f"/proc/{pid}/status").read_text()]:
+        for f in line.splitlines():
+            if f.startswith("VmRSS:"):
+                total += int(f.split()[1])
+    total += sum(int(x) for x in out.split())
+    return total
+
+
+def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int,
+        tmp: Path) -> dict[str, Any]:
+    port, health = free_port(), free_port()
+    api.requests.clear()
+    api.serving = 0.0
+    cmd = ["taskset", "-c", "0", sys.executable, "-m", "mcsdns", "serve", "--kubeconfig", str(kubeconfig),
+           "--listen", f"127.0.0.1:{port}", "--health", f"127.0.0.1:{health}", "--workers", str(workers)]
+    log = open(tmp / f"mcsdns-{workers}.log", "wb")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.connect(("127.0.0.1", port))
+    sock.settimeout(0.2)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    first = ready = None
+    try:
+        while first is None or ready is None:
+            if proc.poll() is not None or time.monotonic() - t0 > 300:
+                raise RuntimeError((tmp / f"mcsdns-{workers}.log").read_text()[-3000:])
+            if first is None:
+                got = ask(sock, last[0])
+                if got is not None and got[0] == dns.rcode.NOERROR and got[1] == last[1]:
+                    first = time.monotonic() - t0
+            if ready is None:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{health}/ready", timeout=1) as r:
+                        if r.status == 200:
+                            ready = time.monotonic() - t0
+                except OSError:
+                    pass
+            time.sleep(0.005)
+        time.sleep(1.0)
+        rss = rss_kib(proc.pid)
+        lists = sum(1 for m, u in api.requests if m == "GET" and "watch=" not in u and "/apis/" in u
+                    and u.split("?")[0].rsplit("/", 1)[-1] in ("serviceimports", "endpointslices"))
+        watches = sum(1 for m, u in api.requests if "watch=true" in u)
+        return {"first": first, "ready": ready, "rss_mib": rss / 1024, "lists": lists, "watches": watches,
+                "api_s": api.serving, "requests": len(api.requests)}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        sock.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--services", type=int, default=10_000, help="ServiceImports (default 10000)")
+    p.add_argument("--headless", type=int, default=2_000, help="of which headless (default 2000)")
+    p.add_argument("--slices", type=int, default=2, help="EndpointSlices per headless service (default 2)")
+    p.add_argument("--endpoints", type=int, default=10, help="endpoints per slice (default 10)")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--workers", default="1", help="comma list of --workers values (default 1)")
+    a = p.parse_args()
+    os.sched_setaffinity(0, {1})  # the API server (and this driver) off mcsdns's CPU
+    api = KubeAPI(bookmark_interval=60.0)
+    last = load(api, a.services, a.headless, a.slices, a.endpoints)
+    api.start()
+    tmp = Path(tempfile.mkdtemp(prefix="mcsdns-startup-"))
+    kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+    eps = a.headless * a.slices * a.endpoints
+    print(f"{a.services} ServiceImports ({a.headless} headless), {a.headless * a.slices} EndpointSlices, "
+          f"{eps} endpoints")
+    try:
+        for w in (int(x) for x in a.workers.split(",")):
+            runs = [one(api, kubeconfig, last, w, tmp) for _ in range(a.runs)]
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            firsts = ", ".join(f"{r['first']:.2f}" for r in runs)
+            print(f"--workers {w}: first correct answer {med['first']:.2f} s (runs "
+                  f"{firsts}), /ready {med['ready']:.2f} s, "
+                  f"RSS {med['rss_mib']:.0f} MiB, {med['lists']:.0f} LISTs + {med['watches']:.0f} watches "
+                  f"of MCS/slices, {med['requests']:.0f} requests, API server busy {med['api_s']:.2f} s",
+                  flush=True)
+    finally:
+        api.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
