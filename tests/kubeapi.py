@@ -23,8 +23,11 @@ Served API (what is served is configurable):
   `labelSelector` (`k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`),
   `fieldSelector` (`metadata.name`, `metadata.namespace`; `=`, `==`, `!=`),
   `limit`/`continue` paging over a consistent snapshot (an unknown or evicted token is
-  410 Expired), `resourceVersion` (ignored except `resourceVersionMatch=Exact`, which
-  only serves the current version). List metadata carries the current resourceVersion.
+  410 Expired), `resourceVersion` (`0`: served as from the watch cache, the whole list in
+  one response, `limit` ignored; otherwise ignored except `resourceVersionMatch=Exact`,
+  which only serves the current version). List metadata carries the current
+  resourceVersion. Objects are JSON-encoded once per resourceVersion, as the watch cache
+  keeps them serialized.
 - watch `?watch=1`: HTTP/1.1 chunked, one JSON event per line: ADDED, MODIFIED, DELETED,
   BOOKMARK (only with `allowWatchBookmarks`, every `bookmark_interval` seconds and on
   `bookmark()`), ERROR (`Status` code 410 "Expired" when `resourceVersion` is older than
@@ -109,6 +112,10 @@ Route = tuple[Resource, str, str | None, str | None, str | None, str]
 
 # ---- the server ------------------------------------------------------------------------------
 
+class RawJSON(bytes):
+    """A response body already encoded."""
+
+
 class KubeAPI:
     """One simulated cluster's API server (see the module docstring)."""
 
@@ -129,6 +136,7 @@ class KubeAPI:
         self.cond = threading.Condition()
         self.requests: list[tuple[str, str]] = []
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
+        self._json: dict[tuple[str, str, str, str], tuple[str, bytes]] = {}  # encoded objects
         self.emitted: dict[int, float] = {}
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -519,6 +527,8 @@ class KubeAPI:
             else:
                 if q.get("resourceVersionMatch") == "Exact" and q.get("resourceVersion") != str(self.rv):
                     raise HTTPError(410, "Expired", f"too old resource version: {q.get('resourceVersion')}")
+                if q.get("resourceVersion") == "0":  # served from the watch cache, which ignores limit
+                    limit = 0
                 labels = label_matcher(q.get("labelSelector", ""))
                 fields = field_matcher(q.get("fieldSelector", ""))
                 rv, offset, token = self.rv, 0, ""
@@ -535,8 +545,19 @@ class KubeAPI:
                         self._pages.popitem(last=False)
                 meta["continue"] = base64.urlsafe_b64encode(f"{token}:{offset + limit}".encode()).decode()
                 meta["remainingItemCount"] = len(items) - offset - limit
-            out = [self._view(copy.deepcopy(o), api_version) for o in page]
-        return {"kind": f"{r.kind}List", "apiVersion": api_version, "metadata": meta, "items": out}
+            out = [self._encoded(o, api_version) for o in page]
+        head = json.dumps({"kind": f"{r.kind}List", "apiVersion": api_version, "metadata": meta})
+        return RawJSON(head[:-1].encode() + b', "items": [' + b", ".join(out) + b"]}")
+
+    def _encoded(self, obj: Obj, api_version: str) -> bytes:
+        """An object as JSON, encoded once per resourceVersion and version (as the watch
+        cache of kube-apiserver keeps serialized objects)."""
+        md = obj["metadata"]
+        key = (obj["kind"], md.get("namespace", ""), md["name"], api_version)
+        got = self._json.get(key)
+        if got is None or got[0] != md["resourceVersion"]:
+            got = self._json[key] = (md["resourceVersion"], json.dumps(self._view(obj, api_version)).encode())
+        return got[1]
 
     def watch(self, send: Callable[[bytes], None], r: Resource, api_version: str, ns: str | None,  # noqa: C901 - to split
               q: dict[str, str]) -> None:
@@ -633,7 +654,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _reply(self, code: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
+        data = obj if isinstance(obj, RawJSON) else json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

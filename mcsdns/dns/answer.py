@@ -85,7 +85,7 @@ class Answer:
         self.hdrs, self.tc_hdrs = headers(rcode, counts, aa)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
 class RR:
     """One resource record to render; owner None means the question name."""
 

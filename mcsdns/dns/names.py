@@ -58,6 +58,12 @@ def prefix(parts: Iterable[str], base: bytes) -> bytes:
     return out + base
 
 
+def under(label: str, base: bytes) -> bytes:
+    """The wire name of one presentation label followed by `base` (`prefix` of one label)."""
+    b = label.encode("ascii")
+    return bytes((len(b),)) + b + base
+
+
 def is_wire_name(name: bytes) -> bool:
     """An uncompressed wire name whose only zero octet is the final one."""
     i, end = 0, len(name) - 1

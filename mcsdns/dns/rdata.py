@@ -109,6 +109,11 @@ def serial_in_message(msg: bytes, rd_start: int) -> int:
     return int(struct.unpack_from("!I", msg, i)[0])
 
 
+def srv_wire(priority: int, weight: int, port: int, target: bytes) -> bytes:
+    """SRV rdata without building an SRV (what the zone renders per endpoint and port)."""
+    return _SRV_HEAD.pack(priority, weight, port) + target
+
+
 @dataclass(frozen=True, slots=True)
 class SRV:
     """Service location (RFC 2782); the target is never compressed."""
@@ -121,7 +126,7 @@ class SRV:
     TARGET_AT: ClassVar[int] = _SRV_HEAD.size  # offset of the target in the rdata
 
     def wire(self) -> bytes:
-        return _SRV_HEAD.pack(self.priority, self.weight, self.port) + self.target
+        return srv_wire(self.priority, self.weight, self.port, self.target)
 
     @classmethod
     def from_wire(cls, rd: bytes) -> SRV:

@@ -10,17 +10,17 @@ bare service name, gives one record.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
-from ..dns.names import prefix
-from ..dns.rdata import SRV
+from ..dns.names import prefix, under
+from ..dns.rdata import srv_wire
 from ..dns.types import RRType
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
 class RRset:
     """Records of one type at one name; `extra` are (owner, type, rdata) for Additional."""
 
@@ -34,8 +34,11 @@ class RRset:
 Names = dict[bytes, dict[int, RRset]]
 
 
-def _address_rrsets(addrs: Iterable[bytes]) -> dict[int, RRset]:
+def _address_rrsets(addrs: Sequence[bytes]) -> dict[int, RRset]:
     """A and/or AAAA RRsets of distinct addresses, in order."""
+    if len(addrs) == 1:  # most endpoints: one address
+        a = addrs[0]
+        return {RRType.A: RRset(RRType.A, (a,))} if len(a) == 4 else {RRType.AAAA: RRset(RRType.AAAA, (a,))}
     unique = dict.fromkeys(addrs)
     v4 = tuple(a for a in unique if len(a) == 4)
     v6 = tuple(a for a in unique if len(a) == 16)
@@ -93,7 +96,7 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     srvs: list[bytes] = []
     for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
         port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
-        rd = SRV(0, 100, port, svc_name).wire()
+        rd = srv_wire(0, 100, port, svc_name)
         names[owner] = {RRType.SRV: RRset(RRType.SRV, (rd,), extra)}
         names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
         srvs.append(rd)
@@ -131,7 +134,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
             if cn is None:
                 cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
                 names[cn] = {}  # <clusterid>.<svc>: never has records
-            host = host_of[key] = prefix((ep.hostname,), cn)
+            host = host_of[key] = under(ep.hostname, cn)
             hosts[host] = []
             host_tier[host] = loc.tier(sl.cluster)
         lst = hosts[host]
@@ -163,7 +166,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     for key, owner in srv_owners.items():
         targets = port_targets[key]
         per_tier = Counter(targets.values())
-        rds = tuple(SRV(tier, max(1, 100 // per_tier[tier]), port, host).wire()
+        rds = tuple(srv_wire(tier, max(1, 100 // per_tier[tier]), port, host)
                     for (port, host), tier in targets.items())
         seen = dict.fromkeys(host for _, host in targets)
         extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)

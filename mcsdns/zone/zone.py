@@ -37,13 +37,17 @@ _CLASSES = (RRClass.IN, RRClass.ANY)
 
 
 class Node(dict[bytes, Answer]):
-    """RRsets at one name; the dict itself caches rendered Answers by type+class."""
+    """RRsets at one name; the dict itself caches rendered Answers by type+class.
+    Made by `node()` (a Python __init__ would triple the cost of a zone's start-up share)."""
 
     __slots__ = ("rrsets",)
+    rrsets: dict[int, RRset]
 
-    def __init__(self, rrsets: dict[int, RRset]) -> None:
-        super().__init__()
-        self.rrsets = rrsets
+
+def node(rrsets: dict[int, RRset]) -> Node:
+    n = Node()
+    n.rrsets = rrsets
+    return n
 
 
 class Change(NamedTuple):
@@ -96,15 +100,15 @@ class Zone:
         self.ns_refs: dict[str, int] = {}
         self.soa = RR(self.origin, RRType.SOA, ttl, SOA.for_zone(self.origin, ttl, self.serial).wire())
         ns_target = prefix(("ns", "dns"), self.origin)
-        self.names[self.origin] = Node({
+        self.names[self.origin] = node({
             RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,)),
             RRType.NS: RRset(RRType.NS, (ns_target,)),
         })
-        self.names[prefix(("dns-version",), self.origin)] = Node(
+        self.names[prefix(("dns-version",), self.origin)] = node(
             {RRType.TXT: RRset(RRType.TXT, (TXT.of(DNS_SCHEMA_VERSION).wire(),))})
-        self.names[self.svc] = Node({})
-        self.names[prefix(("dns",), self.origin)] = Node({})
-        self.names[ns_target] = Node({})
+        self.names[self.svc] = node({})
+        self.names[prefix(("dns",), self.origin)] = node({})
+        self.names[ns_target] = node({})
         self.version = 0  # bumped on every applied change
         self.loaded = False  # False: SERVFAIL for every name in the zone
 
@@ -136,7 +140,8 @@ class Zone:
         for n, rrsets in new.items():
             cur = names.get(n)
             if cur is None or cur.rrsets != rrsets:
-                names[n] = Node(rrsets)
+                fresh = names[n] = Node()
+                fresh.rrsets = rrsets
                 changed.add(n)
         ns_name = prefix((key[0],), self.svc)
         if old and not new:
@@ -148,7 +153,7 @@ class Zone:
         elif new and not old:
             self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
             if ns_name not in names:
-                names[ns_name] = Node({})
+                names[ns_name] = node({})
                 changed.add(ns_name)
         if new:
             self.svc_names[key] = set(new)
@@ -160,7 +165,7 @@ class Zone:
         self.serial = serial
         self.soa = RR(self.origin, RRType.SOA, self.ttl, SOA.for_zone(self.origin, self.ttl, serial).wire())
         apex = self.names[self.origin].rrsets
-        self.names[self.origin] = Node({**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))})
+        self.names[self.origin] = node({**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))})
         return self.origin
 
     # ---- answers (slow path: rendering on a cache miss) ----
