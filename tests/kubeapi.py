@@ -24,7 +24,8 @@ Served API (what is served is configurable):
   `fieldSelector` (`metadata.name`, `metadata.namespace`; `=`, `==`, `!=`),
   `limit`/`continue` paging over a consistent snapshot (an unknown or evicted token is
   410 Expired), `resourceVersion` (`0`: served as from the watch cache, the whole list in
-  one response, `limit` ignored; otherwise ignored except `resourceVersionMatch=Exact`,
+  one response, `limit` ignored, unless `cache_pages` is set, as newer watch caches page
+  their snapshots; otherwise ignored except `resourceVersionMatch=Exact`,
   which only serves the current version). List metadata carries the current
   resourceVersion. Objects are JSON-encoded once per resourceVersion, as the watch cache
   keeps them serialized.
@@ -136,6 +137,7 @@ class KubeAPI:
         self.cond = threading.Condition()
         self.requests: list[tuple[str, str]] = []
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
+        self.cache_pages = False  # True: resourceVersion=0 lists are paged too (newer watch caches)
         self._json: dict[tuple[str, str, str, str], tuple[str, bytes]] = {}  # encoded objects
         self.emitted: dict[int, float] = {}
         self.port = 0
@@ -527,8 +529,8 @@ class KubeAPI:
             else:
                 if q.get("resourceVersionMatch") == "Exact" and q.get("resourceVersion") != str(self.rv):
                     raise HTTPError(410, "Expired", f"too old resource version: {q.get('resourceVersion')}")
-                if q.get("resourceVersion") == "0":  # served from the watch cache, which ignores limit
-                    limit = 0
+                if q.get("resourceVersion") == "0" and not self.cache_pages:
+                    limit = 0  # served from the watch cache, which ignores limit
                 labels = label_matcher(q.get("labelSelector", ""))
                 fields = field_matcher(q.get("fieldSelector", ""))
                 rv, offset, token = self.rv, 0, ""

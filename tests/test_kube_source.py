@@ -189,6 +189,21 @@ def test_expired_resource_version_relists(api: KubeAPI, kubeconfig: Path, tmp_pa
         assert converges(srv, f"d.shop.svc.{Z}", ["10.5.0.4"])
 
 
+def test_first_list_comes_from_the_watch_cache_and_a_relist_after_410_from_the_latest(
+        api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    """As client-go: resourceVersion=0 first (one response from kube-apiserver's watch cache,
+    not pages read through etcd); after 410 Gone, the latest state (no going back in time)."""
+    for i in range(600):
+        api.put(service_import(f"s{i}", "many", [f"10.9.{i // 250}.{i % 250 + 1}"]))
+    with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        lists = [u for _, u in api.requests if "serviceimports" in u and "watch=true" not in u]
+        assert len(lists) == 1 and "resourceVersion=0" in lists[0]  # 600 objects, no paging
+        assert addrs(srv, f"s599.many.svc.{Z}") == ["10.9.2.100"]
+        after = _outage(api, srv, reset_watch_cache=True)
+        relists = [u for _, u in after if "serviceimports" in u and "watch=true" not in u]
+        assert relists and all("resourceVersion" not in u for u in relists), relists
+
+
 def test_api_down_at_start(tmp_path: Path) -> None:
     api = KubeAPI()
     api.port = free_port()
@@ -291,6 +306,7 @@ def test_malformed_objects_are_skipped(api: KubeAPI, kubeconfig: Path, tmp_path:
 
 
 def test_paged_list_and_api_errors_back_off(api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    api.cache_pages = True  # as a watch cache that pages its snapshots
     for i in range(1100):  # more than two list pages of 500
         api.put(service_import(f"s{i}", "many", [f"10.9.{i // 250}.{i % 250 + 1}"]))
     with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:

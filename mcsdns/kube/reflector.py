@@ -1,9 +1,12 @@
 """List+watch of one collection in a worker thread (the client-go reflector loop), and a cache on top.
 
 - list (paged) -> `on_list(items, deleted_keys)` with the complete set, then watch from the
-  list's resourceVersion with bookmarks; a watch that ends (timeoutSeconds, idle read
-  timeout) resumes from the last resourceVersion; 410 Gone (HTTP status or ERROR event)
-  relists;
+  list's resourceVersion with bookmarks. As client-go's reflector, the first list asks
+  for resourceVersion "0": kube-apiserver answers it from its watch cache, in one
+  response, instead of paging through etcd (a complete view, perhaps a moment old, which
+  the watch then brings up to date); a relist after 410 Gone asks for the latest instead;
+  a watch that ends (timeoutSeconds, idle read timeout) resumes from the last
+  resourceVersion; 410 Gone (HTTP status or ERROR event) relists;
 - every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
 - errors back off with full jitter; `on_health(ok, error)` reports each list/watch outcome.
 
@@ -133,6 +136,7 @@ class Reflector:
         self.page_size, self.watch_timeout, self.idle_timeout = page_size, watch_timeout, idle_timeout
         self.backoff = backoff
         self.rv: str | None = None
+        self.latest = False  # the next list must be the latest state (after 410 Gone)
         self.known: set[Key] = set()
         self.relist = False
         self.lists = 0  # completed lists (the first one and every relist)
@@ -145,8 +149,9 @@ class Reflector:
         self.thread.start()
 
     def request_relist(self) -> None:
-        """Relist now (SIGHUP)."""
+        """Relist now, from the latest state (SIGHUP)."""
         self.relist = True
+        self.latest = True
         self.interrupt()
 
     def interrupt(self) -> None:
@@ -174,6 +179,7 @@ class Reflector:
                 self.on_error("expired")
                 log.info("%s: %s; relisting", self.label, e)
                 self.rv = None
+                self.latest = True
             except Exception as e:  # noqa: BLE001 - nothing may kill the thread
                 if self.stop.is_set():
                     return
@@ -192,6 +198,8 @@ class Reflector:
             kw: dict[str, Any] = {"limit": self.page_size}
             if cont:
                 kw["_continue"] = cont
+            elif not self.latest:
+                kw["resource_version"] = "0"
             try:
                 resp = self.lister(**kw, _preload_content=False, _request_timeout=(5, 60))
             except ApiException as e:
@@ -209,6 +217,7 @@ class Reflector:
             if not cont:
                 break
         self.rv = str(meta.get("resourceVersion") or "")
+        self.latest = False
         keys = {self.key(o) for o in items}
         deletes, self.known = self.known - keys, keys
         self.lists += 1
