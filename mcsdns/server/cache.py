@@ -1,7 +1,8 @@
 """The response cache: every answer kept between queries, and its counters.
 
-It owns the question memo (`hot`), the negative answers (NXDOMAIN, NODATA,
-REFUSED, SERVFAIL: positive ones live in the zone's nodes), the whole-response
+It owns the question memo (`hot`), the rendered answers (`positive`, bounded by
+the zone's names and types; `negative`: NXDOMAIN, NODATA, REFUSED, SERVFAIL, with
+a bound of its own), the whole-response
 tables per transport (`tables`, also read by the C extension), rotation of
 answers that rotate, writing the current SOA serial into negative responses,
 invalidation when the zone changes, and the counts of responses and sizes.
@@ -111,6 +112,7 @@ class ResponseCache:
         self.used = 0  # estimated octets in `tables`, both transports
         self.flushes = 0
         self.hot: dict[bytes, Answer] = {}  # question exactly as received -> Answer
+        self.positive: dict[bytes, dict[bytes, Answer]] = {}  # name -> type+class -> Answer
         self.negative: dict[bytes, dict[bytes, Answer]] = {}  # name -> type+class -> Answer
         self.negative_count = 0
         self.tables: tuple[Table, Table] = ({}, {})  # by tcp
@@ -126,7 +128,11 @@ class ResponseCache:
 
     def answer(self, lname: bytes, tail: bytes) -> Answer:
         """The zone's Answer for a valid lowercase wire name and type+class bytes,
-        negative ones kept here."""
+        rendered once and kept."""
+        by_type = self.positive.get(lname)
+        ans = by_type.get(tail) if by_type is not None else None
+        if ans is not None:
+            return ans
         by_type = self.negative.get(lname)
         ans = by_type.get(tail) if by_type is not None else None
         if ans is not None:
@@ -138,6 +144,8 @@ class ResponseCache:
                 self.negative_count = 0
             self.negative.setdefault(lname, {})[tail] = ans
             self.negative_count += 1
+        else:  # an RRset of the name: at most (types + ANY) x (IN, ANY) per name
+            self.positive.setdefault(lname, {})[tail] = ans
         return ans
 
     def lookup(self, q: bytes) -> Answer | None:
@@ -150,13 +158,12 @@ class ResponseCache:
         tail = q[-4:]
         if tail[0] == 0 and tail[1] in _XFR:
             return None
-        node = self.zone.names.get(lname)
-        if node is not None:
-            ans = node.get(tail) or self.answer(lname, tail)
-        elif is_wire_name(lname):
+        by_type = self.positive.get(lname)
+        ans = by_type.get(tail) if by_type is not None else None
+        if ans is None:
+            if lname not in self.zone.names and not is_wire_name(lname):
+                return None
             ans = self.answer(lname, tail)
-        else:
-            return None
         if len(self.hot) >= HOT_MAX:
             self.hot.clear()
         self.hot[q] = ans
@@ -189,7 +196,7 @@ class ResponseCache:
         table = self.tables[tcp]
         if len(table) >= CANNED_MAX or self.used + cost > self.cache_bytes:
             self.flushes += 1
-            self.invalidate(None)
+            self._drop_responses(None)
         self.used += cost
         if ans.n == 1:
             table[key] = Canned(out[2:], ans.key, len(out), serial_at=serial_at)
@@ -212,16 +219,24 @@ class ResponseCache:
     def invalidate(self, names: Collection[bytes] | None) -> None:
         """The zone changed: forget what was kept for `names` (None: everything),
         keeping the counts."""
-        self.hot.clear()
         if names is None:
-            self.used = 0
+            self.positive.clear()
             self.negative.clear()
             self.negative_count = 0
         else:
             for n in names:
+                self.positive.pop(n, None)
                 gone = self.negative.pop(n, None)
                 if gone is not None:
                     self.negative_count -= len(gone)
+        self._drop_responses(names)
+
+    def _drop_responses(self, names: Collection[bytes] | None) -> None:
+        """Forget the memo and the whole responses kept for `names` (None: all of them;
+        the tables' byte or entry limit was reached), folding their counts."""
+        self.hot.clear()
+        if names is None:
+            self.used = 0
         for table, keys, counts, sizes in zip(self.tables, self.keys, self.counts, self.sizes, strict=True):
             if names is None:
                 dropped = list(table.values())

@@ -183,10 +183,10 @@ class Transfers:
         """SOA, every record of the zone (as of now), SOA."""
         zone = self.zone
         soa = (zone.origin, RRType.SOA, zone.soa.rdata)
-        nodes = list(zone.names.items())  # snapshot: nodes are replaced, never changed
+        nodes = list(zone.names.items())  # snapshot: RRsets are replaced, never changed
         yield soa
         for name, node in nodes:
-            for rtype, rrset in node.rrsets.items():
+            for rtype, rrset in node.items():
                 if rtype == RRType.SOA:
                     continue
                 for rd in rrset.rdatas:

@@ -1,12 +1,11 @@
-"""The served zone: name -> Node, updated one service at a time.
+"""The served zone: name -> RRsets, updated one service at a time.
 
-Each Node holds its RRsets and caches the positive Answers rendered from them,
-keyed by the question's type+class bytes. A service change replaces only its
-nodes (unchanged nodes keep their cache) and returns a `Change`: the names it
-touched, for the response cache, and the records before and after, for the
-journal. Negative and refused answers are rendered here but kept by the
-response cache (a bounded table), never in a node. Their SOA serial is written
-into each response sent (`Answer.serial_at`), so a new serial invalidates none of them.
+A service change replaces only its names' RRsets and returns a `Change`: the
+names it touched, for the response cache, and the records before and after,
+for the journal. Answers are rendered here, on demand, and kept by the response
+cache (server/cache.py), never in the zone. The SOA serial of a negative answer
+is written into each response sent (`Answer.serial_at`), so a new serial
+invalidates none of them.
 Updates run on the event-loop thread in one synchronous step, so a query sees
 the zone either before or after a service change, never half of one.
 
@@ -36,18 +35,7 @@ _REFUSED_TYPES = (RRType.AXFR, RRType.IXFR)  # answered by transfers, over TCP
 _CLASSES = (RRClass.IN, RRClass.ANY)
 
 
-class Node(dict[bytes, Answer]):
-    """RRsets at one name; the dict itself caches rendered Answers by type+class.
-    Made by `node()` (a Python __init__ would triple the cost of a zone's start-up share)."""
-
-    __slots__ = ("rrsets",)
-    rrsets: dict[int, RRset]
-
-
-def node(rrsets: dict[int, RRset]) -> Node:
-    n = Node()
-    n.rrsets = rrsets
-    return n
+RRsets = dict[int, RRset]  # the records at one name, by type
 
 
 class Change(NamedTuple):
@@ -84,8 +72,8 @@ class Zone:
     """The served zone: every name's RRsets and the positive Answers rendered from them.
 
     Invariants: only the event-loop thread changes it, one whole service per
-    `set_service`; a Node's cached Answers always match its RRsets (a change replaces
-    the Node) and are positive; before `loaded` every name in the zone answers SERVFAIL.
+    `set_service`, and RRsets are replaced, never changed in place; before `loaded`
+    every name in the zone answers SERVFAIL.
     `serial` is the SOA served; only `server.publisher.ZonePublisher` sets it.
     """
 
@@ -95,31 +83,29 @@ class Zone:
         self.ttl = ttl
         self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
         self.svc = prefix(("svc",), self.origin)
-        self.names: dict[bytes, Node] = {}
+        self.names: dict[bytes, RRsets] = {}
         self.svc_names: dict[ServiceKey, set[bytes]] = {}
         self.ns_refs: dict[str, int] = {}
         self.soa = RR(self.origin, RRType.SOA, ttl, SOA.for_zone(self.origin, ttl, self.serial).wire())
         ns_target = prefix(("ns", "dns"), self.origin)
-        self.names[self.origin] = node({
+        self.names[self.origin] = {
             RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,)),
             RRType.NS: RRset(RRType.NS, (ns_target,)),
-        })
-        self.names[prefix(("dns-version",), self.origin)] = node(
-            {RRType.TXT: RRset(RRType.TXT, (TXT.of(DNS_SCHEMA_VERSION).wire(),))})
-        self.names[self.svc] = node({})
-        self.names[prefix(("dns",), self.origin)] = node({})
-        self.names[ns_target] = node({})
+        }
+        self.names[prefix(("dns-version",), self.origin)] = {
+            RRType.TXT: RRset(RRType.TXT, (TXT.of(DNS_SCHEMA_VERSION).wire(),))}
+        self.names[self.svc] = {}
+        self.names[prefix(("dns",), self.origin)] = {}
+        self.names[ns_target] = {}
         self.version = 0  # bumped on every applied change
         self.loaded = False  # False: SERVFAIL for every name in the zone
 
     def set_loaded(self) -> bool:
-        """Start answering from the data (first sync or restored state): forget the
-        SERVFAIL answers rendered so far. False if it already did."""
+        """Start answering from the data (first sync or restored state); False if it
+        already did (the caller drops every answer rendered before)."""
         if self.loaded:
             return False
         self.loaded = True
-        for node in self.names.values():
-            node.clear()
         self.version += 1
         return True
 
@@ -133,15 +119,13 @@ class Zone:
         """Replace the names of one service (empty `new` removes it)."""
         old = self.svc_names.pop(key, set())
         names = self.names
-        before = {n: names[n].rrsets for n in old}
+        before = {n: names[n] for n in old}
         changed = old.difference(new)
         for n in changed:
             del names[n]
         for n, rrsets in new.items():
-            cur = names.get(n)
-            if cur is None or cur.rrsets != rrsets:
-                fresh = names[n] = Node()
-                fresh.rrsets = rrsets
+            if names.get(n) != rrsets:
+                names[n] = rrsets
                 changed.add(n)
         ns_name = prefix((key[0],), self.svc)
         if old and not new:
@@ -153,7 +137,7 @@ class Zone:
         elif new and not old:
             self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
             if ns_name not in names:
-                names[ns_name] = node({})
+                names[ns_name] = {}
                 changed.add(ns_name)
         if new:
             self.svc_names[key] = set(new)
@@ -164,8 +148,8 @@ class Zone:
         """Serve a new SOA serial at the apex; returns the apex, whose answers changed."""
         self.serial = serial
         self.soa = RR(self.origin, RRType.SOA, self.ttl, SOA.for_zone(self.origin, self.ttl, serial).wire())
-        apex = self.names[self.origin].rrsets
-        self.names[self.origin] = node({**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))})
+        apex = self.names[self.origin]
+        self.names[self.origin] = {**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))}
         return self.origin
 
     # ---- answers (slow path: rendering on a cache miss) ----
@@ -175,18 +159,12 @@ class Zone:
         return is_subdomain(qname, self.origin)
 
     def answer(self, qname: bytes, tail: bytes) -> Answer:
-        """The Answer for a valid lowercase wire qname and the question's type+class
-        bytes. Positive answers are kept in their node; the caller keeps the others
-        (`Answer.rcode` or `serial_at` says which)."""
-        node = self.names.get(qname)
-        if node is None:
+        """The Answer, rendered now, for a valid lowercase wire qname and the question's
+        type+class bytes."""
+        rrsets = self.names.get(qname)
+        if rrsets is None:
             return self._render_missing(qname, tail)
-        ans = node.get(tail)
-        if ans is None:
-            ans = self._render_node(qname, node, tail)
-            if ans.rcode == Rcode.NOERROR and not ans.serial_at:
-                node[tail] = ans
-        return ans
+        return self._render_node(qname, rrsets, tail)
 
     def _negative(self, qname: bytes, qtype: int, rcode: int) -> Answer:
         """NXDOMAIN or NODATA: the SOA alone in Authority, its serial where the cache patches it."""
@@ -207,15 +185,15 @@ class Zone:
             return render(qname, qtype, Rcode.REFUSED, [], [], [])
         return self._refused(qname, qtype, qclass) or self._negative(qname, qtype, Rcode.NXDOMAIN)
 
-    def _render_node(self, qname: bytes, node: Node, tail: bytes) -> Answer:
+    def _render_node(self, qname: bytes, rrsets: RRsets, tail: bytes) -> Answer:
         qtype, qclass = struct.unpack("!HH", tail)
         refused = self._refused(qname, qtype, qclass)
         if refused is not None:
             return refused
         rtype = qtype
         if qtype == RRType.ANY:  # RFC 8482: one RRset is enough
-            rtype = next((t for t in _ANY_ORDER if t in node.rrsets), 0)
-        rrset = node.rrsets.get(rtype)
+            rtype = next((t for t in _ANY_ORDER if t in rrsets), 0)
+        rrset = rrsets.get(rtype)
         if rrset is None:
             return self._negative(qname, qtype, Rcode.NOERROR)
         ttl = self.ttl

@@ -15,9 +15,9 @@ def zone_text(zone: Zone) -> str:
 
     lines = [f"$ORIGIN {decode_name(zone.origin)}", f"$TTL {zone.ttl}"]
     for name in sorted(zone.names, key=order):
-        node = zone.names[name]
-        for rtype in sorted(node.rrsets):
-            for rd in node.rrsets[rtype].rdatas:
+        rrsets = zone.names[name]
+        for rtype in sorted(rrsets):
+            for rd in rrsets[rtype].rdatas:
                 lines.append(f"{decode_name(name)}\t{zone.ttl}\tIN\t{TYPE_NAMES[rtype]}\t"
                              f"{rdata.text(rtype, rd)}")
     return "\n".join(lines) + "\n"
