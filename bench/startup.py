@@ -11,6 +11,7 @@ once ready; list/watch requests; and the seconds the API server spent answering
 that start-up can be read without it.
 
     python bench/startup.py --runs 3
+    python bench/startup.py --runs 3 --repo /tmp/base   # a worktree of an older commit
     python bench/startup.py --services 1000 --headless 100 --runs 3 --workers 1,2,4
 """
 
@@ -101,7 +102,7 @@ def rss_kib(pid: int) -> int:
 
 
 def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int,
-        tmp: Path) -> dict[str, Any]:
+        tmp: Path, repo: Path = REPO) -> dict[str, Any]:
     port, health = free_port(), free_port()
     api.requests.clear()
     api.serving = 0.0
@@ -112,7 +113,8 @@ def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int
     sock.connect(("127.0.0.1", port))
     sock.settimeout(0.2)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=repo, env=env)
     first = ready = None
     try:
         while first is None or ready is None:
@@ -151,6 +153,8 @@ def main() -> int:
     p.add_argument("--endpoints", type=int, default=10, help="endpoints per slice (default 10)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--workers", default="1", help="comma list of --workers values (default 1)")
+    p.add_argument("--repo", type=Path, default=REPO,
+                   help="the mcsdns checkout to start (default this one; e.g. a worktree of an older commit)")
     a = p.parse_args()
     os.sched_setaffinity(0, {1})  # the API server (and this driver) off mcsdns's CPU
     api = KubeAPI(bookmark_interval=60.0)
@@ -163,7 +167,7 @@ def main() -> int:
           f"{eps} endpoints")
     try:
         for w in (int(x) for x in a.workers.split(",")):
-            runs = [one(api, kubeconfig, last, w, tmp) for _ in range(a.runs)]
+            runs = [one(api, kubeconfig, last, w, tmp, a.repo.resolve()) for _ in range(a.runs)]
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             firsts = ", ".join(f"{r['first']:.2f}" for r in runs)
             print(f"--workers {w}: first correct answer {med['first']:.2f} s (runs "
