@@ -514,7 +514,7 @@ class KubeAPI:
                 return 200, self._view(out, api_version)
         raise HTTPError(405, "MethodNotAllowed")
 
-    def _list(self, r: Resource, api_version: str, ns: str | None, q: dict[str, str]) -> Obj:
+    def _list(self, r: Resource, api_version: str, ns: str | None, q: dict[str, str]) -> RawJSON:
         limit = int(q.get("limit") or 0)
         with self.cond:
             cont = q.get("continue")
