@@ -304,6 +304,7 @@ class App:
         self._set_loaded()
         gc.freeze()
         gc.enable()
+        process.release_free_memory()
 
     def _pause_gc(self, loop: asyncio.AbstractEventLoop) -> None:
         """No cyclic GC while the first sync loads: its collections, over a heap that only

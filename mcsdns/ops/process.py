@@ -6,6 +6,8 @@ and the fd limit the largest."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import resource
 
@@ -21,6 +23,16 @@ MAX_FDS = define("process_max_fds", "gauge", "Maximum number of open file descri
 START = define("process_start_time_seconds", "gauge",
                "Start time of the process since unix epoch in seconds.", merge="min")
 NAMES = (BUILD_INFO, CPU, RSS, VSIZE, OPEN_FDS, MAX_FDS, START)
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim), after a load
+    whose temporaries (decoded JSON) left them behind; nothing where there is no glibc."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
+
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -36,9 +36,9 @@ Names = dict[bytes, dict[int, RRset]]
 
 def _address_rrsets(addrs: Sequence[bytes]) -> dict[int, RRset]:
     """A and/or AAAA RRsets of distinct addresses, in order."""
-    if len(addrs) == 1:  # most endpoints: one address
-        a = addrs[0]
-        return {RRType.A: RRset(RRType.A, (a,))} if len(a) == 4 else {RRType.AAAA: RRset(RRType.AAAA, (a,))}
+    if len(addrs) == 1:  # most endpoints: one address (a tuple is kept as it is)
+        rd = addrs if isinstance(addrs, tuple) else (addrs[0],)
+        return {RRType.A: RRset(RRType.A, rd)} if len(rd[0]) == 4 else {RRType.AAAA: RRset(RRType.AAAA, rd)}
     unique = dict.fromkeys(addrs)
     v4 = tuple(a for a in unique if len(a) == 4)
     v6 = tuple(a for a in unique if len(a) == 16)
@@ -124,7 +124,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
     cluster_names: dict[str, bytes] = {}
     host_of: dict[tuple[str, str], bytes] = {}
-    hosts: dict[bytes, list[bytes]] = {}
+    hosts: dict[bytes, Sequence[bytes]] = {}  # the endpoint's own tuple, until a second one merges
     host_tier: dict[bytes, int] = {}
     for sl, ep in eps:
         key = (sl.cluster, ep.hostname)
@@ -135,10 +135,12 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
                 cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
                 names[cn] = {}  # <clusterid>.<svc>: never has records
             host = host_of[key] = under(ep.hostname, cn)
-            hosts[host] = []
+            hosts[host] = ep.addresses  # shared with the store: no copy per host
             host_tier[host] = loc.tier(sl.cluster)
-        lst = hosts[host]
+            continue
+        lst = list(hosts[host])
         lst.extend(a for a in ep.addresses if a not in lst)
+        hosts[host] = lst
     for host, addrs in hosts.items():
         names[host] = _address_rrsets(addrs)
     # The service name: addresses by family in tier order, grouped by tier for rotation.
