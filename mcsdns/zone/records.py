@@ -10,8 +10,10 @@ bare service name, gives one record.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
 from ..dns.names import prefix, under
@@ -31,14 +33,50 @@ class RRset:
     groups: tuple[int, ...] = ()  # sizes of consecutive runs rotated separately (tiers)
 
 
-Names = dict[bytes, dict[int, RRset]]
+class One(Mapping[int, RRset]):
+    """The RRsets of a name that has only one: what most endpoint names have, in a
+    quarter of a dict's memory (40,000 endpoints: 5.6 MiB less)."""
+
+    __slots__ = ("rrset",)
+
+    def __init__(self, rrset: RRset) -> None:
+        self.rrset = rrset
+
+    def __getitem__(self, rtype: int) -> RRset:
+        if rtype != self.rrset.rtype:
+            raise KeyError(rtype)
+        return self.rrset
+
+    def __iter__(self) -> Iterator[int]:
+        yield self.rrset.rtype
+
+    def __len__(self) -> int:
+        return 1
+
+    def __contains__(self, rtype: object) -> bool:
+        return rtype == self.rrset.rtype
+
+    def get(self, rtype: int, default: Any = None) -> Any:
+        return self.rrset if rtype == self.rrset.rtype else default
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, One):
+            return self.rrset == other.rrset
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  # as a dict's
 
 
-def _address_rrsets(addrs: Sequence[bytes]) -> dict[int, RRset]:
+RRsets = Mapping[int, RRset]  # the records at one name, by type
+EMPTY: RRsets = MappingProxyType({})  # an empty non-terminal's, shared by all of them
+Names = dict[bytes, RRsets]
+
+
+def _address_rrsets(addrs: Sequence[bytes]) -> RRsets:
     """A and/or AAAA RRsets of distinct addresses, in order."""
     if len(addrs) == 1:  # most endpoints: one address (a tuple is kept as it is)
         rd = addrs if isinstance(addrs, tuple) else (addrs[0],)
-        return {RRType.A: RRset(RRType.A, rd)} if len(rd[0]) == 4 else {RRType.AAAA: RRset(RRType.AAAA, rd)}
+        return One(RRset(RRType.A if len(rd[0]) == 4 else RRType.AAAA, rd))
     unique = dict.fromkeys(addrs)
     v4 = tuple(a for a in unique if len(a) == 4)
     v6 = tuple(a for a in unique if len(a) == 16)
@@ -91,14 +129,14 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
 def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     """Spec 2.3: the VIPs, and SRV per named port targeting the service name."""
     names: Names = {}
-    node = _address_rrsets(si.ips)
+    node = dict(_address_rrsets(si.ips))
     extra = tuple((svc_name, rr.rtype, a) for rr in node.values() for a in rr.rdatas)
     srvs: list[bytes] = []
     for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
         port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
         rd = srv_wire(0, 100, port, svc_name)
-        names[owner] = {RRType.SRV: RRset(RRType.SRV, (rd,), extra)}
-        names.setdefault(owner[owner[0] + 1:], {})  # _proto.<svc> empty non-terminal
+        names[owner] = One(RRset(RRType.SRV, (rd,), extra))
+        names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
         srvs.append(rd)
     if srvs:  # 42/TCP and 42/UDP give the same SRV at the bare name: once
         node[RRType.SRV] = RRset(RRType.SRV, tuple(dict.fromkeys(srvs)), extra)
@@ -133,7 +171,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
             cn = cluster_names.get(sl.cluster)
             if cn is None:
                 cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
-                names[cn] = {}  # <clusterid>.<svc>: never has records
+                names[cn] = EMPTY  # <clusterid>.<svc>: never has records
             host = host_of[key] = under(ep.hostname, cn)
             hosts[host] = ep.addresses  # shared with the store: no copy per host
             host_tier[host] = loc.tier(sl.cluster)
@@ -172,8 +210,8 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
                     for (port, host), tier in targets.items())
         seen = dict.fromkeys(host for _, host in targets)
         extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)
-        names[owner] = {RRType.SRV: RRset(RRType.SRV, rds, extra)}
-        names.setdefault(owner[owner[0] + 1:], {})
+        names[owner] = One(RRset(RRType.SRV, rds, extra))
+        names.setdefault(owner[owner[0] + 1:], EMPTY)
         all_srv.update(dict.fromkeys(rds))
         all_extra.update(dict.fromkeys(extra))
     if all_srv:

@@ -26,7 +26,7 @@ from ..dns.names import encode_name, is_subdomain, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..ops.stats import Put, define
-from .records import Names, RRset
+from .records import Names, RRset, RRsets
 
 DNS_SCHEMA_VERSION = "1.0.0"
 ROTATIONS_MAX = 8
@@ -35,7 +35,7 @@ _REFUSED_TYPES = (RRType.AXFR, RRType.IXFR)  # answered by transfers, over TCP
 _CLASSES = (RRClass.IN, RRClass.ANY)
 
 
-RRsets = dict[int, RRset]  # the records at one name, by type
+
 
 
 class Change(NamedTuple):
