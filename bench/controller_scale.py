@@ -14,14 +14,22 @@ them, and measures:
   store is polled every 1 ms);
 - API requests per change, over all members: LISTs of services/endpointslices
   (goal 0) and writes by verb (Lease renewals and long-lived watches apart);
-- the controller's RSS (VmRSS, VmHWM) after the changes.
+- the controller's RSS (VmRSS, VmHWM) and CPU seconds after the first sync and after
+  the changes.
+
+`--write-latency MS` makes every write wait that long in the API servers before it is
+made, as an etcd commit does on a real one (the in-process servers answer in well under
+a millisecond), so that the controller's number of writes in flight shows. `--repo PATH`
+runs the controller of another checkout (a worktree of an older commit).
 
     .venv/bin/python bench/controller_scale.py -n 10000
+    .venv/bin/python bench/controller_scale.py -n 3000 --write-latency 10 --changes 20
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -83,6 +91,12 @@ def get(url: str) -> int:
         return 0
 
 
+def cpu(pid: int) -> float:
+    """User + system CPU seconds of a process."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss(pid: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) in MiB."""
     vals = {}
@@ -138,11 +152,15 @@ def main() -> int:
     p.add_argument("--changes", type=int, default=100)
     p.add_argument("--workers", type=int, default=4, help="controller --workers")
     p.add_argument("--timeout", type=float, default=1800.0, help="first sync timeout (s)")
+    p.add_argument("--write-latency", type=float, default=0.0, metavar="MS",
+                   help="each write waits MS in the API server before it is made (default 0)")
+    p.add_argument("--repo", type=Path, default=REPO, help="checkout whose controller runs")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ctlscale-"))
     apis = [KubeAPI(window=max(20000, 40 * args.n), service_cidrs=("10.96.0.0/12",))
             for _ in range(args.clusters)]
     for api in apis:
+        api.write_latency = args.write_latency / 1000
         api.start()
     t = time.perf_counter()
     services = populate(apis, args.n)
@@ -156,7 +174,8 @@ def main() -> int:
         cmd += ["--cluster", f"c{i}={api.write_kubeconfig(tmp / f'c{i}.kubeconfig', f'c{i}')}"]
     log = open(tmp / "controller.log", "wb")  # noqa: SIM115
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    env = dict(os.environ, PYTHONPATH=str(args.repo.resolve()))
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=args.repo, env=env)
     try:
         while get(f"http://127.0.0.1:{health}/ready") != 200:
             if proc.poll() is not None or time.perf_counter() - t0 > args.timeout:
@@ -165,7 +184,8 @@ def main() -> int:
             time.sleep(0.2)
         sync = time.perf_counter() - t0
         writes = sum(1 for api in apis for m, _ in list(api.requests) if m != "GET")
-        print(f"first full sync: {sync:.1f}s ({writes} writes), RSS {rss(proc.pid)[0]} MiB", flush=True)
+        print(f"first full sync: {sync:.1f}s ({writes} writes, {writes / args.n:.2f} per service), "
+              f"RSS {rss(proc.pid)[0]} MiB, controller CPU {cpu(proc.pid):.1f} s", flush=True)
         names = [imported(api) for api in apis]
         for i, api in enumerate(apis):
             sis = [s for s in api.objects("ServiceImport") if s["spec"].get("ips")]
@@ -204,7 +224,7 @@ def main() -> int:
               f"p50 {statistics.median(lat):.1f} ms, p99 {pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
         print("API requests per change (all members): " + ", ".join(
             f"{k} {v / args.changes:.2f}" for k, v in sorted(total.items())))
-        print(f"controller RSS {vm} MiB (peak {hwm} MiB)")
+        print(f"controller RSS {vm} MiB (peak {hwm} MiB), CPU {cpu(proc.pid):.1f} s")
         return 0 if total["list services/endpointslices"] == 0 else 1
     finally:
         stop_process(proc)

@@ -138,6 +138,7 @@ class KubeAPI:
         self.requests: list[tuple[str, str]] = []
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
         self.cache_pages = False  # True: resourceVersion=0 lists are paged too (newer watch caches)
+        self.write_latency = 0.0  # seconds each write waits before it is made (an etcd commit; benchmarks)
         self._json: dict[tuple[str, str, str, str], tuple[str, bytes]] = {}  # encoded objects
         self.emitted: dict[int, float] = {}
         self.port = 0
@@ -667,6 +668,8 @@ class _Handler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
+        if self.command != "GET" and self.api.write_latency:
+            time.sleep(self.api.write_latency)
         try:
             body = json.loads(raw) if raw else None
             code, out = self.api.handle(self.command, self.path, body, self.headers.get("Content-Type", ""))

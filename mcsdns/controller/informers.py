@@ -1,6 +1,6 @@
 """Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports.
 
-Each collection is listed once and then watched (mcsdns/kube/reflector.py);
+Each collection is listed once and then watched, and kept packed (mcsdns/kube/cache.py);
 every change is turned into the (namespace, name) keys of the services it
 affects and handed to `enqueue`. A member is reachable while every one of its
 watches is healthy; `last_ok` is when it last was.
@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ..kube.cache import Cache, Entry
 from ..kube.errors import Problems, explain
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
-from ..kube.reflector import Backoff, Cache, PathLister
+from ..kube.reflector import Backoff, PathLister
 from ..ops.errors import ConfigError
 from .clusters import Member, Unreachable
 from .exports import SERVICE_NAME, SLICES, is_ours, labels
@@ -36,6 +37,11 @@ def slice_index(obj: Obj) -> Hashable | None:
         return ("ours", ns, svc) if svc else None
     svc = lb.get(SERVICE_NAME)
     return ("src", ns, svc) if svc else None
+
+
+def import_index(obj: Obj) -> Hashable | None:
+    """"ours" for our ServiceImports."""
+    return "ours" if is_ours(obj) else None
 
 
 def service_index(obj: Obj) -> Hashable | None:
@@ -131,10 +137,11 @@ class MemberCaches:
         paths = {"namespaces": "/api/v1/namespaces", "services": "/api/v1/services",
                  "endpointslices": SLICES, "serviceexports": m.mcs_path("serviceexports"),
                  "serviceimports": m.mcs_path("serviceimports")}
-        handlers: dict[str, Callable[[Key, Obj | None, Obj | None], None]] = {
+        handlers: dict[str, Callable[[Key, Entry | None, Entry | None], None]] = {
             "namespaces": self._namespace, "services": self._service, "endpointslices": self._slice,
             "serviceexports": self._plain, "serviceimports": self._plain}
-        index = {"services": service_index, "endpointslices": slice_index}
+        index = {"services": service_index, "endpointslices": slice_index,
+                 "serviceimports": import_index}
         trim = {"namespaces": trim_namespace, "services": trim_service, "endpointslices": trim_slice}
         for kind in self.KINDS:
             self.healthy[kind] = False
@@ -184,24 +191,22 @@ class MemberCaches:
         return len(self.caches) == len(self.KINDS) and all(c.synced.is_set() for c in self.caches.values())
 
     # --- events -> keys --------------------------------------------------------------
-    def _plain(self, k: Key, old: Obj | None, new: Obj | None) -> None:
+    def _plain(self, k: Key, old: Entry | None, new: Entry | None) -> None:
         self.enqueue(k)
 
-    def _namespace(self, k: Key, old: Obj | None, new: Obj | None) -> None:
+    def _namespace(self, k: Key, old: Entry | None, new: Entry | None) -> None:
         self.enqueue_namespace(k[1])
 
-    def _service(self, k: Key, old: Obj | None, new: Obj | None) -> None:
-        for o in (old, new):
-            if o is not None:
-                iv = service_index(o)
+    def _service(self, k: Key, old: Entry | None, new: Entry | None) -> None:
+        for e in (old, new):
+            if e is not None:
+                iv = e.iv
                 self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else self.service_key(k))
 
-    def _slice(self, k: Key, old: Obj | None, new: Obj | None) -> None:
-        for o in (old, new):
-            if o is not None:
-                iv = slice_index(o)
-                if isinstance(iv, tuple):
-                    self.enqueue((iv[1], iv[2]))
+    def _slice(self, k: Key, old: Entry | None, new: Entry | None) -> None:
+        for e in (old, new):
+            if e is not None and isinstance(e.iv, tuple):
+                self.enqueue((e.iv[1], e.iv[2]))
 
     # --- reads -----------------------------------------------------------------------
     def has_namespace(self, ns: str) -> bool:
@@ -230,7 +235,7 @@ class MemberCaches:
 
     def imports(self) -> list[tuple[Key, Obj]]:
         """Every ServiceImport in the cache, with its key."""
-        return list(self.caches["serviceimports"].objs.items())
+        return self.caches["serviceimports"].items()
 
     def note_written(self, kind: str, obj: Obj | None, k: Key | None = None) -> None:
         """Our write's result (None with `k`: deleted) goes into the `kind` cache."""
@@ -241,9 +246,8 @@ class MemberCaches:
         if not self.caches:
             return set()
         out = set(self.caches["serviceexports"].keys())
-        out.update(k for k, si in list(self.caches["serviceimports"].objs.items()) if is_ours(si))
+        out.update(self.caches["serviceimports"].indexed_keys("ours"))
         for cache in (self.caches["endpointslices"], self.caches["services"]):
-            with cache.lock:
-                out.update((iv[1], iv[2]) for iv in cache.by_index
-                           if isinstance(iv, tuple) and iv[0] == "ours")
+            out.update((iv[1], iv[2]) for iv in cache.index_values()
+                       if isinstance(iv, tuple) and iv[0] == "ours")
         return out

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..kube.keys import Key
+from ..ops.process import release_free_memory
 from .clusters import Member
 from .informers import MemberCaches
 from .ipam import Allocator
@@ -167,6 +168,7 @@ class Manager:
                 n = sum(self.results.values())
                 log.info("first full sync done (%d reconciles)", n,
                          extra={"event": "synced", "reconciles": n, "results": dict(self.results)})
+                release_free_memory()  # the lists' decoded JSON left free heap pages behind
                 self.ready.set()
             for mc in self.caches:
                 if not mc.reachable and mc.last_ok is not None and mc.member.name not in self.expired \

@@ -1,4 +1,4 @@
-"""List+watch of one collection in a worker thread (the client-go reflector loop), and a cache on top.
+"""List+watch of one collection in a worker thread (the client-go reflector loop).
 
 - list (paged) -> `on_list(items, deleted_keys)` with the complete set, then watch from the
   list's resourceVersion with bookmarks. As client-go's reflector, the first list asks
@@ -23,7 +23,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -295,115 +295,3 @@ def rv_int(obj: Obj | None) -> int | None:
         return int((obj or {}).get("metadata", {}).get("resourceVersion"))
     except (TypeError, ValueError):
         return None
-
-
-class Cache:
-    """A thread-safe dict of one collection's objects, kept by a Reflector.
-
-    `on_change(key, old, new)` runs on the reflector thread after every change
-    (new is None on delete; a relist reports only what differs). `transform`
-    trims objects in place before they are kept (managedFields never are). `index(obj)`,
-    when given, files every object under one index value (None: not indexed),
-    read back with `indexed`. `note_written` puts an object one of our writes
-    returned into the cache, so a reconcile racing its own watch event does not
-    write twice; an event not newer than what is held is ignored when
-    resourceVersions compare as integers (they do on etcd-backed servers).
-    """
-
-    def __init__(self, label: str, lister: Lister, on_change: Callable[[Key, Obj | None, Obj | None], None],
-                 stop: threading.Event, on_health: Callable[[bool, BaseException | None], None]
-                 = lambda ok, e: None, index: Callable[[Obj], Hashable | None] | None = None,
-                 transform: Callable[[Obj], None] | None = None, **reflector_kw: Any) -> None:
-        self.objs: dict[Key, Obj] = {}
-        self.by_index: dict[Hashable, dict[Key, Obj]] = {}
-        self.index = index
-        self.transform = transform  # trims an object in place before it is cached
-        self.lock = threading.Lock()
-        self.on_change = on_change
-        self.synced = threading.Event()
-        self.reflector = Reflector(label, lister, on_list=self._on_list, on_event=self._on_event,
-                                   on_health=on_health, stop=stop, **reflector_kw)
-
-    def start(self) -> None:
-        self.reflector.start()
-
-    def get(self, key: Key) -> Obj | None:
-        return self.objs.get(key)
-
-    def values(self) -> list[Obj]:
-        with self.lock:
-            return list(self.objs.values())
-
-    def keys(self) -> list[Key]:
-        with self.lock:
-            return list(self.objs)
-
-    def indexed(self, value: Hashable) -> list[Obj]:
-        with self.lock:
-            return list((self.by_index.get(value) or {}).values())
-
-    def _put(self, key: Key, new: Obj | None) -> Obj | None:
-        """Replace one object (lock held); returns the old one. managedFields are not kept."""
-        if new is not None and isinstance(new.get("metadata"), dict):
-            new["metadata"].pop("managedFields", None)
-            if self.transform is not None:
-                self.transform(new)
-        old = self.objs.pop(key, None) if new is None else self.objs.get(key)
-        if new is not None:
-            self.objs[key] = new
-        if self.index is not None:
-            if old is not None:
-                iv = self.index(old)
-                if iv is not None:
-                    bucket = self.by_index.get(iv)
-                    if bucket is not None:
-                        bucket.pop(key, None)
-                        if not bucket:
-                            del self.by_index[iv]
-            if new is not None:
-                iv = self.index(new)
-                if iv is not None:
-                    self.by_index.setdefault(iv, {})[key] = new
-        return old
-
-    def _set(self, key: Key, new: Obj | None, force: bool) -> tuple[Obj | None, bool]:
-        """(the previous object, whether `new` was applied)."""
-        with self.lock:
-            old = self.objs.get(key)
-            if not force and new is not None and old is not None:
-                a, b = rv_int(old), rv_int(new)
-                if a is not None and b is not None and b <= a:
-                    return old, False  # not newer than what we already hold
-            self._put(key, new)
-        return old, True
-
-    def _on_list(self, items: list[Obj], deletes: set[Key]) -> None:
-        changes: list[tuple[Key, Obj | None, Obj | None]] = []
-        with self.lock:
-            fresh = {default_key(o): o for o in items}
-            for k in list(self.objs):
-                if k not in fresh:
-                    changes.append((k, self._put(k, None), None))
-            for k, o in fresh.items():
-                old = self.objs.get(k)
-                if old is None or old.get("metadata", {}).get("resourceVersion") != \
-                        o.get("metadata", {}).get("resourceVersion"):
-                    changes.append((k, old, o))
-                self._put(k, o)
-        self.synced.set()
-        for k, old, new in changes:
-            self.on_change(k, old, new)
-
-    def _on_event(self, typ: str, obj: Obj) -> None:
-        k = default_key(obj)
-        old, applied = self._set(k, None if typ == "DELETED" else obj, typ == "DELETED")
-        if applied and not (old is None and typ == "DELETED"):
-            self.on_change(k, old, None if typ == "DELETED" else obj)
-
-    def note_written(self, obj: Obj | None, key: Key | None = None) -> None:
-        """Record the result of our own write (None with `key`: deleted)."""
-        if obj is None:
-            if key is not None:
-                self._set(key, None, True)
-            return
-        self._set(default_key(obj), obj, False)
