@@ -150,7 +150,7 @@ def main() -> int:
     p.add_argument("-n", type=int, default=10000, help="exported services (default 10000)")
     p.add_argument("--clusters", type=int, default=3)
     p.add_argument("--changes", type=int, default=100)
-    p.add_argument("--workers", type=int, default=4, help="controller --workers")
+    p.add_argument("--workers", type=int, default=16, help="controller --workers (default 16)")
     p.add_argument("--timeout", type=float, default=1800.0, help="first sync timeout (s)")
     p.add_argument("--write-latency", type=float, default=0.0, metavar="MS",
                    help="each write waits MS in the API server before it is made (default 0)")

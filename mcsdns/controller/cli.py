@@ -49,8 +49,9 @@ def add_parser(subparsers: Any) -> None:
                    help="drop an unreachable member's endpoints after this long (default 60)")
     c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
                    help="re-queue every service at least this often (default 300)")
-    c.add_argument("--workers", type=flags.positive, default=4,
-                   help="services reconciled in parallel (default 4)")
+    c.add_argument("--workers", type=flags.positive, default=16,
+                   help="services reconciled in parallel, and so at most this many writes in flight "
+                        "per member (default 16)")
     c.add_argument("--leader-elect", action="store_true", help="only write while holding a Lease")
     c.add_argument("--lease-namespace", type=flags.dns_label, default="kube-system")
     c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller")
@@ -90,7 +91,7 @@ def _members(args: argparse.Namespace) -> list[Member]:
                               "(a DNS label or two joined by a dot)")
         members[names.index(name)].cluster_id = cid
     for m in members:
-        m.connect()
+        m.connect(pool=args.workers + 8)
     return members
 
 

@@ -68,15 +68,16 @@ class Member:
         path, _, ctx = rest.partition("@")
         return cls(name=name, kubeconfig=path, context=ctx or None)
 
-    def connect(self) -> None:
-        """Build the API client from the kubeconfig (no request is made)."""
+    def connect(self, pool: int = 32) -> None:
+        """Build the API client from the kubeconfig (no request is made), with up to `pool`
+        kept connections (the reconcile workers' writes and the watches share them)."""
         try:
             cfg = client_configuration(self.kubeconfig, self.context)
         except KubeconfigError as e:
             ctx = f"@{self.context}" if self.context else ""
             raise ConfigError(f"--cluster {self.name}={self.kubeconfig}{ctx}: cannot load kubeconfig: "
                               f"{e}") from e
-        cfg.connection_pool_maxsize = 32  # reconcile workers and the watches share the pool
+        cfg.connection_pool_maxsize = pool
         self.api = client.ApiClient(cfg)
 
     # --- raw REST, JSON in and out -------------------------------------------------

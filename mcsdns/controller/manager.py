@@ -39,7 +39,7 @@ class Manager:
     """
 
     def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
-                 workers: int = 4, elector: LeaderElector | None = None,
+                 workers: int = 16, elector: LeaderElector | None = None,
                  member_leases: MemberLeases | None = None, watch_timeout: int = 300,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.stop = threading.Event()

@@ -59,7 +59,7 @@ class Reconciler:
     """
 
     def __init__(self, members: Sequence[MemberView], mode: str, allocator: Allocator | None,
-                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 4) -> None:
+                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 16) -> None:
         self.members = members
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
                                        thread_name_prefix="member-write")
