@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .data import state
 from .data.store import ServiceKey, Store
@@ -76,6 +77,7 @@ class Config:
     notify: list[tuple[str, int]] = field(default_factory=list)  # NOTIFY targets
     tsig_keys: list[tsig.Key] = field(default_factory=list)  # verify with any; NOTIFY signed with the first
     serial_file: str | None = None  # shared serial state (default: STATE_DIR/serial)
+    relay: Any = None  # --workers: the pipe the supervisor's Kubernetes source arrives on
 
     def serial_path(self) -> str | None:
         if self.serial_file:
@@ -187,6 +189,10 @@ class App:
 
     def make_sources(self, serving: bool = True) -> list[Source]:
         """The configured source; `serving`: the zone is answered from it (not `records`)."""
+        if self.cfg.relay is not None:
+            from .sources.relay import RelaySource
+
+            return [RelaySource(self.store, self.cfg.relay)]
         if self.cfg.manifests:
             from .sources.files import MAX_BYTES, FileSource
 

@@ -1,6 +1,10 @@
 """`--workers N`: N server processes sharing each port with SO_REUSEPORT.
 
-Each worker runs the whole pipeline (its own source, store and zone) and
+Each worker runs the pipeline from the store on (its own store and zone). With a
+Kubernetes API source, the supervisor alone lists and watches and relays every list and
+event to the workers (sources/relay.py): the API server sees one list+watch per pod, a
+restarted worker gets the supervisor's current view at once, and the source's series
+are the supervisor's. With --manifests each worker reads the files itself. Each worker
 sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
 /health, /ready (200 when every worker is ready) and /metrics (the workers'
 and its own, merged as `stats.merge` says), and restarts a worker that dies;
@@ -33,6 +37,8 @@ from .ops import process
 from .ops.errors import EXIT_CONFIG, ConfigError
 from .ops.stats import Snapshot, Stats
 from .server.notify import Notifier
+from .sources.kube import KubeSource
+from .sources.relay import Hub
 from .zone.serial import serial_lt
 
 log = logging.getLogger("mcsdns.workers")
@@ -79,6 +85,17 @@ class Supervisor:
         self.config_error: str | None = None  # the first worker's configuration error
         self.stopping = asyncio.Event()
         self.exit_code = 0  # a worker's that failed at start
+        self.hub: Hub | None = None
+        self.source: KubeSource | None = None
+        if not cfg.manifests:  # one list+watch for all workers
+            self.hub = Hub()
+            self.source = KubeSource(self.hub, cfg.kubeconfig, cfg.context, cfg.namespaces,
+                                     has_data=self.any_ready, on_synced=self.hub.mark_synced)
+            self.stats.register(self.source.publish)
+
+    def any_ready(self) -> bool:
+        """Some worker answers from data (synced or restored state)."""
+        return any(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
 
     def ready(self) -> bool:
         """/ready: every worker ready, and not shutting down."""
@@ -117,17 +134,24 @@ class Supervisor:
             loop.remove_reader(old.fileno())
             old.close()
         parent, child = self.ctx.Pipe(duplex=False)
-        cfg = dataclasses.replace(self.wcfg, state_write=i == 0,
+        relay_in, relay_out = self.ctx.Pipe(duplex=False) if self.hub is not None else (None, None)
+        cfg = dataclasses.replace(self.wcfg, state_write=i == 0, relay=relay_in,
                                   bind_when_ready=self.procs[i] is not None)  # a restart
         p = self.ctx.Process(target=_worker, args=(cfg, child), name=f"mcsdns-worker-{i}",
                              daemon=True)
         p.start()
         child.close()
+        if self.hub is not None and relay_in is not None and relay_out is not None:
+            relay_in.close()
+            self.hub.attach(i, relay_out)
         self.procs[i], self.conns[i], self.snaps[i] = p, parent, {}
         loop.add_reader(parent.fileno(), self._receive, i)
         log.info("worker %d started (pid %s)", i, p.pid)
 
     def reload(self) -> None:
+        if self.source is not None:
+            self.source.reload()
+            return
         for p in self.procs:
             if p is not None and p.pid is not None and p.is_alive():
                 os.kill(p.pid, signal.SIGHUP)
@@ -156,6 +180,8 @@ class Supervisor:
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         http: list[asyncio.AbstractServer] = []
         try:
+            if self.source is not None:
+                self.source.configure()  # a kubeconfig that does not load: one error, here
             await serve_endpoints(self.cfg, self.ready, self.snapshots, http)
         except ConfigError:
             if self.tmpdir:
@@ -163,6 +189,8 @@ class Supervisor:
             raise
         for i in range(self.cfg.workers):
             self.start_worker(i, loop)
+        if self.source is not None:  # after the first forks: no thread is running in them
+            await self.source.start(loop)
         if self.cfg.notify:
             self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify,
                                      next(iter(self.cfg.tsig_keys), None))
@@ -173,6 +201,8 @@ class Supervisor:
                 await asyncio.wait_for(stopping.wait(), 0.1 if self.notifier else 0.5)
             except TimeoutError:
                 pass
+            if self.hub is not None and self.source is not None:
+                self.hub.status(self.source.connected, self.source.last_sync, self.source.last_error)
             if self.notifier is not None:
                 serial = self.served_serial()
                 if serial is not None:
@@ -206,6 +236,10 @@ class Supervisor:
                 await loop.run_in_executor(None, p.join, 5)
         for h in http:
             h.close()
+        if self.source is not None:
+            await self.source.stop()
+        if self.hub is not None:
+            self.hub.close()
         if self.notifier is not None:
             await self.notifier.stop()
         if self.tmpdir:

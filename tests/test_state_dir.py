@@ -304,30 +304,66 @@ def test_state_written_at_most_every_interval_while_changes_arrive(tmp_path: Pat
             assert not list(state_dir.glob(".*.tmp"))  # no temporary file left behind
 
 
-def test_restarted_worker_takes_no_queries_before_its_first_sync(tmp_path: Path) -> None:
-    """--workers 2: a worker restarted while the API is down binds its sockets only once
-    it has synced, so no query gets its SERVFAIL meanwhile."""
+def _lists_and_watches(api: KubeAPI, plural: str) -> tuple[int, int]:
+    """(LISTs, watches) of `plural` the API server has served."""
+    reqs = [p for m, p in list(api.requests) if m == "GET" and p.split("?")[0].endswith("/" + plural)]
+    watches = sum(1 for p in reqs if "watch=" in p)
+    return len(reqs) - watches, watches
+
+
+def test_workers_share_one_list_and_watch_and_a_restarted_worker_gets_the_view(tmp_path: Path) -> None:
+    """--workers 2 with the Kubernetes API: the supervisor alone lists and watches and relays
+    to the workers; a worker restarted while the API is down gets the supervisor's last
+    known view at once (binds, answers it, ready); changes after the outage reach both."""
     with KubeAPI() as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         api.put(service_import("web", "shop", ["10.6.0.1"]))
         with run_server(["--kubeconfig", str(kubeconfig), "--workers", "2"], tmp_path) as srv:
+            assert _lists_and_watches(api, "serviceimports") == (1, 1)
+            assert _lists_and_watches(api, "endpointslices") == (1, 1)
             pids = [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", srv.logs())]
             assert len(pids) == 2 and srv.logs().count("listening on") == 2
             api.stop()
             import signal
             os.kill(pids[0], signal.SIGKILL)
             assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3, timeout=5)
-            assert wait_for(lambda: "no data yet" in srv.logs().split("restarting")[-1],
-                            timeout=10)
-            for _ in range(100):  # every query reaches the surviving, synced worker
+            assert wait_for(lambda: srv.logs().count("listening on") == 3, timeout=10)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
+            for _ in range(100):  # both workers, the restarted one included, answer the view
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
-            assert srv.logs().count("listening on") == 2
-            assert srv.http("/ready")[0] == 503  # one worker is not ready
+            api.start()
+            api.put(service_import("web", "shop", ["10.6.0.2"]))
+            assert wait_for(lambda: all(addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.2"]
+                                        for _ in range(20)), timeout=15)
+            for _ in range(100):
+                assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.2"]
+            lists, watches = _lists_and_watches(api, "serviceimports")
+            assert lists <= 2 and watches <= 3  # the supervisor's relist/re-watch, not one per worker
+
+
+def test_restarted_worker_takes_no_queries_before_the_first_sync(tmp_path: Path) -> None:
+    """--workers 2, the API down from the start: a worker restarted before the first sync
+    binds its sockets only once the supervisor's view arrives, so it adds no SERVFAIL."""
+    api, kubeconfig = down_api(tmp_path)
+    api.put(service_import("web", "shop", ["10.6.0.1"]))
+    try:
+        with run_server(["--kubeconfig", str(kubeconfig), "--workers", "2"], tmp_path,
+                        wait_ready=False) as srv:
+            assert wait_for(lambda: srv.logs().count("listening on") == 2, timeout=10)
+            pids = [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", srv.logs())]
+            import signal
+            os.kill(pids[0], signal.SIGKILL)
+            assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3, timeout=5)
+            time.sleep(1.0)
+            assert srv.logs().count("listening on") == 2  # not before the first sync
+            assert srv.http("/ready")[0] == 503
             api.start()
             assert wait_for(lambda: srv.logs().count("listening on") == 3, timeout=15)
             assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
-            for _ in range(50):
+            for _ in range(100):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
+    finally:
+        api.stop()
 
 
 def test_workers_restore_the_state_worker_0_wrote(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ thread (use `loop.call_soon_threadsafe` from worker threads), and set
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sized
+from typing import Any, Protocol
 
 from ..ops.stats import Put, define
 
@@ -18,6 +18,21 @@ CONNECTED = define("mcsdns_source_connected", "gauge", "1 while the source is co
 LAST_SYNC = define("mcsdns_source_last_sync_timestamp_seconds", "gauge",
                    "Unix time of the last successful sync.", ("source",))
 ERRORS = define("mcsdns_source_errors_total", "counter", "Source errors by kind.", ("source", "error"))
+
+
+class Sink(Protocol):
+    """Where a source puts what it reads: the Store, or (`--workers`) the relay's Hub."""
+
+    @property
+    def imports(self) -> Sized: ...
+
+    @property
+    def slices(self) -> Sized: ...
+
+    def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None: ...
+
+    def apply(self, upserts: Iterable[dict[str, Any]],
+              deletes: Iterable[tuple[str, tuple[str, str]]]) -> None: ...
 
 
 class Source(Protocol):

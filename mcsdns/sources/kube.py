@@ -35,14 +35,14 @@ from typing import Any
 
 from kubernetes import client
 
-from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
+from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, obj_key
 from ..kube.config import KubeconfigError, client_configuration
 from ..kube.errors import Problems, error_kind, explain
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
 from ..ops.errors import ConfigError
 from ..ops.stats import Put
-from . import publish_source
+from . import Sink, publish_source
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -84,12 +84,14 @@ class KubeSource:
 
     name = "kube"
 
-    def __init__(self, store: Store, kubeconfig: str | None, context: str | None,
+    def __init__(self, store: Sink, kubeconfig: str | None, context: str | None,
                  namespaces: list[str] | None = None, *, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0,
-                 has_data: Callable[[], bool] | None = None) -> None:
+                 has_data: Callable[[], bool] | None = None,
+                 on_synced: Callable[[], None] = lambda: None) -> None:
         self.store = store
+        self.on_synced = on_synced  # called once, right after the first full sync is applied
         self.has_data = has_data  # whether DNS answers from data; None: not serving (`records`)
         self.kubeconfig, self.context = kubeconfig, context
         self.namespaces = list(dict.fromkeys(namespaces or []))
@@ -346,6 +348,7 @@ class KubeSource:
             log.info("initial sync complete: %d ServiceImports, %d EndpointSlices", imports, slices,
                      extra={"event": "synced", "source": "kubernetes", "service_imports": imports,
                             "endpoint_slices": slices})
+            self.on_synced()
 
     def _apply_run(self, run: dict[tuple[str, ObjKey], tuple[str, Obj]]) -> None:
         if not run:
