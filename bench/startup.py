@@ -5,7 +5,7 @@ The test API server (tests/kubeapi.py) runs in this process on CPU 1 and holds, 
 8,000 ClusterSetIP and 2,000 headless ServiceImports with 4,000 EndpointSlices of 10
 endpoints each (40,000 endpoints), the data of issue 22's measurements. mcsdns runs on
 CPU 0 (`taskset`). For each run: seconds from spawn to the first correct answer for the
-last headless service (every endpoint present), and to /ready; RSS of every mcsdns process
+last headless service (every endpoint present), and to /ready; RSS and PSS of every mcsdns process
 once ready; list/watch requests; and the seconds the API server spent answering
 (`serving`: Python encoding JSON, which a real kube-apiserver does in a fraction), so
 that start-up can be read without it.
@@ -89,16 +89,18 @@ def ask(sock: socket.socket, name: str) -> tuple[int, set[str]] | None:
         return None
 
 
-def rss_kib(pid: int) -> int:
-    """RSS of a process and its children (KiB)."""
-    total = 0
-    out = subprocess.run(["ps", "-o", "rss=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    for line in [Path(f"/proc/{pid}/status").read_text()]:
-        for f in line.splitlines():
-            if f.startswith("VmRSS:"):
-                total += int(f.split()[1])
-    total += sum(int(x) for x in out.split())
-    return total
+def memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process and its children (KiB). RSS counts the pages forked workers
+    share with the supervisor once per process; PSS divides them among the sharers."""
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    rss = pss = 0
+    for p in [pid, *(int(x) for x in out.split())]:
+        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss += int(line.split()[1])
+            elif line.startswith("Pss:"):
+                pss += int(line.split()[1])
+    return rss, pss
 
 
 def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int,
@@ -133,12 +135,12 @@ def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int
                     pass
             time.sleep(0.005)
         time.sleep(1.0)
-        rss = rss_kib(proc.pid)
+        rss, pss = memory_kib(proc.pid)
         lists = sum(1 for m, u in api.requests if m == "GET" and "watch=" not in u and "/apis/" in u
                     and u.split("?")[0].rsplit("/", 1)[-1] in ("serviceimports", "endpointslices"))
         watches = sum(1 for m, u in api.requests if "watch=true" in u)
-        return {"first": first, "ready": ready, "rss_mib": rss / 1024, "lists": lists, "watches": watches,
-                "api_s": api.serving, "requests": len(api.requests)}
+        return {"first": first, "ready": ready, "rss_mib": rss / 1024, "pss_mib": pss / 1024,
+                "lists": lists, "watches": watches, "api_s": api.serving, "requests": len(api.requests)}
     finally:
         proc.terminate()
         proc.wait(30)
@@ -172,7 +174,8 @@ def main() -> int:
             firsts = ", ".join(f"{r['first']:.2f}" for r in runs)
             print(f"--workers {w}: first correct answer {med['first']:.2f} s (runs "
                   f"{firsts}), /ready {med['ready']:.2f} s, "
-                  f"RSS {med['rss_mib']:.0f} MiB, {med['lists']:.0f} LISTs + {med['watches']:.0f} watches "
+                  f"RSS {med['rss_mib']:.0f} MiB (PSS {med['pss_mib']:.0f} MiB), "
+                  f"{med['lists']:.0f} LISTs + {med['watches']:.0f} watches "
                   f"of MCS/slices, {med['requests']:.0f} requests, API server busy {med['api_s']:.2f} s",
                   flush=True)
     finally:

@@ -90,8 +90,13 @@ class Supervisor:
         if not cfg.manifests:  # one list+watch for all workers
             self.hub = Hub()
             self.source = KubeSource(self.hub, cfg.kubeconfig, cfg.context, cfg.namespaces,
-                                     has_data=self.any_ready, on_synced=self.hub.mark_synced)
+                                     has_data=self.any_ready, on_synced=self._synced)
             self.stats.register(self.source.publish)
+
+    def _synced(self) -> None:
+        assert self.hub is not None
+        self.hub.mark_synced()
+        process.release_free_memory()  # the decoded lists left free heap pages behind
 
     def any_ready(self) -> bool:
         """Some worker answers from data (synced or restored state)."""

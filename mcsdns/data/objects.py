@@ -96,6 +96,24 @@ class EndpointSlice:
     dropped: tuple[str, ...] = field(default=())  # reasons for skipped parts
 
 
+_KEPT = ("kind", "apiVersion", "spec", "addressType", "ports")
+_KEPT_META = ("name", "namespace", "labels")
+_KEPT_ENDPOINT = ("addresses", "hostname", "conditions", "zone")
+
+
+def essentials(obj: dict[str, Any]) -> dict[str, Any]:
+    """The parts of an object the parsers here read (the rest dropped), so that it can be
+    kept or passed on small; a malformed part is kept as it is, to be reported the same."""
+    out = {k: obj[k] for k in _KEPT if k in obj}
+    meta = obj.get("metadata")
+    out["metadata"] = {k: meta[k] for k in _KEPT_META if k in meta} if isinstance(meta, dict) else meta
+    eps = obj.get("endpoints")
+    if eps is not None:
+        out["endpoints"] = [{k: e[k] for k in _KEPT_ENDPOINT if k in e} if isinstance(e, dict) else e
+                            for e in eps] if isinstance(eps, list) else eps
+    return out
+
+
 def _meta(obj: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):

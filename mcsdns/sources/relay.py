@@ -2,10 +2,11 @@
 every worker over a pipe, so that the API server sees one watch per pod, not N.
 
 - `Hub` (supervisor): what the `KubeSource` feeds instead of a Store. It keeps every
-  object once, pickled, and sends each list (`replace`) and batch of events (`apply`) to
-  every worker's channel, in order; `synced` follows the source's first full sync, and
-  `status` its connection state. A channel added later (a restarted worker) first gets
-  the whole current view, then what follows.
+  object once, only the fields the Store reads (`objects.essentials`), pickled, and
+  sends each list (`replace`) and batch of events (`apply`) to every worker's channel,
+  in order; `synced` follows the source's first full sync, and `status` its connection
+  state. A channel added later (a restarted worker) first gets the whole current view,
+  then what follows.
 - `RelaySource` (worker): a Source that applies what arrives to the worker's own Store,
   on the event loop; it is synced once the supervisor's source is.
 
@@ -25,6 +26,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from ..data.objects import essentials
 from ..data.store import ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
 from ..ops.stats import Put
 
@@ -67,6 +69,11 @@ class _Channel:
             pass
 
 
+def _pack(obj: Obj) -> bytes:
+    """What the workers' Stores read of an object, pickled."""
+    return pickle.dumps(essentials(obj), pickle.HIGHEST_PROTOCOL)
+
+
 class Hub:
     """The supervisor's copy of the source's objects, fanned out to the workers' channels.
 
@@ -90,14 +97,14 @@ class Hub:
         return self.objs.get(ENDPOINT_SLICE, {})
 
     def replace(self, kind: str, objs: Iterable[Obj]) -> None:
-        fresh = {obj_key(o): pickle.dumps(o, pickle.HIGHEST_PROTOCOL) for o in objs}
+        fresh = {obj_key(o): _pack(o) for o in objs}
         self.objs[kind] = fresh
         self._send(("replace", kind, list(fresh.values())))
 
     def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
         blobs = []
         for o in upserts:
-            b = pickle.dumps(o, pickle.HIGHEST_PROTOCOL)
+            b = _pack(o)
             self.objs.setdefault(str(o.get("kind")), {})[obj_key(o)] = b
             blobs.append(b)
         gone = list(deletes)
