@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from .server.tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .server.udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 from .server.xfr import Transfers
 from .sources import Source
+from .sources.relay import Hub, RelaySource, Tee
 from .zone.journal import Versions
 from .zone.locality import OFF, Locality
 from .zone.records import Names, service_records
@@ -77,7 +78,6 @@ class Config:
     notify: list[tuple[str, int]] = field(default_factory=list)  # NOTIFY targets
     tsig_keys: list[tsig.Key] = field(default_factory=list)  # verify with any; NOTIFY signed with the first
     serial_file: str | None = None  # shared serial state (default: STATE_DIR/serial)
-    relay: Any = None  # --workers: the pipe the supervisor's Kubernetes source arrives on
 
     def serial_path(self) -> str | None:
         if self.serial_file:
@@ -98,8 +98,9 @@ class App:
     /ready is 503 from the first SIGTERM on.
     """
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, hub: Hub | None = None) -> None:
         self.cfg = cfg
+        self.hub = hub  # --workers: the Kubernetes source also feeds the workers through it
         self.store = Store()
         self.zone = Zone(cfg.zone, cfg.ttl, cfg.serial)
         self.cache = ResponseCache(self.zone, cfg.cache_mib << 20)
@@ -137,15 +138,21 @@ class App:
             log.warning("--state-dir keeps only the SOA serial with --manifests "
                         "(the files are the state of the objects)")
         self.udp_timer = RequestTimer()
-        self.stats = Stats()
+        self.stats = self._stats(serving=True)
+
+    def _stats(self, serving: bool) -> Stats:
+        """This process's series; `serving`: also the state keeper's and the NOTIFY sender's
+        (a forked worker leaves those to its supervisor)."""
+        stats = Stats()
         for publish in (self.cache.publish, self.handler.publish, self.udp_timer.publish,
                         self.tcp_state.publish, self.store.publish, self.zone.publish, self.publish,
                         self.versions.publish, self.transfers.publish, process.publish):
-            self.stats.register(publish)
-        if self.keeper is not None:
-            self.stats.register(self.keeper.publish)
-        if self.notifier is not None:
-            self.stats.register(self.notifier.publish)
+            stats.register(publish)
+        if serving and self.keeper is not None:
+            stats.register(self.keeper.publish)
+        if serving and self.notifier is not None:
+            stats.register(self.notifier.publish)
+        return stats
 
     def publish(self, put: Put) -> None:
         put(READY, 1 if self.ready() else 0)
@@ -189,10 +196,6 @@ class App:
 
     def make_sources(self, serving: bool = True) -> list[Source]:
         """The configured source; `serving`: the zone is answered from it (not `records`)."""
-        if self.cfg.relay is not None:
-            from .sources.relay import RelaySource
-
-            return [RelaySource(self.store, self.cfg.relay)]
         if self.cfg.manifests:
             from .sources.files import MAX_BYTES, FileSource
 
@@ -200,6 +203,10 @@ class App:
                                max_bytes=self.cfg.max_manifest_bytes or MAX_BYTES)]
         from .sources.kube import KubeSource
 
+        if self.hub is not None:
+            hub = self.hub
+            return [KubeSource(Tee(self.store, hub), self.cfg.kubeconfig, self.cfg.context,
+                               self.cfg.namespaces, has_data=self.ready, on_synced=hub.mark_synced)]
         return [KubeSource(self.store, self.cfg.kubeconfig, self.cfg.context, self.cfg.namespaces,
                            has_data=self.ready if serving else None)]
 
@@ -220,6 +227,44 @@ class App:
             self._tasks.append(loop.create_task(self.keeper.writer()))
         if self.notifier is not None:
             self.notifier.start()
+        self.publisher.watch(loop)
+
+    async def load(self) -> None:
+        """--workers, in the supervisor: restore state and run the source, not answering; the
+        workers are forked from this process once it is loaded (`loaded`)."""
+        loop = asyncio.get_running_loop()
+        self._pause_gc(loop)
+        if self.keeper is not None and self.keeper.restore():
+            self._set_loaded()
+        await self.start_sources(loop)
+        self._tasks.append(loop.create_task(self._until_synced()))
+        if self.keeper is not None and self.cfg.state_write:
+            self._tasks.append(loop.create_task(self.keeper.writer()))
+        self.publisher.watch(loop)
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded.is_set()
+
+    async def serve_forked(self, conn: Any) -> None:
+        """--workers, in a worker forked from the loaded supervisor: what follows arrives
+        on `conn`; answer from the inherited zone at once. The supervisor's tasks, threads
+        and file watches did not come along: start this process's own."""
+        loop = asyncio.get_running_loop()
+        synced = self.synced()
+        self.cfg = dataclasses.replace(self.cfg, state_write=False)
+        self.keeper = None  # the supervisor keeps --state-dir
+        loaded, self._loaded = self._loaded.is_set(), asyncio.Event()
+        if loaded:
+            self._loaded.set()
+        self.stopping, self.hurry, self._tasks = asyncio.Event(), asyncio.Event(), []
+        self.sources = [RelaySource(self.store, conn, synced=synced)]
+        self.stats = self._stats(serving=False)
+        self.publisher.forget_watch()
+        await self._bind()
+        await self.start_sources(loop)
+        if not synced:
+            self._tasks.append(loop.create_task(self._until_synced()))
         self.publisher.watch(loop)
 
     def prepare_sources(self, serving: bool = True) -> None:
@@ -403,15 +448,25 @@ async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
 async def run(cfg: Config, report: Callable[[Snapshot], None] | None = None) -> None:
     """Run one server process until SIGTERM/SIGINT; `report` receives a metrics
     snapshot every 0.2 s (worker processes report to their supervisor)."""
+    app = App(cfg)
+    await _serve(app, app.start, report)
+
+
+async def run_forked(app: App, conn: Any, report: Callable[[Snapshot], None]) -> None:
+    """A worker forked from its supervisor's loaded `app`: serve it, fed from `conn`."""
+    await _serve(app, lambda: app.serve_forked(conn), report)
+
+
+async def _serve(app: App, start: Callable[[], Awaitable[None]],
+                 report: Callable[[Snapshot], None] | None) -> None:
     # Source threads (file parsing, watch streams) must not hold the GIL for the
     # default 5 ms while queries wait: hand it back every 0.5 ms.
     sys.setswitchinterval(0.0005)
-    app = App(cfg)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, app.signalled)
     loop.add_signal_handler(signal.SIGHUP, app.reload)
-    await app.start()
+    await start()
     if report is not None:
         parent = os.getppid()
 

@@ -1,21 +1,26 @@
 """`--workers N`: N server processes sharing each port with SO_REUSEPORT.
 
-Each worker runs the pipeline from the store on (its own store and zone). With a
-Kubernetes API source, the supervisor alone lists and watches and relays every list and
-event to the workers (sources/relay.py): the API server sees one list+watch per pod, a
-restarted worker gets the supervisor's current view at once, and the source's series
-are the supervisor's. With --manifests each worker reads the files itself. Each worker
-sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
-/health, /ready (200 when every worker is ready) and /metrics (the workers'
-and its own, merged as `stats.merge` says), and restarts a worker that dies;
-one that exits with an error before its first snapshot (a configuration
-error) stops the supervisor with that exit code instead. A restarted worker
-binds its sockets only once its zone is loaded (synced or restored), so it
-takes no share of the queries before. Worker 0 alone writes the --state-dir
-snapshot. A worker that meets a configuration error (an address it cannot bind, a
-kubeconfig that does not load) sends its message and exits; the supervisor
-stops the others and raises it, once. On SIGTERM the supervisor's /ready turns 503 and each worker runs
-its own --lameduck period.
+With the Kubernetes API, the supervisor runs the one list+watch in its own App (the
+loader, which answers no queries), restores --state-dir into it and writes the
+snapshots. Once its zone is loaded (first sync, or restored state) it forks the workers:
+each starts with the loaded zone in pages it shares with the supervisor (copy-on-write,
+after `gc.freeze()`), binds at once and follows every later list and event through its
+pipe (sources/relay.py). A worker that dies is forked again from the supervisor's
+current zone. Before the zone is loaded no DNS socket is bound. The API server sees one
+list+watch per pod. The source's and the snapshots' series are the supervisor's.
+
+With --manifests each worker runs the whole pipeline and reads the files itself. Worker
+0 alone writes the --state-dir snapshot. A restarted worker binds its sockets only once
+its zone is loaded, so it takes no share of the queries before.
+
+Each worker sends a metrics snapshot to the supervisor every 0.2 s. The supervisor serves
+/health, /ready (200 when every worker is ready) and /metrics (the workers' and its own,
+merged as `stats.merge` says). It restarts a worker that dies. A worker that exits with
+an error before its first snapshot (a configuration error) stops the supervisor with
+that exit code instead of being restarted. A worker that meets a configuration error (an
+address it cannot bind, a kubeconfig that does not load) sends its message and exits;
+the supervisor stops the others and raises it, once. On SIGTERM the supervisor's /ready
+turns 503 and each worker runs its own --lameduck period.
 """
 
 from __future__ import annotations
@@ -31,20 +36,25 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
-from .app import HANDOFF, Config, run, run_loop, serve_endpoints
+from .app import HANDOFF, App, Config, run, run_forked, run_loop, serve_endpoints
 from .dns.names import encode_name
+from .flags import show_addr
 from .ops import process
-from .ops.errors import EXIT_CONFIG, ConfigError
+from .ops.errors import EXIT_CONFIG, ConfigError, os_reason
 from .ops.stats import Snapshot, Stats
 from .server.notify import Notifier
-from .sources.kube import KubeSource
+from .server.tcp import bind_tcp
+from .server.udp import bind_udp
 from .sources.relay import Hub
 from .zone.serial import serial_lt
 
 log = logging.getLogger("mcsdns.workers")
 
 
-def _worker(cfg: Config, conn: multiprocessing.connection.Connection) -> None:
+def _worker(cfg: Config | None, conn: multiprocessing.connection.Connection,
+            forked: tuple[App, Hub, multiprocessing.connection.Connection] | None = None) -> None:
+    """A worker process: its own pipeline from `cfg`, or (`forked`) the supervisor's loaded
+    App, continued from the relay pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles ^C
 
     def report(snap: Snapshot) -> None:
@@ -54,7 +64,13 @@ def _worker(cfg: Config, conn: multiprocessing.connection.Connection) -> None:
             pass
 
     try:
-        run_loop(lambda: run(cfg, report))
+        if forked is not None:
+            app, hub, relay = forked
+            hub.forget()
+            run_loop(lambda: run_forked(app, relay, report))
+        else:
+            assert cfg is not None
+            run_loop(lambda: run(cfg, report))
     except ConfigError as e:
         try:
             conn.send(str(e))
@@ -85,22 +101,26 @@ class Supervisor:
         self.config_error: str | None = None  # the first worker's configuration error
         self.stopping = asyncio.Event()
         self.exit_code = 0  # a worker's that failed at start
+        # With the Kubernetes API: one list+watch, in `loader` (an App that does not
+        # answer), and the workers forked from it once it is loaded.
         self.hub: Hub | None = None
-        self.source: KubeSource | None = None
-        if not cfg.manifests:  # one list+watch for all workers
+        self.loader: App | None = None
+        if not cfg.manifests:
             self.hub = Hub()
-            self.source = KubeSource(self.hub, cfg.kubeconfig, cfg.context, cfg.namespaces,
-                                     has_data=self.any_ready, on_synced=self._synced)
-            self.stats.register(self.source.publish)
+            self.loader = App(dataclasses.replace(self.wcfg, state_write=True), hub=self.hub)
+            if self.loader.keeper is not None:
+                self.stats.register(self.loader.keeper.publish)
 
-    def _synced(self) -> None:
-        assert self.hub is not None
-        self.hub.mark_synced()
-        process.release_free_memory()  # the decoded lists left free heap pages behind
-
-    def any_ready(self) -> bool:
-        """Some worker answers from data (synced or restored state)."""
-        return any(s.get(("mcsdns_ready", ())) == 1 for s in self.snaps)
+    def check_listen(self) -> None:
+        """Each --listen address can be bound (the workers bind only once loaded): a
+        configuration error now, not after the first sync."""
+        for host, port in self.cfg.listen:
+            for proto, bind in (("UDP", bind_udp), ("TCP", bind_tcp)):
+                try:
+                    bind(host, port, True).close()
+                except OSError as e:
+                    raise ConfigError(f"--listen {show_addr(host, port)}: {proto}: "
+                                      f"{os_reason(e)}") from None
 
     def ready(self) -> bool:
         """/ready: every worker ready, and not shutting down."""
@@ -139,23 +159,42 @@ class Supervisor:
             loop.remove_reader(old.fileno())
             old.close()
         parent, child = self.ctx.Pipe(duplex=False)
-        relay_in, relay_out = self.ctx.Pipe(duplex=False) if self.hub is not None else (None, None)
-        cfg = dataclasses.replace(self.wcfg, state_write=i == 0, relay=relay_in,
-                                  bind_when_ready=self.procs[i] is not None)  # a restart
-        p = self.ctx.Process(target=_worker, args=(cfg, child), name=f"mcsdns-worker-{i}",
-                             daemon=True)
-        p.start()
-        child.close()
-        if self.hub is not None and relay_in is not None and relay_out is not None:
+        if self.loader is not None and self.hub is not None:
+            # forked from the loaded supervisor; its pipe continues from this moment
+            relay_in, relay_out = self.ctx.Pipe(duplex=False)
+            p = self.ctx.Process(target=_worker, args=(None, child, (self.loader, self.hub, relay_in)),
+                                 name=f"mcsdns-worker-{i}", daemon=True)
+            p.start()
             relay_in.close()
             self.hub.attach(i, relay_out)
+        else:
+            cfg = dataclasses.replace(self.wcfg, state_write=i == 0,
+                                      bind_when_ready=self.procs[i] is not None)  # a restart
+            p = self.ctx.Process(target=_worker, args=(cfg, child), name=f"mcsdns-worker-{i}",
+                                 daemon=True)
+            p.start()
+        child.close()
         self.procs[i], self.conns[i], self.snaps[i] = p, parent, {}
         loop.add_reader(parent.fileno(), self._receive, i)
         log.info("worker %d started (pid %s)", i, p.pid)
 
+    async def _fork_when_loaded(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fork the workers once the loader has its zone (synced, or restored state)."""
+        assert self.loader is not None
+        if not self.loader.loaded:
+            log.info("starting %d workers once the zone is loaded (first sync or restored state); "
+                     "until then no DNS socket is bound", self.cfg.workers)
+        while not self.loader.loaded:
+            if self.stopping.is_set():
+                return
+            await asyncio.sleep(0.005)
+        for i in range(self.cfg.workers):
+            if self.procs[i] is None:
+                self.start_worker(i, loop)
+
     def reload(self) -> None:
-        if self.source is not None:
-            self.source.reload()
+        if self.loader is not None:
+            self.loader.reload()
             return
         for p in self.procs:
             if p is not None and p.pid is not None and p.is_alive():
@@ -185,17 +224,22 @@ class Supervisor:
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         http: list[asyncio.AbstractServer] = []
         try:
-            if self.source is not None:
-                self.source.configure()  # a kubeconfig that does not load: one error, here
+            if self.loader is not None:
+                self.loader.prepare_sources()  # a kubeconfig that does not load: one error, here
+                self.check_listen()
+                for s in self.loader.sources:
+                    self.stats.register(s.publish)
             await serve_endpoints(self.cfg, self.ready, self.snapshots, http)
         except ConfigError:
             if self.tmpdir:
                 shutil.rmtree(self.tmpdir, ignore_errors=True)
             raise
-        for i in range(self.cfg.workers):
-            self.start_worker(i, loop)
-        if self.source is not None:  # after the first forks: no thread is running in them
-            await self.source.start(loop)
+        if self.loader is None:
+            for i in range(self.cfg.workers):
+                self.start_worker(i, loop)
+        else:
+            await self.loader.load()
+            loop.create_task(self._fork_when_loaded(loop))
         if self.cfg.notify:
             self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify,
                                      next(iter(self.cfg.tsig_keys), None))
@@ -206,8 +250,10 @@ class Supervisor:
                 await asyncio.wait_for(stopping.wait(), 0.1 if self.notifier else 0.5)
             except TimeoutError:
                 pass
-            if self.hub is not None and self.source is not None:
-                self.hub.status(self.source.connected, self.source.last_sync, self.source.last_error)
+            if self.hub is not None and self.loader is not None:
+                for s in self.loader.sources:
+                    self.hub.status(bool(getattr(s, "connected", False)), float(getattr(s, "last_sync", 0.0)),
+                                    str(getattr(s, "last_error", "")))
             if self.notifier is not None:
                 serial = self.served_serial()
                 if serial is not None:
@@ -241,8 +287,8 @@ class Supervisor:
                 await loop.run_in_executor(None, p.join, 5)
         for h in http:
             h.close()
-        if self.source is not None:
-            await self.source.stop()
+        if self.loader is not None:
+            await self.loader.stop(drain=0)
         if self.hub is not None:
             self.hub.close()
         if self.notifier is not None:

@@ -78,6 +78,8 @@ CASES = [
     case("serve", "--listen", "{busy_tcp}", "TCP: Address already in use", "--manifests", EX,
          "--listen", "127.0.0.1:0"),
     case("serve", "--listen", "{busy_udp}", "UDP: Address already in use", "--manifests", EX),
+    case("serve", "--listen", "{busy_tcp}", "TCP: Address already in use", "--kubeconfig", "{kubeconfig}",
+         "--workers", "2"),  # checked before the first sync (the API here is dead)
     case("serve", "--listen", "{busy_tcp}", "TCP: Address already in use", "--manifests", EX,
          "--workers", "2", "--log-level", "warning"),
     case("serve", "--health", "127.0.0.1:65536", "port must be 0-65535"),

@@ -1,6 +1,6 @@
-"""The --workers relay (sources/relay.py) through a real pipe: a worker's Store equals one
-fed directly, for a worker attached at the start and for one attached later (a restart);
-and what the hub keeps of an object (`objects.essentials`) parses exactly as the whole."""
+"""The --workers relay (sources/relay.py) through a real pipe: a worker's Store, copied at
+the fork, follows the supervisor's; and what is relayed of an object
+(`objects.essentials`) parses exactly as the whole."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
-import pytest
 from helpers import EXAMPLE
 
 from mcsdns.data.objects import Malformed, essentials, parse_endpoint_slice, parse_service_import
 from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT, Store, obj_key
 from mcsdns.sources.files import load_file
-from mcsdns.sources.relay import Hub, RelaySource
+from mcsdns.sources.relay import Hub, RelaySource, Tee
 
 
 def example() -> list[dict[str, Any]]:
@@ -53,32 +52,30 @@ def view(store: Store) -> tuple[Any, Any]:
     return dict(store.imports), dict(store.slices)
 
 
-@pytest.mark.parametrize("late", [False, True])
-def test_a_worker_store_equals_a_store_fed_directly(late: bool) -> None:
+def test_a_worker_store_follows_the_supervisors_from_where_it_was_forked() -> None:
+    """A worker's Store starts as a copy of the supervisor's (fork) and follows it through
+    the pipe: lists, events and the sync mark, in order."""
     objs = example()
     imports = [o for o in objs if o["kind"] == SERVICE_IMPORT]
     slices = [o for o in objs if o["kind"] == ENDPOINT_SLICE]
-    direct, hub = Store(), Hub()
+    hub, direct = Hub(), Store()
+    sup = Tee(direct, hub)
+    sup.replace(SERVICE_IMPORT, copy.deepcopy(imports[1:]))  # before the fork
     worker = Store()
+    worker.replace(SERVICE_IMPORT, copy.deepcopy(imports[1:]))  # what the fork copies
     recv, send = multiprocessing.Pipe(duplex=False)
     src = RelaySource(worker, recv)
 
     async def run() -> None:
         await src.start(asyncio.get_running_loop())
-        if not late:
-            hub.attach(0, send)
-        for sink in (direct, hub):
-            sink.replace(SERVICE_IMPORT, copy.deepcopy(imports))
-            sink.replace(ENDPOINT_SLICE, copy.deepcopy(slices))
+        hub.attach(0, send)  # as the worker is forked
+        sup.replace(SERVICE_IMPORT, copy.deepcopy(imports))
+        sup.replace(ENDPOINT_SLICE, copy.deepcopy(slices))
         hub.mark_synced()
         changed = copy.deepcopy(imports[0])
         changed["spec"]["ips"] = ["10.9.9.9"] if changed["spec"].get("type") != "Headless" else []
-        gone = (ENDPOINT_SLICE, obj_key(slices[0]))
-        for sink in (direct, hub):
-            sink.apply([copy.deepcopy(changed)], [gone])
+        sup.apply([changed], [(ENDPOINT_SLICE, obj_key(slices[0]))])
         hub.status(True, 123.0, "")
-        if late:  # a restarted worker: the whole current view, then what follows
-            hub.attach(0, send)
         for _ in range(400):
             if src.synced and src.connected and view(worker) == view(direct):
                 break
@@ -88,5 +85,5 @@ def test_a_worker_store_equals_a_store_fed_directly(late: bool) -> None:
 
     asyncio.run(run())
     assert src.synced and src.connected and src.last_sync == 123.0
-    assert view(worker) == view(direct)
+    assert view(worker) == view(direct) and len(worker.imports) == len(imports)
     assert obj_key(slices[0]) not in worker.slices

@@ -341,24 +341,21 @@ def test_workers_share_one_list_and_watch_and_a_restarted_worker_gets_the_view(t
             assert lists <= 2 and watches <= 3  # the supervisor's relist/re-watch, not one per worker
 
 
-def test_restarted_worker_takes_no_queries_before_the_first_sync(tmp_path: Path) -> None:
-    """--workers 2, the API down from the start: a worker restarted before the first sync
-    binds its sockets only once the supervisor's view arrives, so it adds no SERVFAIL."""
+def test_workers_start_once_the_zone_is_loaded(tmp_path: Path) -> None:
+    """--workers 2, the API down from the start and no saved state: the workers are forked
+    from the supervisor only once its zone is loaded, so no socket answers SERVFAIL before;
+    after the first sync both answer."""
     api, kubeconfig = down_api(tmp_path)
     api.put(service_import("web", "shop", ["10.6.0.1"]))
     try:
         with run_server(["--kubeconfig", str(kubeconfig), "--workers", "2"], tmp_path,
                         wait_ready=False) as srv:
-            assert wait_for(lambda: srv.logs().count("listening on") == 2, timeout=10)
-            pids = [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", srv.logs())]
-            import signal
-            os.kill(pids[0], signal.SIGKILL)
-            assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3, timeout=5)
+            assert wait_for(lambda: "once the zone is loaded" in srv.logs(), timeout=10)
             time.sleep(1.0)
-            assert srv.logs().count("listening on") == 2  # not before the first sync
+            assert "listening on" not in srv.logs() and "worker 0 started" not in srv.logs()
             assert srv.http("/ready")[0] == 503
             api.start()
-            assert wait_for(lambda: srv.logs().count("listening on") == 3, timeout=15)
+            assert wait_for(lambda: srv.logs().count("listening on") == 2, timeout=15)
             assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
             for _ in range(100):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
@@ -384,6 +381,6 @@ def test_workers_restore_the_state_worker_0_wrote(tmp_path: Path) -> None:
             assert srv.metric("mcsdns_state_restored ") == 1
             for _ in range(50):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
-            assert srv.logs().count("serving restored state until the first sync") == 2
+            assert srv.logs().count("serving restored state until the first sync") == 1  # the supervisor
     finally:
         api.stop()

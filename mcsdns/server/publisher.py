@@ -114,6 +114,14 @@ class ZonePublisher:
             await asyncio.sleep(FALLBACK_POLL)
             self.commit()
 
+    def forget_watch(self) -> None:
+        """In a forked child: drop the parent's file watch and retry (they belong to its
+        loop; reading the shared inotify descriptor here would steal its events)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self._retry = None
+
     def close(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._watch is not None:
             loop.remove_reader(self._watch.fd)

@@ -1,18 +1,18 @@
-"""`--workers N` with a Kubernetes source: one list+watch in the supervisor, relayed to
-every worker over a pipe, so that the API server sees one watch per pod, not N.
+"""`--workers N` with a Kubernetes source: one list+watch in the supervisor, and workers
+forked from it once its zone is loaded, so that the API server sees one watch per pod,
+not N, and the workers share the loaded pages (copy-on-write) instead of each building
+its own.
 
-- `Hub` (supervisor): what the `KubeSource` feeds instead of a Store. It keeps every
-  object once, only the fields the Store reads (`objects.essentials`), pickled, and
-  sends each list (`replace`) and batch of events (`apply`) to every worker's channel,
-  in order; `synced` follows the source's first full sync, and `status` its connection
-  state. A channel added later (a restarted worker) first gets the whole current view,
-  then what follows.
-- `RelaySource` (worker): a Source that applies what arrives to the worker's own Store,
-  on the event loop; it is synced once the supervisor's source is.
+- `Tee` (supervisor): what the `KubeSource` feeds: the supervisor's own Store and the
+  `Hub`, together, on the event loop.
+- `Hub` (supervisor): sends each list (`replace`) and batch of events (`apply`), only the
+  fields the Store reads (`objects.essentials`), pickled, to every worker's pipe, in
+  order; then `synced` and the source's connection `status`. A worker's pipe is attached
+  as it is forked, so it continues exactly from what the worker inherited.
+- `RelaySource` (worker): applies what arrives to the worker's Store, on its event loop.
 
-Each channel is written by its own thread, so a slow or dead worker never stalls the
-supervisor's loop; the pipe's buffer bounds what is in flight, the channel's queue holds
-the rest (at most one view plus the changes since).
+Each pipe is written by its own thread, so a slow or dead worker never stalls the
+supervisor's loop.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..data.objects import essentials
-from ..data.store import ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, Store, obj_key
+from ..data.store import ObjKey, Store
 from ..ops.stats import Put
 
 log = logging.getLogger("mcsdns.relay")
@@ -75,44 +75,25 @@ def _pack(obj: Obj) -> bytes:
 
 
 class Hub:
-    """The supervisor's copy of the source's objects, fanned out to the workers' channels.
+    """Fans the source's lists and events out to the workers' channels, in order.
 
-    Invariant: every channel receives, in order, a complete view of each kind listed so
-    far and then every change after it, so each worker's Store equals the supervisor's
-    view (a kind not listed yet is not sent: a worker keeps its restored state of it)."""
+    Invariant: a channel attached at the moment its worker is forked (on the event loop,
+    between two applied batches) receives every change after what the worker inherited,
+    so each worker's Store follows the supervisor's."""
 
     def __init__(self) -> None:
-        self.objs: dict[str, dict[ObjKey, bytes]] = {}  # by kind, once a list of it came
         self.channels: dict[int, _Channel] = {}
         self.synced = False
         self.state: tuple[bool, float, str] = (False, 0.0, "")
 
-    # --- what KubeSource calls (as on a Store) --------------------------------------------
-    @property
-    def imports(self) -> dict[ObjKey, bytes]:
-        return self.objs.get(SERVICE_IMPORT, {})
-
-    @property
-    def slices(self) -> dict[ObjKey, bytes]:
-        return self.objs.get(ENDPOINT_SLICE, {})
-
     def replace(self, kind: str, objs: Iterable[Obj]) -> None:
-        fresh = {obj_key(o): _pack(o) for o in objs}
-        self.objs[kind] = fresh
-        self._send(("replace", kind, list(fresh.values())))
+        if self.channels:
+            self._send(("replace", kind, [_pack(o) for o in objs]))
 
     def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
-        blobs = []
-        for o in upserts:
-            b = _pack(o)
-            self.objs.setdefault(str(o.get("kind")), {})[obj_key(o)] = b
-            blobs.append(b)
-        gone = list(deletes)
-        for kind, k in gone:
-            self.objs.get(kind, {}).pop(k, None)
-        self._send(("apply", blobs, gone))
+        if self.channels:
+            self._send(("apply", [_pack(o) for o in upserts], list(deletes)))
 
-    # --- the supervisor's side ------------------------------------------------------------
     def mark_synced(self) -> None:
         if not self.synced:
             self.synced = True
@@ -126,15 +107,11 @@ class Hub:
             self._send(("status", *state))
 
     def attach(self, i: int, conn: multiprocessing.connection.Connection) -> None:
-        """Worker `i`'s (new) pipe: the current view first, then every change."""
+        """Worker `i`'s (new) pipe, attached as it is forked: every change from now on."""
         old = self.channels.pop(i, None)
         if old is not None:
             old.close()
         ch = _Channel(conn, f"worker-{i}")
-        for kind, objs in self.objs.items():
-            ch.send(("replace", kind, list(objs.values())))
-        if self.synced:
-            ch.send(("synced",))
         ch.send(("status", *self.state))
         self.channels[i] = ch
 
@@ -143,9 +120,45 @@ class Hub:
             ch.close()
         self.channels.clear()
 
+    def forget(self) -> None:
+        """In a forked worker: close the inherited ends of the supervisor's pipes."""
+        for ch in self.channels.values():
+            try:
+                ch.conn.close()
+            except OSError:
+                pass
+        self.channels.clear()
+
     def _send(self, msg: Message) -> None:
         for ch in self.channels.values():
             ch.send(msg)
+
+
+class Tee:
+    """--workers, in the supervisor: the source's lists and events go to its own Store and
+    to the Hub, together (on the event loop), so that a worker forked at any moment holds
+    exactly what its pipe continues from."""
+
+    def __init__(self, store: Store, hub: Hub) -> None:
+        self.store, self.hub = store, hub
+
+    @property
+    def imports(self) -> dict[ObjKey, Any]:
+        return self.store.imports
+
+    @property
+    def slices(self) -> dict[ObjKey, Any]:
+        return self.store.slices
+
+    def replace(self, kind: str, objs: Iterable[Obj]) -> None:
+        items = list(objs)
+        self.store.replace(kind, items)
+        self.hub.replace(kind, items)
+
+    def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
+        ups, gone = list(upserts), list(deletes)
+        self.store.apply(ups, gone)
+        self.hub.apply(ups, gone)
 
 
 class RelaySource:
@@ -153,13 +166,14 @@ class RelaySource:
 
     name = "kube"
 
-    def __init__(self, store: Store, conn: multiprocessing.connection.Connection) -> None:
+    def __init__(self, store: Store, conn: multiprocessing.connection.Connection,
+                 synced: bool = False) -> None:
         self.store = store
         self.conn = conn
         self.connected = False  # the supervisor's source: every watch established
         self.last_sync = 0.0
         self.last_error = ""
-        self._synced = False
+        self._synced = synced  # forked from a supervisor that had synced
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._queue: list[Message] = []
