@@ -9,8 +9,9 @@ thread (use `loop.call_soon_threadsafe` from worker threads), and set
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sized
-from typing import Any, Protocol
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sized
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..ops.stats import Put, define
 
@@ -66,3 +67,37 @@ def publish_source(put: Put, name: str, connected: bool, last_sync: float,
         put(LAST_SYNC, last_sync, source=name)
     for k, v in list(errors.items()):
         put(ERRORS, v, source=name, error=str(k))
+
+
+T = TypeVar("T")
+
+
+class Inbox(Generic[T]):
+    """Items posted by a source's threads, handed to the event loop in order: `on_batch`
+    runs on the loop with every item posted since its last run."""
+
+    def __init__(self, on_batch: Callable[[list[T]], None]) -> None:
+        self.on_batch = on_batch
+        self.loop: asyncio.AbstractEventLoop | None = None  # set before the first post
+        self._items: list[T] = []
+        self._pending = False
+        self._lock = threading.Lock()
+
+    def post(self, item: T) -> bool:
+        """Queue `item` (any thread); False once the loop is closed (shutting down)."""
+        with self._lock:
+            self._items.append(item)
+            if self._pending:
+                return True
+            self._pending = True
+        assert self.loop is not None
+        try:
+            self.loop.call_soon_threadsafe(self._flush)
+        except RuntimeError:
+            return False
+        return True
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._items, self._pending = self._items, [], False
+        self.on_batch(items)

@@ -42,7 +42,7 @@ from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.reflector import Backoff, Lister, PathLister, Reflector
 from ..ops.errors import ConfigError
 from ..ops.stats import Put
-from . import Sink, publish_source
+from . import Inbox, Sink, publish_source
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -110,9 +110,8 @@ class KubeSource:
         self.last_error = ""  # the explanation of the last error seen
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: list[tuple[Collection, str, Any]] = []  # (collection, "list"|event type, payload)
-        self._flush_pending = False
+        # (collection, "list"|event type, payload), from the reflector threads to the loop
+        self._inbox: Inbox[tuple[Collection, str, Any]] = Inbox(self._apply)
         self._api: Any = None
         self._main: threading.Thread | None = None
 
@@ -131,7 +130,7 @@ class KubeSource:
             self._api = self._client()
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._inbox.loop = loop
         self.configure()
         self._main = threading.Thread(target=self._run, name="kube-discovery", daemon=True)
         self._main.start()
@@ -309,21 +308,10 @@ class KubeSource:
     # ---- hand-over to the loop ----
 
     def _post(self, c: Collection, what: str, payload: Any) -> None:
-        with self._lock:
-            self._queue.append((c, what, payload))
-            if self._flush_pending:
-                return
-            self._flush_pending = True
-        assert self._loop is not None
-        try:
-            self._loop.call_soon_threadsafe(self._flush)
-        except RuntimeError:  # the loop is closed: shutting down
-            pass
+        self._inbox.post((c, what, payload))
 
-    def _flush(self) -> None:
+    def _apply(self, queue: list[tuple[Collection, str, Any]]) -> None:
         """Apply queued lists and events in order; runs of events are coalesced per object."""
-        with self._lock:
-            queue, self._queue, self._flush_pending = self._queue, [], False
         run: dict[tuple[str, ObjKey], tuple[str, Obj]] = {}
         for c, what, payload in queue:
             if what != "list":

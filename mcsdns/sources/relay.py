@@ -29,6 +29,7 @@ from typing import Any
 from ..data.objects import essentials
 from ..data.store import ObjKey, Store
 from ..ops.stats import Put
+from . import Inbox
 
 log = logging.getLogger("mcsdns.relay")
 
@@ -174,10 +175,7 @@ class RelaySource:
         self.last_sync = 0.0
         self.last_error = ""
         self._synced = synced  # forked from a supervisor that had synced
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-        self._queue: list[Message] = []
-        self._flush_pending = False
+        self._inbox: Inbox[Message] = Inbox(self._apply)
         self._thread: threading.Thread | None = None
 
     @property
@@ -195,7 +193,7 @@ class RelaySource:
             f": last error: {self.last_error}" if self.last_error else "")
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._inbox.loop = loop
         self._thread = threading.Thread(target=self._read, daemon=True, name="relay-reader")
         self._thread.start()
 
@@ -216,20 +214,10 @@ class RelaySource:
                 msg = ("replace", msg[1], [pickle.loads(b) for b in msg[2]])
             elif msg[0] == "apply":
                 msg = ("apply", [pickle.loads(b) for b in msg[1]], msg[2])
-            with self._lock:
-                self._queue.append(msg)
-                if self._flush_pending:
-                    continue
-                self._flush_pending = True
-            assert self._loop is not None
-            try:
-                self._loop.call_soon_threadsafe(self._flush)
-            except RuntimeError:  # the loop is closed: shutting down
-                return
+            if not self._inbox.post(msg):
+                return  # the loop is closed: shutting down
 
-    def _flush(self) -> None:
-        with self._lock:
-            batch, self._queue, self._flush_pending = self._queue, [], False
+    def _apply(self, batch: list[Message]) -> None:
         for msg in batch:
             what = msg[0]
             try:
