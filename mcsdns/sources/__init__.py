@@ -2,8 +2,10 @@
 
 A source is started with the Store and the event loop. It must call Store
 methods (`upsert`, `delete`, `replace`, `apply`) only on the event-loop
-thread (use `loop.call_soon_threadsafe` from worker threads), and set
-`synced` once it has applied a first complete view of every kind it serves.
+thread (its threads hand over through an `Inbox`), and set `synced` once it
+has applied a first complete view of every kind it serves. Sources: `files`
+(--manifests), `kube` (the API), `relay` (a --workers worker, fed by its
+supervisor's `kube`).
 """
 
 from __future__ import annotations
