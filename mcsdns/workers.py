@@ -39,7 +39,7 @@ from multiprocessing.process import BaseProcess
 from .app import HANDOFF, App, Config, run, run_forked, run_loop, serve_endpoints
 from .dns.names import encode_name
 from .flags import show_addr
-from .ops import process
+from .ops import logs, process
 from .ops.errors import EXIT_CONFIG, ConfigError, os_reason
 from .ops.stats import Snapshot, Stats
 from .server.notify import Notifier
@@ -66,6 +66,7 @@ def _worker(cfg: Config | None, conn: multiprocessing.connection.Connection,
     try:
         if forked is not None:
             app, hub, relay = forked
+            logs.reopen_after_fork()  # forked while the supervisor's watch threads ran
             hub.forget()
             run_loop(lambda: run_forked(app, relay, report))
         else:

@@ -56,3 +56,15 @@ def setup_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def reopen_after_fork() -> None:
+    """In a process forked while other threads ran: new stdout/stderr objects over the same
+    descriptors, and the log handlers pointed at them. A thread of the parent may have held
+    a stream's buffer lock (in a write) at the fork; that lock stays taken in the child."""
+    old_err = sys.stderr
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - replaces sys.stdout
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - replaces sys.stderr
+    for h in logging.getLogger().handlers:
+        if isinstance(h, logging.StreamHandler) and h.stream is old_err:
+            h.setStream(sys.stderr)
