@@ -72,3 +72,21 @@ def test_workers_that_batched_differently_adopt_one_serial(tmp_path: Path) -> No
 
     sa, sb = asyncio.run(run())
     assert sa == sb
+
+
+def test_a_lagging_process_keeps_its_serial_until_its_content_changes(tmp_path: Path) -> None:
+    """Three processes share one serial file. When one allocates a serial for new
+    content, another that has not applied the change yet and looks at the file keeps
+    its own serial; once it applies the change it adopts the same new serial. One
+    change, one new serial."""
+
+    path = str(tmp_path / "serial")
+    a, b, c = SerialClock(path), SerialClock(path), SerialClock(path)
+    s0, new = a.assign(b"old", None)
+    assert new and b.assign(b"old", None) == (s0, False) == c.assign(b"old", None)
+    s1, new = a.assign(b"new", s0)
+    assert new and s1 != s0
+    assert b.assign(b"old", s0) == (s0, False)  # lagging: its content is unchanged
+    assert c.assign(b"old", s0) == (s0, False)
+    assert b.assign(b"new", s0) == (s1, False) == c.assign(b"new", s0)
+    assert SerialClock(path).current() == s1

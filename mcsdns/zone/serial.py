@@ -88,8 +88,10 @@ class SerialClock:
         if cur is not None and digest == state["digest"] and (prev is None or not serial_lt(cur, prev)):
             return cur, False
         old = hist.get(digest)
-        if old is not None and (prev is None or serial_lt(prev, old)):
-            return old, False  # another worker got to this content first
+        if old is not None and (prev is None or not serial_lt(old, prev)):
+            # another worker got to this content first, or this caller still holds the
+            # content it has the serial for (it has not applied a newer change yet)
+            return old, False
         base = cur if prev is None or (cur is not None and serial_lt(prev, cur)) else prev
         s = next_serial(base)
         state["serial"], state["digest"] = s, digest
