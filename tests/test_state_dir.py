@@ -332,11 +332,16 @@ def test_workers_share_one_list_and_watch_and_a_restarted_worker_gets_the_view(t
             for _ in range(100):  # both workers, the restarted one included, answer the view
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
             api.start()
+            assert wait_for(lambda: srv.metric('mcsdns_source_connected{source="kube"}') == 1, timeout=15)
+            time.sleep(0.5)
+            mark = len(srv.logs())
             api.put(service_import("web", "shop", ["10.6.0.2"]))
             assert wait_for(lambda: all(addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.2"]
                                         for _ in range(20)), timeout=15)
             for _ in range(100):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.2"]
+            time.sleep(0.5)
+            assert srv.logs()[mark:].count("(new)") == 1  # one change, one serial in every process
             lists, watches = _lists_and_watches(api, "serviceimports")
             assert lists <= 2 and watches <= 3  # the supervisor's relist/re-watch, not one per worker
 
