@@ -252,6 +252,12 @@ class Supervisor:
             except TimeoutError:
                 pass
             if self.hub is not None and self.loader is not None:
+                for i in self.hub.stuck():
+                    p = self.procs[i]
+                    if p is not None and p.pid is not None and p.is_alive():
+                        log.error("worker %d (pid %s) is more than %d changes behind; replacing it",
+                                  i, p.pid, self.hub.max_backlog)
+                        p.kill()
                 for s in self.loader.sources:
                     self.hub.status(bool(getattr(s, "connected", False)), float(getattr(s, "last_sync", 0.0)),
                                     str(getattr(s, "last_error", "")))

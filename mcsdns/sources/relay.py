@@ -12,7 +12,7 @@ its own.
 - `RelaySource` (worker): applies what arrives to the worker's Store, on its event loop.
 
 Each pipe is written by its own thread, so a slow or dead worker never stalls the
-supervisor's loop.
+supervisor's loop; a worker more than `MAX_BACKLOG` messages behind is replaced.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ log = logging.getLogger("mcsdns.relay")
 Obj = dict[str, Any]
 Message = tuple[Any, ...]
 _STOP: Message = ("stop",)
+MAX_BACKLOG = 10_000  # messages a worker may be behind before it is replaced
 
 
 class _Channel:
@@ -49,6 +50,10 @@ class _Channel:
 
     def send(self, msg: Message) -> None:
         self.queue.put(msg)
+
+    def backlog(self) -> int:
+        """Messages not yet written to the pipe."""
+        return self.queue.qsize()
 
     def close(self) -> None:
         self.queue.put(_STOP)
@@ -82,8 +87,9 @@ class Hub:
     between two applied batches) receives every change after what the worker inherited,
     so each worker's Store follows the supervisor's."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_backlog: int = MAX_BACKLOG) -> None:
         self.channels: dict[int, _Channel] = {}
+        self.max_backlog = max_backlog
         self.synced = False
         self.state: tuple[bool, float, str] = (False, 0.0, "")
 
@@ -115,6 +121,11 @@ class Hub:
         ch = _Channel(conn, f"worker-{i}")
         ch.send(("status", *self.state))
         self.channels[i] = ch
+
+    def stuck(self) -> list[int]:
+        """Workers more than `max_backlog` messages behind (stopped, or too slow): the
+        supervisor replaces them, so what waits for them stays bounded."""
+        return [i for i, ch in self.channels.items() if ch.backlog() > self.max_backlog]
 
     def close(self) -> None:
         for ch in self.channels.values():
