@@ -121,18 +121,23 @@ def _time(v: Any) -> float | None:
     return float(v)
 
 
+def _json(raw: bytes, what: str, then: str = "") -> Any:
+    """`raw` decoded; StateError naming `what` (and adding `then`) if it is not JSON."""
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise StateError(f"{what} is not JSON ({e}){then}") from None
+    except RecursionError:
+        raise StateError(f"{what} is nested too deep{then}") from None
+
+
 def decode(data: bytes, namespaces: list[str]) -> Saved:
     """The objects of a state file written for the same watched namespaces; StateError if
     the bytes are not such a file, complete and unchanged."""
     head, sep, body = data.partition(b"\n")
     if not sep or len(head) > HEADER_MAX:
         raise StateError("no header line: not an mcsdns state file")
-    try:
-        header = json.loads(head)
-    except ValueError as e:
-        raise StateError(f"header is not JSON ({e}): not an mcsdns state file") from None
-    except RecursionError:
-        raise StateError("header is nested too deep: not an mcsdns state file") from None
+    header = _json(head, "header", ": not an mcsdns state file")
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise StateError("header has no format marker: not an mcsdns state file")
     if header.get("version") != VERSION:
@@ -147,12 +152,7 @@ def decode(data: bytes, namespaces: list[str]) -> Saved:
     as_of, written = _time(header.get("as_of")), _time(header.get("written"))
     if as_of is None or written is None:
         raise StateError("header times are not unix times")
-    try:
-        objs = json.loads(body)
-    except ValueError as e:
-        raise StateError(f"body is not JSON: {e}") from None
-    except RecursionError:
-        raise StateError("body is nested too deep") from None
+    objs = _json(body, "body")
     if not isinstance(objs, list) or not all(isinstance(o, dict) for o in objs):
         raise StateError("body is not a list of objects")
     return Saved(objs, as_of, written)
