@@ -311,19 +311,7 @@ class App:
         cannot be bound (then none is served)."""
         loop = asyncio.get_running_loop()
         respond = self.handler.respond
-        bound: list[tuple[str, int, socket.socket]] = []
-        try:
-            for host, port in self.cfg.listen:
-                for proto, bind in (("UDP", bind_udp), ("TCP", bind_tcp)):
-                    try:
-                        bound.append((host, port, bind(host, port, self.cfg.reuse_port)))
-                    except OSError as e:
-                        raise ConfigError(f"--listen {show_addr(host, port)}: {proto}: "
-                                          f"{os_reason(e)}") from None
-        except ConfigError:
-            for *_, sock in bound:
-                sock.close()
-            raise
+        bound = bind_listen(self.cfg.listen, self.cfg.reuse_port)
         for (host, port, udp), (_, _, tcp) in zip(bound[::2], bound[1::2], strict=True):
             self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
             table = self.cache.tables[False]
@@ -422,6 +410,25 @@ class App:
         for h in self._http:
             h.close()
         self.publisher.close(loop)
+
+
+def bind_listen(listen: list[tuple[str, int]], reuse_port: bool) -> list[tuple[str, int, socket.socket]]:
+    """UDP then TCP sockets bound on every --listen address, in that order; ConfigError
+    naming the first that cannot be bound (then none is left open)."""
+    bound: list[tuple[str, int, socket.socket]] = []
+    try:
+        for host, port in listen:
+            for proto, bind in (("UDP", bind_udp), ("TCP", bind_tcp)):
+                try:
+                    bound.append((host, port, bind(host, port, reuse_port)))
+                except OSError as e:
+                    raise ConfigError(f"--listen {show_addr(host, port)}: {proto}: "
+                                      f"{os_reason(e)}") from None
+    except ConfigError:
+        for *_, sock in bound:
+            sock.close()
+        raise
+    return bound
 
 
 def tell(source: object, what: str) -> str:

@@ -36,15 +36,12 @@ import signal
 import tempfile
 from multiprocessing.process import BaseProcess
 
-from .app import HANDOFF, App, Config, run, run_forked, run_loop, serve_endpoints
+from .app import HANDOFF, App, Config, bind_listen, run, run_forked, run_loop, serve_endpoints
 from .dns.names import encode_name
-from .flags import show_addr
 from .ops import logs, process
-from .ops.errors import EXIT_CONFIG, ConfigError, os_reason
+from .ops.errors import EXIT_CONFIG, ConfigError
 from .ops.stats import Snapshot, Stats
 from .server.notify import Notifier
-from .server.tcp import bind_tcp
-from .server.udp import bind_udp
 from .sources.relay import Hub
 from .zone.serial import serial_lt
 
@@ -115,13 +112,8 @@ class Supervisor:
     def check_listen(self) -> None:
         """Each --listen address can be bound (the workers bind only once loaded): a
         configuration error now, not after the first sync."""
-        for host, port in self.cfg.listen:
-            for proto, bind in (("UDP", bind_udp), ("TCP", bind_tcp)):
-                try:
-                    bind(host, port, True).close()
-                except OSError as e:
-                    raise ConfigError(f"--listen {show_addr(host, port)}: {proto}: "
-                                      f"{os_reason(e)}") from None
+        for *_, sock in bind_listen(self.cfg.listen, True):
+            sock.close()
 
     def ready(self) -> bool:
         """/ready: every worker ready, and not shutting down."""
