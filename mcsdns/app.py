@@ -210,36 +210,27 @@ class App:
         return [KubeSource(self.store, self.cfg.kubeconfig, self.cfg.context, self.cfg.namespaces,
                            has_data=self.ready if serving else None)]
 
-    async def start(self) -> None:
+    async def start(self, answer: bool = True) -> None:
+        """Restore state, run the sources and (`answer`) the DNS listeners. Without `answer`:
+        the --workers supervisor's loader, from which the workers are forked once it is
+        loaded (`loaded`). Sources already prepared (`prepare_sources`) are kept."""
         loop = asyncio.get_running_loop()
         self._pause_gc(loop)
         if self.keeper is not None and self.keeper.restore():
             self._set_loaded()
-        self.prepare_sources()
+        if not self.sources:
+            self.prepare_sources()
         await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self._http)
-        if not self.cfg.bind_when_ready:
+        if answer and not self.cfg.bind_when_ready:
             await self._bind()
         await self.start_sources(loop)
         self._tasks.append(loop.create_task(self._until_synced()))
-        if self.cfg.bind_when_ready:
+        if answer and self.cfg.bind_when_ready:
             self._tasks.append(loop.create_task(self._bind_when_loaded()))
         if self.keeper is not None and self.cfg.state_write:
             self._tasks.append(loop.create_task(self.keeper.writer()))
         if self.notifier is not None:
             self.notifier.start()
-        self.publisher.watch(loop)
-
-    async def load(self) -> None:
-        """--workers, in the supervisor: restore state and run the source, not answering; the
-        workers are forked from this process once it is loaded (`loaded`)."""
-        loop = asyncio.get_running_loop()
-        self._pause_gc(loop)
-        if self.keeper is not None and self.keeper.restore():
-            self._set_loaded()
-        await self.start_sources(loop)
-        self._tasks.append(loop.create_task(self._until_synced()))
-        if self.keeper is not None and self.cfg.state_write:
-            self._tasks.append(loop.create_task(self.keeper.writer()))
         self.publisher.watch(loop)
 
     @property

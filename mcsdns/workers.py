@@ -231,7 +231,7 @@ class Supervisor:
             for i in range(self.cfg.workers):
                 self.start_worker(i, loop)
         else:
-            await self.loader.load()
+            await self.loader.start(answer=False)
             loop.create_task(self._fork_when_loaded(loop))
         if self.cfg.notify:
             self.notifier = Notifier(encode_name(self.cfg.zone), self.cfg.ttl, self.cfg.notify,
