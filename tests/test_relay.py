@@ -93,13 +93,14 @@ def test_a_worker_that_does_not_read_is_reported_stuck_past_the_bound() -> None:
     """What waits for a worker is bounded: once its pipe is full and `max_backlog` more
     messages wait, the hub names it (the supervisor then replaces the worker)."""
     hub = Hub(max_backlog=50)
+    sup = Tee(Store(), hub)
     recv, send = multiprocessing.Pipe(duplex=False)  # never read: a stopped worker
     hub.attach(0, send)
     big = [{"kind": SERVICE_IMPORT, "metadata": {"name": f"s{i}", "namespace": "ns"},
             "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"], "ports": [{"port": 80}]}}
            for i in range(20)]
     for _ in range(2000):
-        hub.apply(big, [])
+        sup.apply(big, [])
         if hub.stuck():
             break
     assert hub.stuck() == [0]

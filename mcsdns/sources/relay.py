@@ -23,7 +23,7 @@ import multiprocessing.connection
 import pickle
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..data.objects import essentials
@@ -75,9 +75,12 @@ class _Channel:
             pass
 
 
-def _pack(obj: Obj) -> bytes:
-    """What the workers' Stores read of an object, pickled."""
-    return pickle.dumps(essentials(obj), pickle.HIGHEST_PROTOCOL)
+def _tap(objs: Iterable[Obj], blobs: list[bytes]) -> Iterator[Obj]:
+    """Each object, once, after what the workers' Stores read of it is pickled into `blobs`
+    (so that the source's lists are still freed object by object as the Store parses)."""
+    for o in objs:
+        blobs.append(pickle.dumps(essentials(o), pickle.HIGHEST_PROTOCOL))
+        yield o
 
 
 class Hub:
@@ -93,13 +96,11 @@ class Hub:
         self.synced = False
         self.state: tuple[bool, float, str] = (False, 0.0, "")
 
-    def replace(self, kind: str, objs: Iterable[Obj]) -> None:
-        if self.channels:
-            self._send(("replace", kind, [_pack(o) for o in objs]))
+    def replace(self, kind: str, blobs: list[bytes]) -> None:
+        self._send(("replace", kind, blobs))
 
-    def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
-        if self.channels:
-            self._send(("apply", [_pack(o) for o in upserts], list(deletes)))
+    def apply(self, blobs: list[bytes], deletes: list[tuple[str, ObjKey]]) -> None:
+        self._send(("apply", blobs, deletes))
 
     def mark_synced(self) -> None:
         if not self.synced:
@@ -163,14 +164,21 @@ class Tee:
         return self.store.slices
 
     def replace(self, kind: str, objs: Iterable[Obj]) -> None:
-        items = list(objs)
-        self.store.replace(kind, items)
-        self.hub.replace(kind, items)
+        if not self.hub.channels:  # no worker yet: nothing to pack
+            self.store.replace(kind, objs)
+            return
+        blobs: list[bytes] = []
+        self.store.replace(kind, _tap(objs, blobs))
+        self.hub.replace(kind, blobs)
 
     def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
-        ups, gone = list(upserts), list(deletes)
-        self.store.apply(ups, gone)
-        self.hub.apply(ups, gone)
+        if not self.hub.channels:
+            self.store.apply(upserts, deletes)
+            return
+        blobs: list[bytes] = []
+        gone = list(deletes)
+        self.store.apply(_tap(upserts, blobs), gone)
+        self.hub.apply(blobs, gone)
 
 
 class RelaySource:
