@@ -8,7 +8,6 @@ fresh copy, so a caller may change what it gets without touching the cache.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -98,9 +97,6 @@ class Cache:
         md = obj.get("metadata")
         if isinstance(md, dict):
             md.pop("managedFields", None)
-            ns = md.get("namespace")
-            if isinstance(ns, str):
-                md["namespace"] = sys.intern(ns)
         if self.transform is not None:
             self.transform(obj)
         iv = self.index(obj) if self.index is not None else None
