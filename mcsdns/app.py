@@ -22,7 +22,7 @@ from .dns import tsig
 from .flags import http_addrs, show_addr
 from .ops import process
 from .ops.errors import ConfigError, os_reason
-from .ops.http import HTTPEndpoints, serve_http
+from .ops.http import HTTPEndpoints, HTTPErrors, HTTPServer, serve_http
 from .ops.metrics import render
 from .ops.stats import Put, Snapshot, Stats, define
 from .server import stop_tcp_intake, stop_udp_intake
@@ -122,7 +122,7 @@ class App:
             notifier = self.notifier
             self.publisher.on_serial.append(lambda serial, _new: notifier.update(serial))
         self._listeners: list[asyncio.AbstractServer | asyncio.BaseTransport | BatchedUDP] = []
-        self._http: list[asyncio.AbstractServer] = []
+        self._http: list[HTTPServer] = []
         self.stopping = asyncio.Event()  # first SIGTERM/SIGINT
         self.hurry = asyncio.Event()  # a second one: stop at once
         self._fds: list[tuple[int, bool]] = []  # (fd, is UDP) of each DNS listener
@@ -430,11 +430,13 @@ def tell(source: object, what: str) -> str:
 
 async def serve_endpoints(cfg: Config, ready: Callable[[], bool],
                           snaps: Callable[[], list[Snapshot]],
-                          out: list[asyncio.AbstractServer]) -> None:
-    """Serve /health, /ready and /metrics on --health and --metrics; ConfigError when an
-    address cannot be bound."""
+                          out: list[HTTPServer]) -> None:
+    """Serve /health, /ready and /metrics on --health and --metrics (with the endpoints'
+    own error counts); ConfigError when an address cannot be bound."""
+    errors, own = HTTPErrors(), Stats()
+    own.register(errors.publish)
     for addr, flag in http_addrs(cfg.health, cfg.metrics).items():
-        ep = HTTPEndpoints(ready, lambda: render(snaps()))
+        ep = HTTPEndpoints(ready, lambda: render([*snaps(), own.snapshot()]), errors=errors)
         try:
             out.append(await serve_http(addr[0], addr[1], ep))
         except OSError as e:

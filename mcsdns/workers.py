@@ -40,6 +40,7 @@ from .app import HANDOFF, App, Config, bind_listen, run, run_forked, run_loop, s
 from .dns.names import encode_name
 from .ops import logs, process
 from .ops.errors import EXIT_CONFIG, ConfigError
+from .ops.http import HTTPServer
 from .ops.stats import Snapshot, Stats
 from .server.notify import Notifier
 from .sources.relay import Hub
@@ -215,7 +216,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.signalled)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
-        http: list[asyncio.AbstractServer] = []
+        http: list[HTTPServer] = []
         try:
             if self.loader is not None:
                 self.loader.prepare_sources()  # a kubeconfig that does not load: one error, here

@@ -1,10 +1,13 @@
 """The HTTP endpoints hold against hostile clients: slow headers are cut at the
-request deadline, over-long lines get an answer (no traceback), and connections
-beyond the cap never stop /ready from answering."""
+request deadline, over-long lines get an answer (no traceback), connections
+beyond the cap never stop /ready from answering, and neither does a flood of
+connections reopened as fast as they are closed."""
 
 from __future__ import annotations
 
+import resource
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +15,10 @@ from pathlib import Path
 import pytest
 from controller_env import Cluster, eventually, run_controller
 from helpers import EXAMPLE, Server, run_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from robustness.http_flood import probe_during_flood  # noqa: E402
 
 DEADLINE = 5.0  # mcsdns.ops.http.DEADLINE, as a client sees it
 CAP = 64  # mcsdns.ops.http.MAX_CONNS
@@ -102,6 +109,21 @@ def test_connections_beyond_the_cap_are_closed_and_ready_still_answers(srv: Serv
             pass
         s.close()
     assert still_open <= CAP
+
+
+def test_probes_are_answered_while_thousands_of_connections_churn(srv: Server) -> None:
+    """Another process keeps 3,000 connections open that send nothing and reopens each
+    as soon as it is closed; a kubelet-like probe (1 s to answer) asks /ready every
+    200 ms. Before: about half the probes failed, with runs of failures of several
+    seconds, and every closed connection logged a traceback."""
+    conns = min(3000, resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 256)
+    probes, opened = probe_during_flood(srv, conns, seconds=8.0, interval=0.2)
+    n = len(probes.results)
+    assert opened > conns  # connections were closed and reopened
+    assert probes.passed >= 0.99 * n, f"{probes.passed} of {n} probes answered in 1 s"
+    assert srv.proc.poll() is None
+    assert "Traceback" not in srv.logs()
+    assert srv.metric_sum("mcsdns_http_errors_total") >= opened - conns - 64
 
 
 def test_the_controllers_endpoints_have_the_same_limits(tmp_path: Path) -> None:
