@@ -9,9 +9,14 @@ Streams (each of `--count` distinct queries, answered one by one):
   TCP with a tenth of the count);
 - names: 255-octet random names under the zone (NXDOMAIN, normal size);
 - case: random 0x20 case of a served name (the same answer, distinct bytes);
-- qtypes: random query types (each a potential metric label value).
+- qtypes: random query types (each a potential metric label value);
+- alltypes: every query type (0-65535) at each of three names (two served, one
+  not), sent with a window of queries outstanding (not one by one; `--count`
+  does not apply).
 The server's RSS is read from /proc after each stream; the figures are the
-growth over the server's RSS once warmed up.
+growth over the server's RSS once warmed up. After each stream /metrics is
+read five times, timed, while another thread asks a served name every 2 ms:
+the scrape's time and the slowest DNS answer meanwhile.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import select
 import socket
+import statistics
 import struct
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +42,7 @@ from helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 ZONE = b"\x0aclusterset\x05local\x00"
 SERVED = b"\x03web\x04shop\x03svc" + ZONE
+THREE_NAMES = (SERVED, b"\x03api\x04shop\x03svc" + ZONE, b"\x04nope\x04shop\x03svc" + ZONE)
 OPT_HEAD = b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00"  # root, OPT, 1232, no ext-rcode/version/flags
 
 
@@ -90,6 +100,72 @@ def send_udp(srv: Server, msgs: Iterator[bytes]) -> int:
     return answered
 
 
+def send_window(srv: Server, msgs: Iterator[bytes], window: int = 128) -> int:
+    """Send the queries with up to `window` unanswered at a time (those unanswered
+    for 0.2 s are given up); the number answered."""
+    answered = outstanding = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        s.connect(srv.addr)
+        s.setblocking(False)
+        more = True
+        while more or outstanding:
+            while more and outstanding < window:
+                m = next(msgs, None)
+                if m is None:
+                    more = False
+                    break
+                s.send(m)
+                outstanding += 1
+            if not select.select([s], [], [], 0.2)[0]:
+                outstanding = 0
+                continue
+            while True:
+                try:
+                    s.recv(65535)
+                except BlockingIOError:
+                    break
+                answered += 1
+                outstanding = max(0, outstanding - 1)
+    return answered
+
+
+def scrape_cost(srv: Server, scrapes: int = 5) -> tuple[float, float]:
+    """The median time of `scrapes` /metrics reads (ms), and the slowest answer (ms) to
+    a served name asked every 2 ms meanwhile."""
+    stop = threading.Event()
+    slowest = [0.0]
+
+    def ask() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(2.0)
+            i = 0
+            while not stop.is_set():
+                i += 1
+                t0 = time.monotonic()
+                s.sendto(query(i & 0xFFFF, SERVED), srv.addr)
+                try:
+                    s.recv(65535)
+                except TimeoutError:
+                    pass
+                slowest[0] = max(slowest[0], time.monotonic() - t0)
+                time.sleep(0.002)
+
+    times = []
+    t = threading.Thread(target=ask)
+    t.start()
+    try:
+        for _ in range(scrapes):
+            time.sleep(0.02)
+            t0 = time.monotonic()
+            srv.http("/metrics")
+            times.append(time.monotonic() - t0)
+    finally:
+        stop.set()
+        t.join()
+    return statistics.median(times) * 1000, slowest[0] * 1000
+
+
 def send_tcp(srv: Server, msgs: Iterator[bytes]) -> int:
     answered = 0
     with socket.create_connection(srv.addr, timeout=2) as s:
@@ -117,6 +193,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> dict[str, tuple[int, int,
         "case": lambda srv: send_udp(srv, (query(i & 0xFFFF, random_case(rng, SERVED)) for i in range(n))),
         "qtypes": lambda srv: send_udp(srv, (query(i & 0xFFFF, SERVED, rng.randrange(256, 65280))
                                              for i in range(n))),
+        "alltypes": lambda srv: send_window(srv, (query(t, name, t) for name in THREE_NAMES
+                                                  for t in range(65536))),
     }
     out: dict[str, tuple[int, int, int]] = {}
     with tempfile.TemporaryDirectory() as tmp, run_server(
@@ -124,11 +202,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> dict[str, tuple[int, int,
         pid = srv.proc.pid
         send_udp(srv, (query(i, SERVED, t) for i in range(200) for t in (1, 28, 33)))  # warm up
         base_rss, base_lines = rss_kib(pid), metric_lines(srv)
+        scrape, slowest = scrape_cost(srv)
+        print(f"warm     scrape {scrape:6.1f} ms, slowest DNS answer meanwhile {slowest:6.1f} ms", flush=True)
         for name in args.streams.split(","):
             answered = streams[name](srv)
             out[name] = (answered, rss_kib(pid) - base_rss, metric_lines(srv) - base_lines)
+            scrape, slowest = scrape_cost(srv)
             print(f"{name:8} answered {answered:6}  RSS +{out[name][1] / 1024:7.1f} MiB  "
-                  f"metric lines +{out[name][2]}", flush=True)
+                  f"metric lines +{out[name][2]}  scrape {scrape:6.1f} ms, slowest DNS answer meanwhile "
+                  f"{slowest:6.1f} ms", flush=True)
         if srv.proc.poll() is not None:
             print("server died", file=sys.stderr)
     return out

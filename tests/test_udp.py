@@ -222,8 +222,8 @@ def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
     from mcsdns.server import _batchio as batchio
     from mcsdns.server.cache import Canned
 
-    table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, (1, 0), 70_002),
-                                  b"-odd": "not a Canned", b"-ok": Canned(b"cached", (1, 0), 8)}
+    table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, ("A", "NOERROR"), 70_002),
+                                  b"-odd": "not a Canned", b"-ok": Canned(b"cached", ("A", "NOERROR"), 8)}
     with _udp_pair() as (server, client):
         for msg in (b"01-big", b"02-odd", b"03-ok", b"04"):
             client.sendto(msg, server.getsockname())

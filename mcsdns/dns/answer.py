@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 
 from . import header
-from .types import Rcode, RRType
+from .types import Rcode, RRType, qtype_label, rcode_label
 from .writer import Writer
 
 EDNS_SIZE = 1232  # our advertised and maximum UDP payload (DNS flag day 2020)
@@ -73,7 +73,7 @@ class Answer:
     def __init__(self, rcode: int, counts: tuple[int, int, int], bodies: list[bytes],
                  qtype: int = 0, aa: bool = True) -> None:
         self.rcode = rcode
-        self.key = (qtype, rcode)  # metrics label
+        self.key = (qtype_label(qtype), rcode_label(rcode))  # metrics labels: a fixed set
         self.bodies = tuple(bodies)
         self.n = len(bodies)
         self.size = len(bodies[0])

@@ -17,11 +17,12 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left
 from collections.abc import Collection
+from operator import attrgetter, mul
 
 from ..dns.answer import Answer
 from ..dns.names import is_wire_name
 from ..dns.rdata import SERIAL_SIZE
-from ..dns.types import RRType, qtype_label, rcode_label
+from ..dns.types import RRType
 from ..ops.stats import Put, define, put_histogram
 from ..zone.zone import Zone
 
@@ -78,7 +79,7 @@ class Canned(_CannedBase):
 
     __slots__ = ("key", "size", "bucket")
 
-    def __init__(self, out: bytes, key: tuple[int, int], size: int,
+    def __init__(self, out: bytes, key: tuple[str, str], size: int,
                  rotating: Answer | None = None, tail: bytes = b"", serial_at: int = 0) -> None:
         self.out, self.hits, self.key, self.tail = out, 1, key, tail
         self.serial_at = serial_at
@@ -87,6 +88,14 @@ class Canned(_CannedBase):
 
 
 Table = dict[bytes, Canned]  # whole query after the ID -> its response after the ID
+Labels = tuple[str, str]  # `Answer.key`: type and rcode, as in mcsdns_dns_responses_total
+Groups = dict[tuple[Labels, int], dict[Canned, None]]  # a table's entries by labels and size bucket
+_HITS, _SIZE = attrgetter("hits"), attrgetter("size")
+
+
+def sums(entries: Collection[Canned]) -> tuple[int, int]:
+    """The responses sent from `entries` and their octets, summed without a Python loop."""
+    return sum(map(_HITS, entries)), sum(map(mul, map(_SIZE, entries), map(_HITS, entries)))
 
 
 class SizeHistogram:
@@ -117,7 +126,10 @@ class ResponseCache:
         self.negative_count = 0
         self.tables: tuple[Table, Table] = ({}, {})  # by tcp
         self.keys: tuple[dict[bytes, list[bytes]], dict[bytes, list[bytes]]] = ({}, {})  # by lowercase name
-        self.counts: tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]] = ({}, {})  # not kept
+        # responses not kept, by the (type, rcode) labels of `Answer.key`: a fixed set
+        self.counts: tuple[dict[Labels, int], dict[Labels, int]] = ({}, {})
+        # the entries of `tables` again, grouped to be counted at scrape in a few sums
+        self.groups: tuple[Groups, Groups] = ({}, {})
         self.sizes = (SizeHistogram(), SizeHistogram())  # by tcp; table entries not yet folded
         self.misses = 0  # responses not served whole from `tables`
         self._folded_hits = 0  # hits of entries already forgotten
@@ -199,10 +211,14 @@ class ResponseCache:
             self._drop_responses(None)
         self.used += cost
         if ans.n == 1:
-            table[key] = Canned(out[2:], ans.key, len(out), serial_at=serial_at)
+            c = table[key] = Canned(out[2:], ans.key, len(out), serial_at=serial_at)
         else:  # every rotation has the same size
-            table[key] = Canned(hdr + q, ans.key, len(out), ans, opt)
+            c = table[key] = Canned(hdr + q, ans.key, len(out), ans, opt)
         self.keys[tcp].setdefault(q[:-4].lower(), []).append(key)
+        group = self.groups[tcp].get((c.key, c.bucket))
+        if group is None:
+            group = self.groups[tcp][c.key, c.bucket] = {}
+        group[c] = None
 
     def count(self, ans: Answer, tcp: bool, out: bytes) -> None:
         """Count a response that is not kept (kept ones are counted at scrape)."""
@@ -237,59 +253,71 @@ class ResponseCache:
         self.hot.clear()
         if names is None:
             self.used = 0
-        for table, keys, counts, sizes in zip(self.tables, self.keys, self.counts, self.sizes, strict=True):
+        for tcp, (table, keys, groups) in enumerate(zip(self.tables, self.keys, self.groups, strict=True)):
             if names is None:
-                dropped = list(table.values())
+                for (labels, bucket), group in groups.items():
+                    self._fold(tcp, labels, bucket, group)
                 table.clear()
                 keys.clear()
-            else:
-                dropped = []
-                for n in names:
-                    for k in keys.pop(n, ()):
-                        c = table.pop(k, None)
-                        if c is not None:
-                            dropped.append(c)
-                            self.used -= len(k) + c.size + ENTRY_COST
-            for c in dropped:
-                counts[c.key] = counts.get(c.key, 0) + c.hits
-                sizes.add(c.size, c.hits)
-                self._folded_hits += c.hits - 1
+                groups.clear()
+                continue
+            for n in names:
+                for k in keys.pop(n, ()):
+                    c = table.pop(k, None)
+                    if c is not None:
+                        self.used -= len(k) + c.size + ENTRY_COST
+                        group = groups[c.key, c.bucket]
+                        del group[c]
+                        if not group:
+                            del groups[c.key, c.bucket]
+                        self._fold(tcp, c.key, c.bucket, (c,))
+
+    def _fold(self, tcp: int, labels: Labels, bucket: int, entries: Collection[Canned]) -> None:
+        """Count the responses sent from `entries` (of one transport, labels and size
+        bucket), which are being forgotten."""
+        n, octets = sums(entries)
+        counts, h = self.counts[tcp], self.sizes[tcp]
+        counts[labels] = counts.get(labels, 0) + n
+        h.buckets[bucket] += n
+        h.total += octets
+        self._folded_hits += n - len(entries)  # each entry's first use was a miss
 
     # ---- counters ----
 
-    def hits(self) -> int:
-        """Responses served whole from `tables` (each entry's first use is a miss)."""
-        return self._folded_hits + sum(c.hits - 1 for t in self.tables for c in list(t.values()))
-
-    def responses(self, tcp: bool) -> dict[tuple[int, int], int]:
-        """Responses by (qtype, rcode) for one transport."""
-        out = dict(self.counts[tcp])
-        for c in list(self.tables[tcp].values()):
-            out[c.key] = out.get(c.key, 0) + c.hits
-        return out
-
-    def size_histogram(self, tcp: bool) -> tuple[list[int], int]:
-        """Response size bucket counts (non-cumulative) and the sum of sizes."""
+    def totals(self, tcp: bool) -> tuple[dict[Labels, int], list[int], int, int]:
+        """One transport's responses by (type, rcode) labels, response size bucket counts
+        (non-cumulative) and sum of sizes, and hits of `tables` entries not yet folded:
+        the folded counts plus one sum per group of entries (a scrape costs little
+        Python per entry whatever the queries were)."""
+        counts = dict(self.counts[tcp])
         h = self.sizes[tcp]
-        buckets, total = list(h.buckets), h.total
-        for c in list(self.tables[tcp].values()):
-            buckets[c.bucket] += c.hits
-            total += c.size * c.hits
-        return buckets, total
+        buckets, total, hits = list(h.buckets), h.total, 0
+        for (labels, bucket), group in self.groups[tcp].items():
+            n, octets = sums(group)
+            counts[labels] = counts.get(labels, 0) + n
+            buckets[bucket] += n
+            total += octets
+            hits += n - len(group)  # each entry's first use was a miss
+        return counts, buckets, total, hits
+
+    def hits(self) -> int:
+        """Responses served whole from `tables`."""
+        return self._folded_hits + self.totals(False)[3] + self.totals(True)[3]
+
+    def responses(self, tcp: bool) -> dict[Labels, int]:
+        """Responses by (type, rcode) labels for one transport."""
+        return self.totals(tcp)[0]
 
     def publish(self, put: Put) -> None:
         """Samples of the counters above (`stats.Publisher`)."""
+        hits = self._folded_hits
         for proto, tcp in (("udp", False), ("tcp", True)):
-            by_label: dict[tuple[str, str], int] = {}
-            for (qtype, rcode), n in self.responses(tcp).items():
-                lk = (qtype_label(qtype), rcode_label(rcode))
-                by_label[lk] = by_label.get(lk, 0) + n
-            for (type_, rcode_), n in by_label.items():
+            counts, buckets, total, kept_hits = self.totals(tcp)
+            for (type_, rcode_), n in counts.items():
                 put(RESPONSES, n, proto=proto, type=type_, rcode=rcode_)
-        for proto, tcp in (("udp", False), ("tcp", True)):
-            buckets, total = self.size_histogram(tcp)
             put_histogram(put, RESPONSE_SIZE, SIZE_BOUNDS, buckets, total, proto=proto)
-        put(CACHE_HITS, self.hits())
+            hits += kept_hits
+        put(CACHE_HITS, hits)
         put(CACHE_MISSES, self.misses)
         put(CACHE_BYTES_USED, self.used)
         put(CACHE_FLUSHES, self.flushes)
