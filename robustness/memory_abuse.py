@@ -100,9 +100,9 @@ def send_udp(srv: Server, msgs: Iterator[bytes]) -> int:
     return answered
 
 
-def send_window(srv: Server, msgs: Iterator[bytes], window: int = 128) -> int:
+def send_window(srv: Server, msgs: Iterator[bytes], window: int = 128, got: list[bytes] | None = None) -> int:
     """Send the queries with up to `window` unanswered at a time (those unanswered
-    for 0.2 s are given up); the number answered."""
+    for 0.2 s are given up); the number answered (the answers appended to `got`)."""
     answered = outstanding = 0
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
@@ -122,9 +122,11 @@ def send_window(srv: Server, msgs: Iterator[bytes], window: int = 128) -> int:
                 continue
             while True:
                 try:
-                    s.recv(65535)
+                    r = s.recv(65535)
                 except BlockingIOError:
                     break
+                if got is not None:
+                    got.append(r)
                 answered += 1
                 outstanding = max(0, outstanding - 1)
     return answered

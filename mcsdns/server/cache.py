@@ -36,6 +36,7 @@ NEGATIVE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
 CANNED_MAX = 50_000  # response cache entries per transport
 CACHE_BYTES = 32 << 20  # default response cache budget, both transports together
 ENTRY_COST = 320  # octets a response cache entry costs beyond its key and response (measured)
+MAX_GROUPS = 4096  # groups of response cache entries of one size per transport (then: of one size bucket)
 _XFR = (RRType.AXFR, RRType.IXFR)
 
 # Upper bounds of the response size histogram (octets), as CoreDNS uses.
@@ -77,25 +78,30 @@ class Canned(_CannedBase):
     appends the next of `bodies` and `tail` (its OPT record); otherwise
     `bodies` is None and `out` is all of it."""
 
-    __slots__ = ("key", "size", "bucket")
+    __slots__ = ("key", "size")
 
     def __init__(self, out: bytes, key: tuple[str, str], size: int,
                  rotating: Answer | None = None, tail: bytes = b"", serial_at: int = 0) -> None:
         self.out, self.hits, self.key, self.tail = out, 1, key, tail
         self.serial_at = serial_at
         self.bodies, self.rot = (rotating.bodies, rotating.rot) if rotating is not None else (None, 0)
-        self.size, self.bucket = size, size_bucket(size)  # of the whole response
+        self.size = size  # of the whole response
 
 
 Table = dict[bytes, Canned]  # whole query after the ID -> its response after the ID
 Labels = tuple[str, str]  # `Answer.key`: type and rcode, as in mcsdns_dns_responses_total
-Groups = dict[tuple[Labels, int], dict[Canned, None]]  # a table's entries by labels and size bucket
+# a table's entries by labels and size (>= 0), or by labels and size bucket (-1 - bucket)
+Groups = dict[tuple[Labels, int], dict[Canned, None]]
 _HITS, _SIZE = attrgetter("hits"), attrgetter("size")
 
 
-def sums(entries: Collection[Canned]) -> tuple[int, int]:
-    """The responses sent from `entries` and their octets, summed without a Python loop."""
-    return sum(map(_HITS, entries)), sum(map(mul, map(_SIZE, entries), map(_HITS, entries)))
+def group_sums(size: int, entries: Collection[Canned]) -> tuple[int, int, int]:
+    """The responses sent from the `entries` of a group (`size` as in `Groups`), their
+    octets and their size bucket, summed without a Python loop."""
+    n = sum(map(_HITS, entries))
+    if size >= 0:
+        return n, n * size, size_bucket(size)
+    return n, sum(map(mul, map(_SIZE, entries), map(_HITS, entries))), -1 - size
 
 
 class SizeHistogram:
@@ -129,6 +135,7 @@ class ResponseCache:
         # responses not kept, by the (type, rcode) labels of `Answer.key`: a fixed set
         self.counts: tuple[dict[Labels, int], dict[Labels, int]] = ({}, {})
         # the entries of `tables` again, grouped to be counted at scrape in a few sums
+        # (at most MAX_GROUPS of one size, then one per size bucket and labels)
         self.groups: tuple[Groups, Groups] = ({}, {})
         self.sizes = (SizeHistogram(), SizeHistogram())  # by tcp; table entries not yet folded
         self.misses = 0  # responses not served whole from `tables`
@@ -215,10 +222,7 @@ class ResponseCache:
         else:  # every rotation has the same size
             c = table[key] = Canned(hdr + q, ans.key, len(out), ans, opt)
         self.keys[tcp].setdefault(q[:-4].lower(), []).append(key)
-        group = self.groups[tcp].get((c.key, c.bucket))
-        if group is None:
-            group = self.groups[tcp][c.key, c.bucket] = {}
-        group[c] = None
+        self._group(tcp, c)
 
     def count(self, ans: Answer, tcp: bool, out: bytes) -> None:
         """Count a response that is not kept (kept ones are counted at scrape)."""
@@ -255,8 +259,8 @@ class ResponseCache:
             self.used = 0
         for tcp, (table, keys, groups) in enumerate(zip(self.tables, self.keys, self.groups, strict=True)):
             if names is None:
-                for (labels, bucket), group in groups.items():
-                    self._fold(tcp, labels, bucket, group)
+                for (labels, size), group in groups.items():
+                    self._fold(tcp, labels, size, group)
                 table.clear()
                 keys.clear()
                 groups.clear()
@@ -266,16 +270,38 @@ class ResponseCache:
                     c = table.pop(k, None)
                     if c is not None:
                         self.used -= len(k) + c.size + ENTRY_COST
-                        group = groups[c.key, c.bucket]
-                        del group[c]
-                        if not group:
-                            del groups[c.key, c.bucket]
-                        self._fold(tcp, c.key, c.bucket, (c,))
+                        self._fold(tcp, *self._ungroup(tcp, c), (c,))
 
-    def _fold(self, tcp: int, labels: Labels, bucket: int, entries: Collection[Canned]) -> None:
-        """Count the responses sent from `entries` (of one transport, labels and size
-        bucket), which are being forgotten."""
-        n, octets = sums(entries)
+    def _group(self, tcp: bool, c: Canned) -> None:
+        """Add a new entry of `tables` to its group."""
+        groups = self.groups[tcp]
+        k = (c.key, c.size)
+        group = groups.get(k)
+        if group is None:
+            if len(groups) >= MAX_GROUPS:
+                k = (c.key, -1 - size_bucket(c.size))
+                group = groups.get(k)
+            if group is None:
+                group = groups[k] = {}
+        group[c] = None
+
+    def _ungroup(self, tcp: int, c: Canned) -> tuple[Labels, int]:
+        """Take an entry being forgotten out of its group; the group's key."""
+        groups = self.groups[tcp]
+        k = (c.key, c.size)
+        group = groups.get(k)
+        if group is None or c not in group:
+            k = (c.key, -1 - size_bucket(c.size))
+            group = groups[k]
+        del group[c]
+        if not group:
+            del groups[k]
+        return k
+
+    def _fold(self, tcp: int, labels: Labels, size: int, entries: Collection[Canned]) -> None:
+        """Count the responses sent from `entries` (of one transport and group, see
+        `Groups`), which are being forgotten."""
+        n, octets, bucket = group_sums(size, entries)
         counts, h = self.counts[tcp], self.sizes[tcp]
         counts[labels] = counts.get(labels, 0) + n
         h.buckets[bucket] += n
@@ -292,8 +318,8 @@ class ResponseCache:
         counts = dict(self.counts[tcp])
         h = self.sizes[tcp]
         buckets, total, hits = list(h.buckets), h.total, 0
-        for (labels, bucket), group in self.groups[tcp].items():
-            n, octets = sums(group)
+        for (labels, size), group in self.groups[tcp].items():
+            n, octets, bucket = group_sums(size, group)
             counts[labels] = counts.get(labels, 0) + n
             buckets[bucket] += n
             total += octets
