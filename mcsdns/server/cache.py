@@ -222,7 +222,10 @@ class ResponseCache:
         else:  # every rotation has the same size
             c = table[key] = Canned(hdr + q, ans.key, len(out), ans, opt)
         self.keys[tcp].setdefault(q[:-4].lower(), []).append(key)
-        self._group(tcp, c)
+        group = self.groups[tcp].get((ans.key, c.size))
+        if group is None:
+            group = self._new_group(tcp, c)
+        group[c] = None
 
     def count(self, ans: Answer, tcp: bool, out: bytes) -> None:
         """Count a response that is not kept (kept ones are counted at scrape)."""
@@ -272,18 +275,14 @@ class ResponseCache:
                         self.used -= len(k) + c.size + ENTRY_COST
                         self._fold(tcp, *self._ungroup(tcp, c), (c,))
 
-    def _group(self, tcp: bool, c: Canned) -> None:
-        """Add a new entry of `tables` to its group."""
+    def _new_group(self, tcp: bool, c: Canned) -> dict[Canned, None]:
+        """The group for a new entry `c` of `tables` whose labels and size have none."""
         groups = self.groups[tcp]
-        k = (c.key, c.size)
-        group = groups.get(k)
-        if group is None:
-            if len(groups) >= MAX_GROUPS:
-                k = (c.key, -1 - size_bucket(c.size))
-                group = groups.get(k)
-            if group is None:
-                group = groups[k] = {}
-        group[c] = None
+        if len(groups) < MAX_GROUPS:
+            group: dict[Canned, None] = {}
+            groups[c.key, c.size] = group
+            return group
+        return groups.setdefault((c.key, -1 - size_bucket(c.size)), {})
 
     def _ungroup(self, tcp: int, c: Canned) -> tuple[Labels, int]:
         """Take an entry being forgotten out of its group; the group's key."""
