@@ -36,7 +36,7 @@ NEGATIVE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
 CANNED_MAX = 50_000  # response cache entries per transport
 CACHE_BYTES = 32 << 20  # default response cache budget, both transports together
 ENTRY_COST = 320  # octets a response cache entry costs beyond its key and response (measured)
-MAX_GROUPS = 4096  # groups of response cache entries of one size per transport (then: of one size bucket)
+MAX_GROUPS = 1024  # groups of response cache entries of one size per transport (then: of one size bucket)
 _XFR = (RRType.AXFR, RRType.IXFR)
 
 # Upper bounds of the response size histogram (octets), as CoreDNS uses.
