@@ -111,6 +111,26 @@ def test_connections_beyond_the_cap_are_closed_and_ready_still_answers(srv: Serv
     assert still_open <= CAP
 
 
+def test_a_request_sent_just_after_connecting_is_answered_while_the_table_is_full(srv: Server) -> None:
+    """Every place held by a connection with half a request; a client that connects and
+    sends its request a few ms later still gets its answer (and the holders keep theirs)."""
+    held = [connect(srv) for _ in range(CAP)]
+    for s in held:
+        s.sendall(b"GET /ready HTTP/1.1\r\n")
+    time.sleep(0.2)
+    for delay in (0.0, 0.005, 0.01):
+        late = connect(srv)
+        time.sleep(delay)
+        late.sendall(b"GET /ready HTTP/1.1\r\n\r\n")
+        got = answer(late)
+        assert got.startswith(b"HTTP/1.1 200 "), f"sent {delay * 1000:.0f} ms after connecting: {got!r}"
+        late.close()
+    for s in held:
+        s.sendall(b"\r\n")
+        assert answer(s).startswith(b"HTTP/1.1 200 ")
+        s.close()
+
+
 def test_probes_are_answered_while_thousands_of_connections_churn(srv: Server) -> None:
     """Another process keeps 3,000 connections open that send nothing and reopens each
     as soon as it is closed; a kubelet-like probe (1 s to answer) asks /ready every

@@ -7,7 +7,7 @@ or a scrape sends its request at once and is answered at accept, before the
 next connection is taken). The table holds at most MAX_CONNS; when full, a new
 connection takes the place of the oldest one not yet answered if that one has
 had MIN_AGE seconds, else it is closed (one that had sent nothing is read once
-more, on the next loop turn or PROBATION seconds later, before it is).
+more before: PROBATION seconds later, or at once when MAX_PENDING are waiting).
 
 Limits: a request line or header line of at most MAX_LINE octets (414, 431), at
 most MAX_HEADERS header lines (431), and DEADLINE seconds from accept to the last
@@ -33,6 +33,7 @@ MetricsFn = Callable[[], bytes]
 MAX_CONNS = 64
 MIN_AGE = 1.0  # seconds a connection keeps its place in the table
 PROBATION = 0.02  # seconds before a connection that came without its request is read again
+MAX_PENDING = 256  # such connections waiting to be read again (then they are, at once)
 ACCEPT_BATCH = 64  # connections accepted per loop turn
 BACKLOG = 4096
 MAX_LINE = 8192
@@ -146,7 +147,9 @@ class HTTPEndpoints:
             if c.out is None and (oldest is None or loop.time() - oldest.since < MIN_AGE):
                 if fresh and c.request is None and not c.line:
                     self.pending.append(c)  # it may not have had the time to send
-                    if self.sweeping is None:
+                    if len(self.pending) >= MAX_PENDING:
+                        self.sweep()
+                    elif self.sweeping is None:
                         self.sweeping = loop.call_later(PROBATION, self.sweep)
                 else:
                     self.errors.counts["rejected"] += 1
@@ -272,11 +275,8 @@ class HTTPServer:
         loop.add_reader(sock.fileno(), self.accept)
 
     def accept(self) -> None:
-        """Accept at most ACCEPT_BATCH connections (after reading again those of the last turn
-        that came without their request)."""
+        """Accept at most ACCEPT_BATCH connections."""
         ep = self.endpoints
-        if ep.pending:
-            ep.sweep()
         for _ in range(ACCEPT_BATCH):
             try:
                 conn, _ = self.sock.accept()
