@@ -173,19 +173,17 @@ def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
     raw_ips = spec.get("ips") or []
     if not isinstance(raw_ips, list):
         raise Malformed(f"{ns}/{name}: spec.ips must be a list")
-    ips: list[bytes] = []
+    ips: dict[bytes, None] = {}  # distinct, in order
     if typ == "ClusterSetIP":
         for a in raw_ips:
             try:
-                p = _packed(a)
+                ips[_packed(a)] = None
             except ValueError as e:
                 raise Malformed(f"{ns}/{name}: spec.ips: {e}") from None
-            if p not in ips:
-                ips.append(p)
     return ServiceImport(ns, name, typ == "Headless", tuple(ips), _ports(spec.get("ports"), "spec.ports"))
 
 
-def _hostname_for(raw: Any, addresses: list[bytes]) -> str:
+def _hostname_for(raw: Any, addresses: tuple[bytes, ...]) -> str:
     if raw:
         if not isinstance(raw, str) or not is_dns_label(raw.lower()):
             raise ValueError(f"hostname {_show(raw)} is not a DNS label")
@@ -229,18 +227,16 @@ def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
             raw_addrs = ep.get("addresses")
             if not isinstance(raw_addrs, list) or not raw_addrs:
                 raise ValueError("no addresses")
-            addrs: list[bytes] = []
+            addrs: dict[bytes, None] = {}  # distinct, in order
             for a in raw_addrs:
                 try:
-                    p = _packed(a, v6)
+                    addrs[_packed(a, v6)] = None
                 except ValueError as e:
                     dropped.append(f"endpoint {i}: {e}")
-                    continue
-                if p not in addrs:
-                    addrs.append(p)
             if not addrs:
                 raise ValueError("no valid addresses")
-            host = _hostname_for(ep.get("hostname"), addrs)
+            packed = tuple(addrs)
+            host = _hostname_for(ep.get("hostname"), packed)
             conds = ep.get("conditions") or {}
             if not isinstance(conds, dict):
                 raise ValueError("conditions must be a map")
@@ -248,7 +244,7 @@ def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
             zone = ep.get("zone") or ""
             eps.append(
                 Endpoint(
-                    tuple(addrs),
+                    packed,
                     host,
                     ready,
                     _cond(conds, "serving", ready),

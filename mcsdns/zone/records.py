@@ -132,9 +132,11 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     node = dict(_address_rrsets(si.ips))
     extra = tuple((svc_name, rr.rtype, a) for rr in node.values() for a in rr.rdatas)
     srvs: list[bytes] = []
-    for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
-        port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
-        rd = srv_wire(0, 100, port, svc_name)
+    first: dict[tuple[str, str], int] = {}  # the first port number of each (name, protocol)
+    for p in si.ports:
+        first.setdefault((p.name, p.protocol), p.port)
+    for key, owner in _srv_names(svc_name, si.ports).items():
+        rd = srv_wire(0, 100, first[key], svc_name)
         names[owner] = One(RRset(RRType.SRV, (rd,), extra))
         names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
         srvs.append(rd)
@@ -162,7 +164,8 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
     cluster_names: dict[str, bytes] = {}
     host_of: dict[tuple[str, str], bytes] = {}
-    hosts: dict[bytes, Sequence[bytes]] = {}  # the endpoint's own tuple, until a second one merges
+    # the endpoint's own tuple, until a second endpoint merges into it: then a dict (a set in order)
+    hosts: dict[bytes, Sequence[bytes] | dict[bytes, None]] = {}
     host_tier: dict[bytes, int] = {}
     for sl, ep in eps:
         key = (sl.cluster, ep.hostname)
@@ -176,11 +179,12 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
             hosts[host] = ep.addresses  # shared with the store: no copy per host
             host_tier[host] = loc.tier(sl.cluster)
             continue
-        lst = list(hosts[host])
-        lst.extend(a for a in ep.addresses if a not in lst)
-        hosts[host] = lst
+        merged = hosts[host]
+        if not isinstance(merged, dict):
+            merged = hosts[host] = dict.fromkeys(merged)
+        merged.update(dict.fromkeys(ep.addresses))
     for host, addrs in hosts.items():
-        names[host] = _address_rrsets(addrs)
+        names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
     # The service name: addresses by family in tier order, grouped by tier for rotation.
     node: dict[int, RRset] = {}
     tiered: dict[int, dict[bytes, int]] = {RRType.A: {}, RRType.AAAA: {}}
