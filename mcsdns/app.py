@@ -37,6 +37,7 @@ from .server.xfr import Transfers
 from .sources import Source
 from .sources.relay import Hub, RelaySource, Tee
 from .zone.journal import Versions
+from .zone.leftout import LeftOut, LeftOutLog
 from .zone.locality import OFF, Locality
 from .zone.records import Names, service_records
 from .zone.serial import SerialClock
@@ -108,6 +109,7 @@ class App:
         self.sources: list[Source] = []
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
+        self.left_out = LeftOutLog(self.store)  # names too long to serve
         self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
         self.tcp_state.log_queries = cfg.log_queries
         # Transfers: serial per content, journal, TSIG, NOTIFY (zone.journal, server.xfr/notify)
@@ -145,7 +147,8 @@ class App:
         (a forked worker leaves those to its supervisor)."""
         stats = Stats()
         for publish in (self.cache.publish, self.handler.publish, self.udp_timer.publish,
-                        self.tcp_state.publish, self.store.publish, self.zone.publish, self.publish,
+                        self.tcp_state.publish, self.store.publish, self.left_out.publish,
+                        self.zone.publish, self.publish,
                         self.versions.publish, self.transfers.publish, process.publish):
             stats.register(publish)
         if serving and self.keeper is not None:
@@ -174,7 +177,10 @@ class App:
 
     def _records(self, key: ServiceKey, loc: Locality) -> Names:
         si, slices = self.store.service(key)
-        return service_records(si, slices, self.zone.origin, loc) if si else {}
+        left = LeftOut()
+        names = service_records(si, slices, self.zone.origin, loc, left) if si else {}
+        self.left_out.report(key, left)
+        return names
 
     def synced(self) -> bool:
         """Every source has applied its first full view."""

@@ -16,9 +16,10 @@ from types import MappingProxyType
 from typing import Any
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
-from ..dns.names import prefix, under
+from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType
+from .leftout import IMPORT, SLICE, LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
 
@@ -97,12 +98,19 @@ def _answerable(slices: list[EndpointSlice],
     return [(s, e) for s in slices for e in s.endpoints if e.serving and e.terminating]
 
 
-def _srv_names(svc_name: bytes, ports: Iterable[Port]) -> dict[tuple[str, str], bytes]:
-    out = {}
+def _srv_names(svc_name: bytes, ports: Iterable[Port]
+               ) -> tuple[dict[tuple[str, str], bytes], dict[tuple[str, str], bytes]]:
+    """The SRV owner `_<port>._<proto>.<svc>` of each named (port, protocol), and the names
+    of those that cannot be sent."""
+    out: dict[tuple[str, str], bytes] = {}
+    bad: dict[tuple[str, str], bytes] = {}
     for p in ports:
         if p.name:
-            out[(p.name, p.protocol)] = prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
-    return out
+            try:
+                out[(p.name, p.protocol)] = prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
+            except NameTooLong as e:
+                bad[(p.name, p.protocol)] = e.name
+    return out, bad
 
 
 def _run_lengths(values: list[int]) -> list[int]:
@@ -118,15 +126,22 @@ def _run_lengths(values: list[int]) -> list[int]:
 
 
 def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
-                    loc: Locality = OFF) -> Names:
-    """All names and RRsets for one service; empty if the service has no name."""
-    svc_name = prefix((si.name, si.namespace, "svc"), zone)
+                    loc: Locality = OFF, left: LeftOut | None = None) -> Names:
+    """All names and RRsets for one service; empty if the service has no name. A name that
+    cannot be sent is left out, with the records it owns or targets, and noted in `left`
+    (an endpoint's addresses stay in the service's own A/AAAA)."""
+    left = LeftOut() if left is None else left
+    try:
+        svc_name = prefix((si.name, si.namespace, "svc"), zone)
+    except NameTooLong as e:
+        left.add(IMPORT, f"{si.namespace}/{si.name}", "service", e.name)
+        return {}
     if si.headless:
-        return _headless(svc_name, slices, loc)
-    return _clusterset_ip(svc_name, si)
+        return _headless(svc_name, slices, loc, left)
+    return _clusterset_ip(svc_name, si, left)
 
 
-def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
+def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:
     """Spec 2.3: the VIPs, and SRV per named port targeting the service name."""
     names: Names = {}
     node = dict(_address_rrsets(si.ips))
@@ -135,7 +150,10 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     first: dict[tuple[str, str], int] = {}  # the first port number of each (name, protocol)
     for p in si.ports:
         first.setdefault((p.name, p.protocol), p.port)
-    for key, owner in _srv_names(svc_name, si.ports).items():
+    owners, bad = _srv_names(svc_name, si.ports)
+    for name in bad.values():
+        left.add(IMPORT, f"{si.namespace}/{si.name}", "port", name)
+    for key, owner in owners.items():
         rd = srv_wire(0, 100, first[key], svc_name)
         names[owner] = One(RRset(RRType.SRV, (rd,), extra))
         names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
@@ -146,7 +164,8 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     return names
 
 
-def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Names:  # noqa: C901 - to split
+def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # noqa: C901 - to split
+              left: LeftOut) -> Names:
     """Spec 2.4: answerable endpoints across clusters, in locality order."""
     names: Names = {}
     eps = _answerable(slices, loc.terminating_fallback)
@@ -163,19 +182,28 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
         service_eps = eps
     # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
     cluster_names: dict[str, bytes] = {}
-    host_of: dict[tuple[str, str], bytes] = {}
+    host_of: dict[tuple[str, str], bytes | None] = {}  # None: the name cannot be sent
     # the endpoint's own tuple, until a second endpoint merges into it: then a dict (a set in order)
     hosts: dict[bytes, Sequence[bytes] | dict[bytes, None]] = {}
     host_tier: dict[bytes, int] = {}
+    too_long: dict[tuple[str, str], bytes] = {}  # (cluster, hostname) -> the name it would be
     for sl, ep in eps:
         key = (sl.cluster, ep.hostname)
         host = host_of.get(key)
         if host is None:
-            cn = cluster_names.get(sl.cluster)
-            if cn is None:
-                cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
-                names[cn] = EMPTY  # <clusterid>.<svc>: never has records
-            host = host_of[key] = under(ep.hostname, cn)
+            if key in host_of:
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", too_long[key])
+                continue
+            try:
+                cn = cluster_names.get(sl.cluster)
+                if cn is None:
+                    cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
+                host = host_of[key] = under(ep.hostname, cn)
+            except NameTooLong as e:
+                host_of[key], too_long[key] = None, e.name
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", e.name)
+                continue
+            names.setdefault(cn, EMPTY)  # <clusterid>.<svc>: never has records
             hosts[host] = ep.addresses  # shared with the store: no copy per host
             host_tier[host] = loc.tier(sl.cluster)
             continue
@@ -200,13 +228,19 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     port_targets: dict[tuple[str, str], dict[tuple[int, bytes], int]] = {}
     for sl, ep in service_eps:
         host = host_of[(sl.cluster, ep.hostname)]
+        if host is None:
+            continue
         for p in sl.ports:
             if p.name:
                 port_targets.setdefault((p.name, p.protocol), {}).setdefault(
                     (p.port, host), host_tier[host])
     all_srv: dict[bytes, None] = {}  # the bare name: identical SRVs of two protocols once
     all_extra: dict[tuple[bytes, int, bytes], None] = {}
-    srv_owners = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
+    srv_owners, bad = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
+    if bad:
+        for sl in slices:
+            for k in dict.fromkeys((p.name, p.protocol) for p in sl.ports if (p.name, p.protocol) in bad):
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "port", bad[k])
     for key, owner in srv_owners.items():
         targets = port_targets[key]
         per_tier = Counter(targets.values())
