@@ -21,7 +21,9 @@ import dns.rdatatype
 import dns.tsigkeyring
 import dns.zone
 import pytest
+from controller_env import Cluster
 from helpers import EXAMPLE, Server, free_port, run_server, stop_process, tool, wait_for
+from test_diagnose import clusterset, diagnose, fails, sync
 from test_secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
 
 from mcsdns.kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
@@ -171,3 +173,26 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
         assert len([ln for ln in lines if f"{obj}: {what} left out" in ln]) == 1, (obj, lines)
     assert primary.metric("mcsdns_zone_names_left_out ") == 2 + 1 + 1 + 1
     assert primary.metric_sum("mcsdns_skipped_objects_total") >= len(LEFT_OUT)
+
+
+def test_diagnose_reports_the_names_left_out(tmp_path: Path) -> None:
+    """A exports (through the real controller) a headless service whose endpoint names under
+    its 41-octet cluster ID are 256 octets: diagnose names it in every member that imports it."""
+    a, b = Cluster("a", LONG_CLUSTER, tmp_path), Cluster("b", "west", tmp_path)
+    try:
+        for cl in (a, b):
+            cl.kube.namespace(NS)
+        a.kube.service(NS, SVC, headless=True, ports=(("http", 80, "TCP"),))
+        a.kube.endpoints(NS, SVC, "eps", [("10.9.0.1", HOST), ("10.9.0.2", "short")], port=("http", 80))
+        a.kube.export(NS, SVC)
+        sync(a, b)
+        rc, report = diagnose(*clusterset(a, b))
+        assert rc == 1 and fails(report) == {("names", "a", f"{NS}/{SVC}"), ("names", "b", f"{NS}/{SVC}")}
+        msgs = [r["message"] for r in report["results"] if r["check"] == "names"]
+        assert all("1 endpoint left out of the zone" in m and "(first: 256 octets" in m for m in msgs), msgs
+        # the budget follows --zone: under a zone 3 octets shorter the same names fit
+        rc, report = diagnose(*clusterset(a, b), "--zone", "short.example")
+        assert "names" not in {r["check"] for r in report["results"]}
+    finally:
+        a.close()
+        b.close()
