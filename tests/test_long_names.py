@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ import dns.tsigkeyring
 import dns.zone
 import pytest
 from controller_env import Cluster
-from helpers import EXAMPLE, Server, free_port, run_server, stop_process, tool, wait_for
+from helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, tool, wait_for
 from test_diagnose import clusterset, diagnose, fails, sync
 from test_secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
 
@@ -196,3 +197,20 @@ def test_diagnose_reports_the_names_left_out(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_the_budget_follows_the_zone(tmp_path: Path) -> None:
+    """Under a 240-octet --zone the example's longer names no longer fit: they are left out and
+    the rest is printed as a zone file dnspython loads; a zone with no room is a flag error."""
+    zone = ".".join(["z" * 63] * 3) + "." + "b" * 46  # 240 octets in wire form
+    out = subprocess.run([sys.executable, "-m", "mcsdns", "records", "--manifests", str(EXAMPLE),
+                          "--zone", zone], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    z = dns.zone.from_text(out.stdout, origin=zone + ".", relativize=False, check_origin=False)
+    names = {n.to_text() for n in z.nodes}
+    assert f"web.shop.svc.{zone}." in names and f"db.shop.svc.{zone}." in names
+    assert not any(n.startswith("db-0.") for n in names)  # db-0.cluster-a.db.shop...: 267 octets
+    assert "ServiceImport shop/legacy: 1 service left out" in out.stderr  # legacy.shop.svc.<zone>: 256
+    out = subprocess.run([sys.executable, "-m", "mcsdns", "serve", "--zone", zone + "bbbbbbbbbb"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 2 and "too long for the names under it" in out.stderr, out.stderr

@@ -194,14 +194,17 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
             if key in host_of:
                 left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", too_long[key])
                 continue
+            cn = cluster_names.get(sl.cluster)
             try:
-                cn = cluster_names.get(sl.cluster)
                 if cn is None:
                     cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
                 host = host_of[key] = under(ep.hostname, cn)
             except NameTooLong as e:
-                host_of[key], too_long[key] = None, e.name
-                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", e.name)
+                name = e.name  # the endpoint's name, even when <clusterid>.<svc> is already too long
+                if cn is None:
+                    name = bytes((len(ep.hostname),)) + ep.hostname.encode() + name
+                host_of[key], too_long[key] = None, name
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", name)
                 continue
             names.setdefault(cn, EMPTY)  # <clusterid>.<svc>: never has records
             hosts[host] = ep.addresses  # shared with the store: no copy per host

@@ -127,15 +127,16 @@ class Zone:
             if names.get(n) != rrsets:
                 names[n] = rrsets
                 changed.add(n)
-        ns_name = prefix((key[0],), self.svc)
         if old and not new:
             self.ns_refs[key[0]] -= 1
             if not self.ns_refs[key[0]]:
                 del self.ns_refs[key[0]]
+                ns_name = prefix((key[0],), self.svc)  # fits: the service's names did
                 del names[ns_name]
                 changed.add(ns_name)
         elif new and not old:
             self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
+            ns_name = prefix((key[0],), self.svc)
             if ns_name not in names:
                 names[ns_name] = {}
                 changed.add(ns_name)
