@@ -187,8 +187,11 @@ def test_diagnose_reports_the_names_left_out(tmp_path: Path) -> None:
         a.kube.endpoints(NS, SVC, "eps", [("10.9.0.1", HOST), ("10.9.0.2", "short")], port=("http", 80))
         a.kube.export(NS, SVC)
         sync(a, b)
-        rc, report = diagnose(*clusterset(a, b))
+        with run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as sb:  # asks b's served names
+            rc, report = diagnose(*clusterset(a, b), "--dns", f"b=127.0.0.1:{sb.port}")
         assert rc == 1 and fails(report) == {("names", "a", f"{NS}/{SVC}"), ("names", "b", f"{NS}/{SVC}")}
+        assert {r["subject"] for r in report["results"] if r["check"] == "dns"} == {
+            SVC_NAME, f"short.{LONG_CLUSTER}.{SVC_NAME}"}  # all OK; the name left out is not asked
         msgs = [r["message"] for r in report["results"] if r["check"] == "names"]
         assert all("1 endpoint left out of the zone" in m and "(first: 256 octets" in m for m in msgs), msgs
         # the budget follows --zone: under a zone 3 octets shorter the same names fit
