@@ -156,7 +156,7 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
     after = int(primary.query(ZONE, "SOA").answer[0][0].serial)
     assert after != before
     took = wait_serial(sec, proc, after, 10)  # the secondary loaded the new version (NOTIFY, IXFR/AXFR)
-    print(f"{sec.name}: serial {before} -> {after} loaded {took * 1000:.0f} ms after the change")
+    print(f"{sec.name}: serial {before} -> {after} loaded {took * 1000:.0f} ms after the primary served it")
     # the secondary serves the rest of the service, as the primary does
     for host in SERVED_HOSTS:
         assert {rd.address for rr in sec.ask(host, "A").answer for rd in rr}
