@@ -173,6 +173,12 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
     for obj, what in LEFT_OUT.items():
         assert len([ln for ln in lines if f"{obj}: {what} left out" in ln]) == 1, (obj, lines)
     assert primary.metric("mcsdns_zone_names_left_out ") == 2 + 1 + 1 + 1
+    # another slice of the service rebuilds it: what is left out did not change, no new line
+    (sec.mdir / "more.yaml").write_text(_slice("more", "west", [("more", "10.9.3.1")]))
+    assert wait_for(lambda: primary.query(f"more.west.{SVC_NAME}", "A").answer, timeout=10)
+    lines = [ln for ln in primary.logs().splitlines() if "left out of the zone" in ln]
+    assert len(lines) == len(LEFT_OUT) + 1, lines  # + the new slice's own port p{63}
+    assert f"EndpointSlice {NS}/more: 1 port left out" in lines[-1]
     assert primary.metric_sum("mcsdns_skipped_objects_total") >= len(LEFT_OUT)
 
 
