@@ -23,6 +23,7 @@ from .flags import http_addrs, show_addr
 from .ops import process
 from .ops.errors import ConfigError, os_reason
 from .ops.http import HTTPEndpoints, serve_http
+from .ops.logs import flush_throttles
 from .ops.metrics import render
 from .ops.stats import Put, Snapshot, Stats, define
 from .server import stop_tcp_intake, stop_udp_intake
@@ -407,6 +408,7 @@ class App:
         for h in self._http:
             h.close()
         self.publisher.close(loop)
+        flush_throttles()  # what rate-limited log lines held back
 
 
 def bind_listen(listen: list[tuple[str, int]], reuse_port: bool) -> list[tuple[str, int, socket.socket]]:

@@ -93,7 +93,7 @@ static PyMemberDef canned_members[] = {
     {"out", T_OBJECT, offsetof(Canned, out), 0, "the response after its ID (up to the rotating body)"},
     {"bodies", T_OBJECT, offsetof(Canned, bodies), 0, "None, or the Answer's rotations (bytes)"},
     {"tail", T_OBJECT, offsetof(Canned, tail), 0, "what follows a rotating body (its OPT record)"},
-    {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry"},
+    {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry (stops at sys.maxsize)"},
     {"rot", T_PYSSIZET, offsetof(Canned, rot), 0, "index of the next body"},
     {"serial_at", T_PYSSIZET, offsetof(Canned, serial_at), 0,
      "> 0: the zone's serial goes this many octets before the response's end"},
@@ -135,7 +135,7 @@ static int from_cache(PyObject *v, int i, int k, const char *serial) {
     } else if (len > SBUFSIZE) {
         return -1;
     }
-    c->hits++;
+    if (c->hits < PY_SSIZE_T_MAX) c->hits++; /* saturates: a signed overflow is undefined */
     char *p = sbufs + (size_t)k * SBUFSIZE;
     memcpy(p, riov[i].iov_base, 2); /* the query's ID */
     memcpy(p + 2, PyBytes_AS_STRING(c->out), (size_t)PyBytes_GET_SIZE(c->out));

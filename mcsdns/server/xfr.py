@@ -26,6 +26,7 @@ from ..dns.names import decode_name, skip_name
 from ..dns.rdata import serial_in_message, with_serial
 from ..dns.types import Rcode, RRClass, RRType
 from ..dns.writer import Writer
+from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from ..zone.journal import Delta, Record, Versions
 from ..zone.zone import Zone
@@ -85,6 +86,7 @@ class Transfers:
         # (type, outcome) -> transfers; every series from 0, so the first failure is an increase
         self.counts: dict[tuple[str, str], int] = {(k, o): 0 for k in ("AXFR", "IXFR") for o in OUTCOMES}
         self.active = 0  # transfers being sent
+        self._refusals = Throttle(log, "refused transfers")  # per client address
 
     def publish(self, put: Put) -> None:
         for (kind, outcome), n in list(self.counts.items()):
@@ -103,6 +105,16 @@ class Transfers:
         k = ("AXFR" if qtype == RRType.AXFR else "IXFR", outcome)
         self.counts[k] = self.counts.get(k, 0) + 1
 
+    def _refused(self, q: Query, peer: Any, allowed: bool, why: str, level: int = logging.INFO) -> None:
+        """Log a transfer not made (after the ACL check, which the line states), at most a
+        few lines a minute per client address (`_refusals`)."""
+        qt = "AXFR" if q.qtype == RRType.AXFR else "IXFR"
+        if q.tsig >= 0 and not allowed:
+            why += "; not in --allow-transfer"
+        self._refusals.log(str(peer[0] if isinstance(peer, tuple) else peer), level,
+                           "transfer %s from %s refused: %s", qt, peer, why,
+                           extra={"event": "transfer_refused", "qtype": qt, "peer": str(peer), "reason": why})
+
     def stream(self, msg: bytes, peer: Any) -> Iterator[bytes] | None:
         """Responses to a TCP AXFR/IXFR query; None when `msg` is no such query."""
         end = msg.find(0, 12) + 5
@@ -116,6 +128,7 @@ class Transfers:
 
     def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:  # noqa: C901 - to split with the DNS wire layer
         signer: tsig.Signer | None = None
+        allowed = self.allowed(peer)
         if q.tsig >= 0:
             try:
                 rr = tsig.parse(msg, q.tsig)
@@ -123,20 +136,19 @@ class Transfers:
             except FormErr:
                 yield error_response(msg, Rcode.FORMERR)
                 return
-            if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
-                log.warning("transfer from %s: TSIG %s (key %s)", peer, tsig.ERROR_NAMES[err],
-                            decode_name(rr.name))
+            if key is None or err:
+                self._refused(q, peer, allowed, tsig.failure(rr, err),
+                              logging.WARNING)
                 self._count(q.qtype, "notauth")
-                yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
+                if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
+                    yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
+                else:
+                    yield tsig.Signer(key, rr).sign(header_only(q, Rcode.NOTAUTH), err)
                 return
             signer = tsig.Signer(key, rr)
-            if err:
-                self._count(q.qtype, "notauth")
-                yield signer.sign(header_only(q, Rcode.NOTAUTH), err)
-                return
         rcode = 0
         why = ""
-        if not self.allowed(peer):
+        if not allowed:
             rcode, why = Rcode.REFUSED, "not in --allow-transfer"
         elif self.keys and signer is None:
             rcode, why = Rcode.REFUSED, "not signed with the transfer key"
@@ -147,9 +159,7 @@ class Transfers:
         elif self.active >= MAX_ACTIVE:
             rcode, why = Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
         if rcode:
-            qt = "AXFR" if q.qtype == RRType.AXFR else "IXFR"
-            log.info("transfer %s from %s refused: %s", qt, peer, why,
-                     extra={"event": "transfer_refused", "qtype": qt, "peer": str(peer), "reason": why})
+            self._refused(q, peer, allowed, why)
             self._count(q.qtype, "refused" if rcode == Rcode.REFUSED else "servfail")
             out = header_only(q, rcode)
             yield signer.sign(out) if signer else out

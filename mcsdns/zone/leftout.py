@@ -11,9 +11,9 @@ import logging
 from collections import Counter
 from collections.abc import Iterator
 
-from ..data.objects import SHOW_MAX
 from ..data.store import ServiceKey, Store
 from ..dns.names import decode_name
+from ..ops.logs import show
 from ..ops.stats import Put, define
 
 log = logging.getLogger("mcsdns.zone")
@@ -52,10 +52,9 @@ class LeftOut:
         for key, c in self.counts.items():
             what = " and ".join(f"{n} {w}{'s' if n > 1 else ''}" for w, n in c.items())
             first = self.first[key]
-            shown = decode_name(first)
-            shown = shown if len(shown) <= SHOW_MAX else shown[:SHOW_MAX] + "..."
+            shown = show(decode_name(first))
             yield (*key, f"{what} left out of the zone: a DNS name can have no label over 63 "
-                         f"octets and no more than 255 (first: {len(first)} octets, {shown!r})")
+                         f"octets and no more than 255 (first: {len(first)} octets, {shown})")
 
 
 class LeftOutLog:
