@@ -153,3 +153,28 @@ def test_object_values_cannot_forge_or_flood_lines(tmp_path: Path, fmt: str) -> 
     per_apply = [ln for ln in msgs if "shop/many-bad: 20000 parts" in ln]
     assert len(per_apply) == 3, per_apply
     assert "(and 19997 more)" in per_apply[0] and "Bad_Host_0" in per_apply[0]
+
+
+def test_throttle_is_bounded_whatever_the_sources(caplog: pytest.LogCaptureFixture) -> None:
+    """100,000 sources in one window: at most `total` lines, the notice and one summary; the
+    per-source table never over `sources`; the next window starts afresh."""
+    import logging
+
+    from mcsdns.ops.logs import Throttle
+
+    now = [0.0]
+    log = logging.getLogger("mcsdns.test")
+    t = Throttle(log, "test lines", burst=2, total=10, window=60, sources=100, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, "mcsdns.test"):
+        for i in range(100_000):
+            t.log(f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}", logging.INFO, "line from %d", i)
+            t.log("10.0.0.0", logging.INFO, "line from the first")
+        assert len(t._lines) <= 100
+        now[0] = 61.0
+        assert t.log("10.9.9.9", logging.INFO, "after the window")
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 10 + 1 + 1 + 1, msgs[-3:]  # lines, notice, summary, the next window's
+    assert sum(m.startswith("test lines: rate limit reached") for m in msgs[:-2]) == 1
+    # 10.0.0.0 (i = 0) logged twice, then held back
+    assert msgs[-2] == "test lines: 199990 more suppressed in the last 60 s; most from 10.0.0.0: 99999"
+    assert msgs[-1] == "after the window"

@@ -236,6 +236,26 @@ def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
             batchio.serve(server.fileno(), print, print, [])  # type: ignore[arg-type]  # on purpose
 
 
+def test_hits_counter_saturates_instead_of_overflowing() -> None:
+    """An entry at sys.maxsize hits (as after 2**63 answers) is still sent from C and its
+    counter stays there (was: a signed overflow, undefined; UBSan aborts, else it wraps
+    to a negative count)."""
+    pytest.importorskip("mcsdns.server._batchio")
+    from mcsdns.server import _batchio as batchio
+    from mcsdns.server.cache import Canned
+
+    c = Canned(b"cached", (1, 0), 8)
+    c.hits = sys.maxsize - 1
+    with _udp_pair() as (server, client):
+        for i in range(3):
+            client.sendto(b"%02d-ok" % i, server.getsockname())
+        time.sleep(0.05)
+        n, _, _ = batchio.serve(server.fileno(), lambda d, tcp: None, print, {b"-ok": c})
+        assert n == 3
+        assert sorted(client.recv(100) for _ in range(3)) == [b"00cached", b"01cached", b"02cached"]
+    assert c.hits == sys.maxsize
+
+
 def test_response_cache_works_without_the_extension() -> None:
     # where _batchio is not built, cache.Canned gets its fields from mcsdns.server._canned
     code = """
