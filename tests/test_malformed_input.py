@@ -33,7 +33,8 @@ def srv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Monk
 def with_option(data: bytes, declared: int | None = None, rdlength: int | None = None) -> bytes:
     """A dnspython query carrying one 4-octet EDNS option, its option length (and the OPT's
     RDLENGTH) overwritten when given."""
-    q = dns.message.make_query(NAME, "A", use_edns=0, options=[dns.edns.GenericOption(dns.edns.OptionType.make(65001), data)])
+    option = dns.edns.GenericOption(dns.edns.OptionType.make(65001), data)
+    q = dns.message.make_query(NAME, "A", use_edns=0, options=[option])
     q.id = 4242
     wire = bytearray(q.to_wire())
     at = len(wire) - len(data) - 4  # the option's code, then its length
