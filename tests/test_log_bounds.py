@@ -178,3 +178,18 @@ def test_throttle_is_bounded_whatever_the_sources(caplog: pytest.LogCaptureFixtu
     # 10.0.0.0 (i = 0) logged twice, then held back
     assert msgs[-2] == "test lines: 199990 more suppressed in the last 60 s; most from 10.0.0.0: 99999"
     assert msgs[-1] == "after the window"
+
+
+def test_query_log_escapes_a_name_from_the_network(tmp_path: Path) -> None:
+    """--log-queries: a label holding a newline and a fake line stays one escaped line."""
+    import dns.name
+
+    label = b"x\n2026-01-01T00:00:00.000Z [ERROR] mcsdns.forged: pwned"
+    q = dns.message.make_query(dns.name.Name([label, b"clusterset", b"local", b""]), "A")
+    with run_server(["--manifests", str(EXAMPLE), "--log-queries"], tmp_path) as srv:
+        assert dns.message.from_wire(srv.exchange(q.to_wire(), False)).rcode() == dns.rcode.NXDOMAIN
+        assert wait_for(lambda: "mcsdns.forged" in srv.logs())
+        lines = stopped_logs(srv).splitlines()
+    assert all(TEXT_LINE.match(ln) for ln in lines), [ln for ln in lines if not TEXT_LINE.match(ln)]
+    assert any('"A IN x\\n2026-01-01T00:00:00.000Z [ERROR] mcsdns.forged: pwned.clusterset.local.' in ln
+               for ln in lines)
