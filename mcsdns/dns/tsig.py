@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ops.logs import cut
 from .errors import FormErr
 from .header import with_additional
 from .names import decode_name, encode_name, read_name
@@ -386,16 +385,6 @@ def check(keys: dict[bytes, Key], data: bytes, rr: TsigRR,
     if abs(t - rr.time_signed) > min(rr.fudge, FUDGE):
         return key, BADTIME
     return key, 0
-
-
-def failure(rr: TsigRR, err: int, now: float | None = None) -> str:
-    """A TSIG error for a log line: its name, the key as named in the request (escaped, cut),
-    and for BADTIME how far the request's time is from ours."""
-    out = f"TSIG {ERROR_NAMES.get(err, err)} (key {cut(decode_name(rr.name))})"
-    if err == BADTIME:
-        skew = rr.time_signed - int(time.time() if now is None else now)
-        out += f": signed {skew:+d} s from our clock, fudge {min(rr.fudge, FUDGE)} s"
-    return out
 
 
 def add_rr(msg: bytes, rr: bytes) -> bytes:

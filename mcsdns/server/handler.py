@@ -21,6 +21,7 @@ from ..dns.message import Query, header_only, options_fit, parse_query
 from ..dns.types import Rcode
 from ..ops.logs import Throttle
 from ..ops.stats import Put, define
+from . import tsiglog
 from .cache import ResponseCache, next_body, with_serial
 
 log = logging.getLogger("mcsdns.query")
@@ -170,7 +171,7 @@ class Handler:
         if key is None or err:
             self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
             self._tsig_log.log(rr.name[:64].decode("ascii", "replace"), logging.WARNING,
-                               "signed query refused: %s", tsig.failure(rr, err))
+                               "signed query refused: %s", tsiglog.failure(rr, err))
             if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
                 return tsig.unsigned_error(header_only(q, Rcode.NOTAUTH, opt), rr, err)
             return tsig.Signer(key, rr).sign(header_only(q, Rcode.NOTAUTH, opt), err)

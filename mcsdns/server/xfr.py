@@ -30,6 +30,7 @@ from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from ..zone.journal import Delta, Record, Versions
 from ..zone.zone import Zone
+from . import tsiglog
 
 log = logging.getLogger("mcsdns.xfr")
 
@@ -137,7 +138,7 @@ class Transfers:
                 yield error_response(msg, Rcode.FORMERR)
                 return
             if key is None or err:
-                self._refused(q, peer, allowed, tsig.failure(rr, err),
+                self._refused(q, peer, allowed, tsiglog.failure(rr, err),
                               logging.WARNING)
                 self._count(q.qtype, "notauth")
                 if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
