@@ -168,14 +168,16 @@ class Handler:
             log.debug("FORMERR: %s", e)
             return error_response(data, Rcode.FORMERR)
         opt = (OPT_DO1 if q.do else OPT_DO0) if q.edns else b""
-        if key is None or err:
-            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
+        if err:  # every failure, BADKEY (key None) included
             self._tsig_log.log(rr.name[:64].decode("ascii", "replace"), logging.WARNING,
                                "signed query refused: %s", tsiglog.failure(rr, err))
-            if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
-                return tsig.unsigned_error(header_only(q, Rcode.NOTAUTH, opt), rr, err)
-            return tsig.Signer(key, rr).sign(header_only(q, Rcode.NOTAUTH, opt), err)
+        if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
+            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
+            return tsig.unsigned_error(header_only(q, Rcode.NOTAUTH, opt), rr, err)
         signer = tsig.Signer(key, rr)
+        if err:
+            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
+            return signer.sign(header_only(q, Rcode.NOTAUTH, opt), err)
         self.slow_count["tsig_signed"] += 1
         reserve = len(key.name) + len(key.algorithm) + key.mac_size + _TSIG_FIXED
         return signer.sign(self._answer(q, tcp, reserve))
