@@ -106,12 +106,9 @@ class Transfers:
         k = ("AXFR" if qtype == RRType.AXFR else "IXFR", outcome)
         self.counts[k] = self.counts.get(k, 0) + 1
 
-    def _refused(self, q: Query, peer: Any, allowed: bool, why: str, level: int = logging.INFO) -> None:
-        """Log a transfer not made (after the ACL check, which the line states), at most a
-        few lines a minute per client address (`_refusals`)."""
+    def _refused(self, q: Query, peer: Any, why: str, level: int = logging.INFO) -> None:
+        """Log a transfer not made, at most a few lines a minute per client address."""
         qt = "AXFR" if q.qtype == RRType.AXFR else "IXFR"
-        if q.tsig >= 0 and not allowed:
-            why += "; not in --allow-transfer"
         self._refusals.log(str(peer[0] if isinstance(peer, tuple) else peer), level,
                            "transfer %s from %s refused: %s", qt, peer, why,
                            extra={"event": "transfer_refused", "qtype": qt, "peer": str(peer), "reason": why})
@@ -137,16 +134,18 @@ class Transfers:
             except FormErr:
                 yield error_response(msg, Rcode.FORMERR)
                 return
-            if key is None or err:
-                self._refused(q, peer, allowed, tsiglog.failure(rr, err),
-                              logging.WARNING)
+            if err:  # every failure, BADKEY (key None) included; the line states the ACL check
+                acl = "" if allowed else "; not in --allow-transfer"
+                self._refused(q, peer, tsiglog.failure(rr, err) + acl, logging.WARNING)
+            if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
                 self._count(q.qtype, "notauth")
-                if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
-                    yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
-                else:
-                    yield tsig.Signer(key, rr).sign(header_only(q, Rcode.NOTAUTH), err)
+                yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
                 return
             signer = tsig.Signer(key, rr)
+            if err:
+                self._count(q.qtype, "notauth")
+                yield signer.sign(header_only(q, Rcode.NOTAUTH), err)
+                return
         rcode = 0
         why = ""
         if not allowed:
@@ -160,7 +159,7 @@ class Transfers:
         elif self.active >= MAX_ACTIVE:
             rcode, why = Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
         if rcode:
-            self._refused(q, peer, allowed, why)
+            self._refused(q, peer, why)
             self._count(q.qtype, "refused" if rcode == Rcode.REFUSED else "servfail")
             out = header_only(q, rcode)
             yield signer.sign(out) if signer else out
