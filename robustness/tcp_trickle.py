@@ -49,7 +49,7 @@ def frame(name: str = NAME) -> bytes:
 
 def addresses(n: int, same_net: bool) -> list[str]:
     """`n` loopback source addresses: in one /24, or each in its own."""
-    return [f"127.0.0.{i + 2}" if same_net else f"127.0.{i + 1}.2" for i in range(n)]
+    return [f"127.0.0.{i + 2}" if same_net else f"127.{(i + 1) >> 8}.{(i + 1) & 255}.2" for i in range(n)]
 
 
 class Trickler(threading.Thread):

@@ -1,20 +1,21 @@
 """TCP listener: length-prefixed messages, several per connection (RFC 7766).
 
 Limits: at most `max_conns` open connections and `max_per_client` from one
-client (an IPv4 address, an IPv6 /64). A new connection beyond either limit
-first closes another to make room and is refused only when none qualifies:
-at the client limit, the client's own oldest idle one; at the total limit,
-the oldest idle one of the client holding the most, else the one holding
-part of a message longest (over STALE seconds) among clients holding at
-least two more connections than the new one's (so clients cannot evict each
-other in turn), else the oldest idle one of all that was answered or opened
-over STALE seconds ago (a new client's query may not be read yet). Idle: no
-message partly read, no transfer or answer being sent. At most
-`max_per_client` connections of one network (IPv4 /24, IPv6 /64) hold part
-of a message at once: one more is closed. An idle connection is closed after
-`idle_timeout`, and one holding part of a message once `read_timeout` passes
-without a whole message taken up (the deadline restarts with each, so a
-client may pipeline without end).
+client (an IPv4 address, an IPv6 /64); at most `max_per_client` connections
+of one network (an IPv4 /24, an IPv6 /64) holding part of a message at once
+(one more is closed). A new connection beyond either limit first closes
+another to make room and is refused only when none qualifies: at the client
+limit, the client's own oldest idle one; at the total limit, the oldest idle
+one of the client holding the most, else the one holding part of a message
+longest (over STALE seconds) among networks holding at least two more such
+connections than the new one's (so networks cannot evict each other in
+turn), else the oldest idle one of all that was answered or opened over
+STALE seconds ago (a new client's query may not be read yet), else the one
+holding part of a message longest among those networks, however briefly.
+Idle: no message partly read, no transfer or answer being sent. An idle
+connection is closed after `idle_timeout`, and one holding part of a message
+once `read_timeout` passes without a whole message taken up (the deadline
+restarts with each, so a client may pipeline without end).
 
 Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
@@ -145,26 +146,32 @@ class TCPServerState:
             if not self._evict(mine, "client"):
                 self.client_refused += 1
                 return False
-        if len(self.conns) >= lim.max_conns:
-            heaviest = max(self.clients.values(), key=len)
-            room = len(self.clients.get(conn.client, ())) + 2  # the victim's client keeps more
-            if not (self._evict(heaviest, "total")
-                    or (len(heaviest) >= room and self._evict_stale(room))
-                    or self._evict(self.conns, "total", time.monotonic() - STALE)):
-                self.rejected += 1
-                return False
+        if len(self.conns) >= lim.max_conns and not self._make_room(conn):
+            self.rejected += 1
+            return False
         self.conns[conn] = None
         self.clients.setdefault(conn.client, {})[conn] = None
         return True
 
-    def _evict_stale(self, room: int) -> bool:
-        """Close the connection holding part of a message longest, over STALE seconds,
-        of a client holding at least `room` connections; False when there is none."""
-        cutoff = time.monotonic() - STALE
+    def _make_room(self, conn: TCPConnection) -> bool:
+        """The table is full: close a connection for `conn`, in the order the module
+        docstring gives; False when none qualifies."""
+        if self._evict(max(self.clients.values(), key=len), "total"):
+            return True
+        now = time.monotonic()
+        room = self.nets.get(conn.net, 0) + 2  # the victim's network keeps more than conn's
+        fair = max(self.nets.values(), default=0) >= room
+        return ((fair and self._evict_partial(room, now - STALE))
+                or self._evict(self.conns, "total", now - STALE)
+                or (fair and self._evict_partial(room, now)))
+
+    def _evict_partial(self, room: int, cutoff: float) -> bool:
+        """Close the connection holding part of a message longest, since before `cutoff`,
+        of a network holding at least `room` such; False when there is none."""
         for c, since in self.partial.items():
             if since > cutoff:
                 return False
-            if c.out is None and not c.paused and len(self.clients[c.client]) >= room:
+            if c.out is None and not c.paused and self.nets[c.net] >= room:
                 self.evicted["total"] += 1
                 c.close()
                 return True
