@@ -58,7 +58,7 @@ FLUSH = 1 << 16  # answers to pipelined queries are written in batches of this s
 STALE = 1.0  # seconds holding part of a message after which a connection may be closed for a new one
 
 REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter",
-                  "New TCP connections refused at --tcp-max-conns, none idle to close.")
+                  "New TCP connections refused at --tcp-max-conns, none to close.")
 CLIENT_REFUSED = define("mcsdns_tcp_connections_client_refused_total", "counter",
                         "New TCP connections refused at --tcp-max-conns-per-client, "
                         "none of the client's idle to close.")
