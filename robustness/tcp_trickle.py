@@ -140,15 +140,16 @@ class Asked:
         return len(self.lat) / max(1, len(self.lat) + self.failed)
 
 
-def ask(port: int, duration: float, src: str = LEGIT, interval: float = 0.05) -> Asked:
-    """Ask over TCP (a new connection per query, 1 s timeout) every `interval` seconds."""
+def ask(port: int, duration: float, src: str = LEGIT, interval: float = 0.05,
+        timeout: float = 1.0) -> Asked:
+    """Ask over TCP (a new connection per query) every `interval` seconds."""
     q = dns.message.make_query(NAME, "A")
     out = Asked()
     end = time.monotonic() + duration
     while time.monotonic() < end:
         t = time.perf_counter()
         try:
-            r = dns.query.tcp(q, "127.0.0.1", port=port, timeout=1, source=src)
+            r = dns.query.tcp(q, "127.0.0.1", port=port, timeout=timeout, source=src)
             assert r.answer
             out.lat.append(time.perf_counter() - t)
         except Exception as e:
@@ -159,14 +160,14 @@ def ask(port: int, duration: float, src: str = LEGIT, interval: float = 0.05) ->
 
 
 def trickle(port: int, conns: int, sources: list[str], period: float, duration: float,
-            settle: float = 1.0) -> tuple[Asked, Trickler]:
+            settle: float = 1.0, timeout: float = 1.0) -> tuple[Asked, Trickler]:
     """Fill the table with tricklers, wait `settle` s, then ask for `duration` s."""
     t = Trickler(port, sources, conns, period)
     t.start()
     try:
         t.opened.wait(60)
         time.sleep(settle)
-        asked = ask(port, duration)
+        asked = ask(port, duration, timeout=timeout)
     finally:
         t.stop.set()
         t.join()
