@@ -9,6 +9,7 @@ bare service name, gives one record.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,11 +17,15 @@ from types import MappingProxyType
 from typing import Any
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
+from ..dns.limits import RECORDS_OCTETS, SAFE_COUNT, fitting
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
-from ..dns.types import RRType
+from ..dns.types import RRType, qtype_label
 from .leftout import IMPORT, SLICE, LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
+
+log = logging.getLogger("mcsdns.zone")
+capped = 0  # RRsets cut to one message's records since start (published by the zone)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -32,6 +37,33 @@ class RRset:
     extra: tuple[tuple[bytes, int, bytes], ...] = ()
     rotate: bool = False  # answer order may be rotated between queries
     groups: tuple[int, ...] = ()  # sizes of consecutive runs rotated separately (tiers)
+
+    def __post_init__(self) -> None:
+        if len(self.rdatas) > SAFE_COUNT:  # maybe more than one message holds (dns.limits)
+            _cap(self)
+
+
+def _cap(rrset: RRset) -> None:
+    """Keep the first records of `rrset` that fit one message (dns.limits), and its tiers'
+    sizes up to them; counted in `capped` and logged."""
+    n = fitting(rrset.rdatas)
+    if n == len(rrset.rdatas):
+        return
+    global capped
+    capped += 1
+    label = qtype_label(rrset.rtype)
+    log.warning("%s RRset of %d records cut to the first %d: one message holds %d octets of records",
+                label, len(rrset.rdatas), n, RECORDS_OCTETS,
+                extra={"event": "rrset_capped", "type": label, "records": len(rrset.rdatas), "kept": n})
+    rrset.rdatas = rrset.rdatas[:n]
+    if rrset.groups:
+        groups, left = [], n
+        for g in rrset.groups:
+            if left <= 0:
+                break
+            groups.append(min(g, left))
+            left -= g
+        rrset.groups = tuple(groups)
 
 
 class One(Mapping[int, RRset]):
