@@ -111,7 +111,7 @@ class App:
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
         self.left_out = LeftOutLog(self.store)  # names too long to serve
-        self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
+        self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits, self.handler.panics)
         self.tcp_state.log_queries = cfg.log_queries
         # Transfers: serial per content, journal, TSIG, NOTIFY (zone.journal, server.xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()))
@@ -313,8 +313,8 @@ class App:
         for (host, port, udp), (_, _, tcp) in zip(bound[::2], bound[1::2], strict=True):
             self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
             table = self.cache.tables[False]
-            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, table,
-                                                   self.cache.serial, self.cfg.log_queries))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.handler.panics, self.udp_timer,
+                                                   table, self.cache.serial, self.cfg.log_queries))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             udp_io = "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto"
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port, udp_io, self.cfg.zone,

@@ -138,6 +138,7 @@ def test_extension_returns_what_the_socket_would_not_take() -> None:
 def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
     pytest.importorskip("mcsdns.server._batchio")
     from mcsdns.server import _batchio as batchio
+    from mcsdns.server.panics import Panics
     from mcsdns.server.udp import BatchedUDP, RequestTimer
 
     async def run() -> list[bytes]:
@@ -145,8 +146,8 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
         server.setblocking(False)
         client.setblocking(False)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
-        listener = BatchedUDP(asyncio.get_running_loop(), server, lambda d, tcp: d * 500, RequestTimer(),
-                              batchio)
+        listener = BatchedUDP(asyncio.get_running_loop(), server, lambda d, tcp: d * 500, Panics(),
+                              RequestTimer(), batchio)
         got: list[bytes] = []
         try:
             for i in range(100):

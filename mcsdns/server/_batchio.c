@@ -8,7 +8,9 @@
  * `tail`; for a negative answer (serial_at > 0) the 4 octets of `serial` (a
  * bytearray, the zone's SOA serial) go serial_at octets before the end.
  * Every other datagram is
- * answered by respond(data, False) (bytes, or None for no answer). It returns
+ * answered by respond(data, False) (bytes, or None for no answer); if respond
+ * raises, on_error(data, exc) is called and what it returns is sent the same
+ * way (bytes, or None for no answer). It returns
  * (received, elapsed_ns, unsent): elapsed_ns is the time from the end of the
  * read to the end of the send (what each query of the batch waited in the
  * server); unsent lists (response, address) pairs the socket would not take
@@ -264,14 +266,14 @@ static PyObject *serve_locked(int fd, PyObject *respond, PyObject *on_error, PyO
                 PyErr_Fetch(&type, &exc, &tb);
                 PyErr_NormalizeException(&type, &exc, &tb);
                 if (exc != NULL && tb != NULL) PyException_SetTraceback(exc, tb);
-                PyObject *r = PyObject_CallFunctionObjArgs(on_error, data, exc ? exc : Py_None, NULL);
+                out = PyObject_CallFunctionObjArgs(on_error, data, exc ? exc : Py_None, NULL);
                 Py_XDECREF(type);
                 Py_XDECREF(exc);
                 Py_XDECREF(tb);
-                Py_DECREF(data);
-                if (r == NULL) goto fail;
-                Py_DECREF(r);
-                continue;
+                if (out == NULL) {
+                    Py_DECREF(data);
+                    goto fail;
+                }
             }
             Py_DECREF(data);
             if (out == Py_None) {
@@ -280,7 +282,7 @@ static PyObject *serve_locked(int fd, PyObject *respond, PyObject *on_error, PyO
             }
             if (!PyBytes_Check(out)) {
                 Py_DECREF(out);
-                PyErr_SetString(PyExc_TypeError, "respond() must return bytes or None");
+                PyErr_SetString(PyExc_TypeError, "respond() and on_error() must return bytes or None");
                 goto fail;
             }
             siov[k].iov_base = PyBytes_AS_STRING(out);

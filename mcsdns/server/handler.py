@@ -23,6 +23,7 @@ from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from . import tsiglog
 from .cache import ResponseCache, next_body, with_serial
+from .panics import Panics
 
 log = logging.getLogger("mcsdns.query")
 
@@ -49,11 +50,13 @@ class Handler:
         self.slow_count: Counter[str] = Counter()  # slow-path outcomes
         self.tsig_keys: dict[bytes, tsig.Key] = {}  # by lowercase wire name
         self._tsig_log = Throttle(log, "refused signed queries")  # per key name (no peer here)
+        self.panics = Panics()  # the listeners' answer when respond raises
 
     def publish(self, put: Put) -> None:
-        """Samples of the slow-path counter (`stats.Publisher`)."""
+        """Samples of the slow-path and internal error counters (`stats.Publisher`)."""
         for k, v in list(self.slow_count.items()):
             put(SLOW_PATH, v, outcome=k)
+        self.panics.publish(put)
 
     def respond(self, data: bytes, tcp: bool) -> bytes | None:  # noqa: C901 - the hot path, inlined on purpose
         """The response to one DNS message, or None to send nothing."""

@@ -45,7 +45,7 @@ from ..dns.answer import MAX_TCP
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define
 from . import bound_socket
-from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
+from .udp import DURATION_BOUNDS_NS, OnError, RequestTimer, timing
 
 log = logging.getLogger("mcsdns.tcp")
 
@@ -101,8 +101,9 @@ def client_of(peer: Any) -> tuple[str, str]:
 class TCPServerState:
     """What every TCP connection shares: the responder, limits, the open connections and counters."""
 
-    def __init__(self, respond: Respond, limits: TCPLimits) -> None:
+    def __init__(self, respond: Respond, limits: TCPLimits, on_error: OnError) -> None:
         self.respond = respond
+        self.on_error = on_error  # the response to a query respond (or a transfer) raised on
         self.limits = limits
         self.conns: dict[TCPConnection, None] = {}  # oldest first
         self.clients: dict[str, dict[TCPConnection, None]] = {}  # by client_of(), oldest first
@@ -322,8 +323,8 @@ class TCPConnection(asyncio.BufferedProtocol):
                     self._flow()
                     return
                 self.transport.write(len(msg).to_bytes(2, "big") + msg)
-        except Exception:
-            log.exception("error sending a zone transfer")
+        except Exception as e:  # counted; too late to answer
+            self.state.on_error(b"", e)
             self.close()
             return
         self.scheduled = True
@@ -363,6 +364,15 @@ class TCPConnection(asyncio.BufferedProtocol):
             else:
                 self.state.release(self)
 
+    def _transfer(self, stream: Stream, msg: bytes) -> Iterator[bytes] | None:
+        """The zone transfer answering `msg` (None: `msg` is no transfer query); one that
+        fails to start is sent as its SERVFAIL alone (`TCPServerState.on_error`)."""
+        try:
+            return stream(msg, self.peer)
+        except Exception as e:
+            err = self.state.on_error(msg, e)
+            return iter(() if err is None else (err,))
+
     def _answer(self, buf: bytes | bytearray) -> int:
         """Answer the whole messages at the start of `buf` until a transfer starts or
         the client stops reading; the octets used, or -1 when the connection closed."""
@@ -379,12 +389,7 @@ class TCPConnection(asyncio.BufferedProtocol):
             msg = bytes(buf[pos + 2:pos + 2 + n])
             pos += 2 + n
             if stream is not None:
-                try:
-                    xfr = stream(msg, self.peer)
-                except Exception:
-                    log.exception("error starting a zone transfer")
-                    self.close()
-                    return -1
+                xfr = self._transfer(stream, msg)
                 if xfr is not None:
                     if out and self.transport is not None:
                         self.transport.write(b"".join(out))
@@ -396,9 +401,8 @@ class TCPConnection(asyncio.BufferedProtocol):
                     return pos
             try:
                 resp = state.respond(msg, True)
-            except Exception:
-                log.exception("error answering %d-byte TCP query", len(msg))
-                resp = None
+            except Exception as e:
+                resp = state.on_error(msg, e)
             if log_queries:
                 log_query(msg, resp, "tcp", self.peer, perf_counter_ns() - t0)
             if resp is None:
