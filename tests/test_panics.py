@@ -1,8 +1,9 @@
 """An internal error while answering is never silent: the query gets SERVFAIL (its ID,
 question and EDNS echoed), `mcsdns_panics_total` counts it, and a flood of them
-logs one traceback, not one per query. The fault is a bug planted in a real
-`mcsdns serve` process (a sitecustomize that makes rendering raise for one name),
-asked over real UDP (batched and plain) and TCP sockets."""
+logs one traceback, not one per query. An answer that fails to render is kept as
+that SERVFAIL, so asking again costs a lookup. The faults are bugs planted in a
+real `mcsdns serve` process (a sitecustomize), asked over real UDP (batched and
+plain) and TCP sockets."""
 
 from __future__ import annotations
 
@@ -18,23 +19,45 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import EXAMPLE, run_server  # noqa: E402
+from helpers import EXAMPLE, Server, run_server  # noqa: E402
 
-CRASH = "crash.shop.svc.clusterset.local"
+BOOM = "boom.shop.svc.clusterset.local"  # looking it up raises: every query
+CRASH = "crash.shop.svc.clusterset.local"  # rendering its answer raises: once
 FAULT = """\
 import os, sys
 sys.path.insert(0, os.getcwd())  # the checkout the server runs from
+from mcsdns.server import cache
 from mcsdns.zone import zone
 
-_answer = zone.Zone.answer
+_lookup, _answer = cache.ResponseCache.lookup, zone.Zone.answer
+
+def lookup(self, q):
+    if q.startswith(b"\\x04boom"):
+        raise RuntimeError("planted lookup bug")
+    return _lookup(self, q)
 
 def answer(self, qname, tail):
     if qname.startswith(b"\\x05crash"):
-        raise RuntimeError("planted bug")
+        raise RuntimeError("planted render bug")
     return _answer(self, qname, tail)
 
+cache.ResponseCache.lookup = lookup
 zone.Zone.answer = answer
 """
+
+
+def _flood(srv: Server, name: str, n: int) -> int:
+    """SERVFAIL answers with the right ID to `n` UDP queries for `name`."""
+    q = dns.message.make_query(name, "A", use_edns=0, payload=1232)
+    got = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(3)
+        for i in range(n):
+            q.id = i
+            s.sendto(q.to_wire(), srv.addr)
+            r = dns.message.from_wire(s.recv(4096))
+            got += r.id == i and r.rcode() == dns.rcode.SERVFAIL and r.question == q.question
+    return got
 
 
 @pytest.mark.parametrize("batchio", ["1", "0"])
@@ -45,24 +68,19 @@ def test_internal_error_answers_servfail_counted_and_logged_once(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fault"))
     monkeypatch.setenv("MCSDNS_BATCHIO", batchio)
     with run_server(["--manifests", str(EXAMPLE)], tmp_path) as srv:
-        q = dns.message.make_query(CRASH, "A", use_edns=0, payload=1232)
-        for tcp in (False, True):
-            r = srv.query(CRASH, tcp=tcp, edns=0)  # dnspython checks the ID and question
-            assert r.rcode() == dns.rcode.SERVFAIL and r.flags & dns.flags.QR, r
-            assert r.edns == 0 and r.question == q.question
+        for name in (BOOM, CRASH):
+            for tcp in (False, True):
+                r = srv.query(name, tcp=tcp, edns=0)  # dnspython checks the ID and question
+                assert r.rcode() == dns.rcode.SERVFAIL and r.flags & dns.flags.QR, r
+                assert r.edns == 0 and not r.answer
         n = 200
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.settimeout(3)
-            got = 0
-            for i in range(n):
-                q.id = i
-                s.sendto(q.to_wire(), srv.addr)
-                r = dns.message.from_wire(s.recv(4096))
-                got += r.id == i and r.rcode() == dns.rcode.SERVFAIL
-        assert got == n
+        assert _flood(srv, BOOM, n) == n
+        assert srv.metric("mcsdns_panics_total") == n + 2 + 1  # and the one render
+        assert _flood(srv, CRASH, n) == n
+        assert srv.metric("mcsdns_panics_total") == n + 2 + 1  # kept: not rendered again
         ok = srv.query("web.shop.svc.clusterset.local")
         assert ok.rcode() == dns.rcode.NOERROR and ok.answer
-        assert srv.metric("mcsdns_panics_total") == n + 2
         logs = srv.logs()
-        assert logs.count("RuntimeError: planted bug") == 1, logs  # one traceback for 202 errors
+        # one traceback for 203 errors (the second within a minute is counted, not logged)
+        assert logs.count("RuntimeError: planted") == 1, logs
         assert "internal error answering" in logs

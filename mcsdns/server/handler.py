@@ -23,7 +23,6 @@ from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from . import tsiglog
 from .cache import ResponseCache, next_body, with_serial
-from .panics import Panics
 
 log = logging.getLogger("mcsdns.query")
 
@@ -50,7 +49,7 @@ class Handler:
         self.slow_count: Counter[str] = Counter()  # slow-path outcomes
         self.tsig_keys: dict[bytes, tsig.Key] = {}  # by lowercase wire name
         self._tsig_log = Throttle(log, "refused signed queries")  # per key name (no peer here)
-        self.panics = Panics()  # the listeners' answer when respond raises
+        self.panics = cache.panics  # the listeners' answer when respond raises
 
     def publish(self, put: Put) -> None:
         """Samples of the slow-path and internal error counters (`stats.Publisher`)."""

@@ -4,7 +4,9 @@ and logged without flooding the log: the first traceback, then at most one line
 per LOG_EVERY seconds with the traceback of that error and how many were not logged.
 
 The listeners (UDP plain and batched, TCP) catch what `Handler.respond` raises and
-call `Panics` instead, so the fast path pays nothing for it.
+call `Panics` instead, so the fast path pays nothing for it. An answer that fails
+to render is a SERVFAIL the response cache keeps like any answer (until the name
+changes), so asking again costs a lookup, not another failure.
 """
 
 from __future__ import annotations
@@ -51,16 +53,21 @@ class Panics:
 
     def __call__(self, query: bytes, exc: BaseException) -> bytes | None:
         """Count and maybe log `exc`, raised answering `query`; the response to send."""
+        self.note(exc, f"a {len(query)}-octet query")
+        return servfail(query)
+
+    def note(self, exc: BaseException, what: str) -> None:
+        """Count `exc`, raised answering `what` (answered SERVFAIL), and log it unless
+        one was logged less than LOG_EVERY seconds ago."""
         self.count += 1
         now = time.monotonic()
         if now - self.logged_at < LOG_EVERY:
             self.suppressed += 1
-        else:
-            log.error("internal error answering a %d-octet query, answered SERVFAIL "
-                      "(%d more since the last one logged)", len(query), self.suppressed, exc_info=exc,
-                      extra={"event": "internal_error", "suppressed": self.suppressed})
-            self.logged_at, self.suppressed = now, 0
-        return servfail(query)
+            return
+        log.error("internal error answering %s, answered SERVFAIL (%d more since the last one logged)",
+                  what, self.suppressed, exc_info=exc,
+                  extra={"event": "internal_error", "suppressed": self.suppressed})
+        self.logged_at, self.suppressed = now, 0
 
     def publish(self, put: Put) -> None:
         put(PANICS, self.count)
