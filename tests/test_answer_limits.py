@@ -8,9 +8,11 @@ RRset was answered TC=1 with no records even over TCP."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import dns.flags
@@ -19,10 +21,12 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 import dns.zone
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import copy_example, run_server, tool  # noqa: E402
+from helpers import copy_example, free_port, run_server, stop_process, tool  # noqa: E402
+from test_secondaries import KEY, knotd  # noqa: E402
 
 from robustness.query_of_death import BARE, Bystander, ask, big_slice, cpu_seconds, flood  # noqa: E402
 
@@ -101,3 +105,38 @@ def test_zone_transfer_carries_the_same_cut_rrsets(tmp_path: Path) -> None:
         z = dns.zone.from_xfr(iter(msgs), relativize=False)
         node = z.get_rdataset(BARE + ".", "SRV")
         assert node is not None and {rd.to_text() for rd in node} == served and 0 < len(served) < 1968
+
+
+def test_a_knotd_secondary_loads_the_zone_and_serves_the_same_records(tmp_path: Path) -> None:
+    """knotd refuses a zone holding the 65,600-record RRset ("not enough space provided"),
+    so before the limit every knotd secondary stayed without the zone."""
+    if not shutil.which("knotd"):
+        pytest.skip("knotd not installed (apt-get install knot)")
+    d = copy_example(tmp_path / "m")
+    (d / "big.yaml").write_text(big_slice(656, 100))
+    port = free_port()
+    with run_server(["--manifests", str(d), "--allow-transfer", "127.0.0.1", "--tsig-key", KEY,
+                     "--notify", f"127.0.0.1:{port}"], tmp_path, timeout=60) as primary:
+        serial = primary.query("clusterset.local", "SOA").answer[0][0].serial
+        log = tmp_path / "knotd.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(knotd(tmp_path, port, primary.port), stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=tmp_path)
+        try:
+            q = dns.message.make_query("clusterset.local", "SOA")
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    r = dns.query.tcp(q, "127.0.0.1", port=port, timeout=3)
+                    if r.rcode() == dns.rcode.NOERROR and r.answer[0][0].serial == serial:
+                        break
+                except (OSError, dns.exception.DNSException):
+                    pass
+                assert time.monotonic() < deadline, f"knotd did not load the zone:\n{log.read_text()}"
+                time.sleep(0.1)
+            ours = ask(primary.port, BARE, "SRV", True, 5.0)
+            theirs = dns.query.tcp(dns.message.make_query(BARE, "SRV"), "127.0.0.1", port=port, timeout=5)
+            assert ours is not None and theirs.rcode() == dns.rcode.NOERROR
+            assert {rd.to_text() for rd in theirs.answer[0]} == {rd.to_text() for rd in ours.answer[0]}
+        finally:
+            stop_process(proc)
