@@ -1,7 +1,8 @@
 """An internal error while answering is never silent: the query gets SERVFAIL (its ID,
 question and EDNS echoed), `mcsdns_panics_total` counts it, and a flood of them
 logs one traceback, not one per query. An answer that fails to render is kept as
-that SERVFAIL, so asking again costs a lookup. The faults are bugs planted in a
+that SERVFAIL, so asking again costs a lookup; a zone transfer that fails to start
+is that SERVFAIL too. The faults are bugs planted in a
 real `mcsdns serve` process (a sitecustomize), asked over real UDP (batched and
 plain) and TCP sockets."""
 
@@ -26,10 +27,10 @@ CRASH = "crash.shop.svc.clusterset.local"  # rendering its answer raises: once
 FAULT = """\
 import os, sys
 sys.path.insert(0, os.getcwd())  # the checkout the server runs from
-from mcsdns.server import cache
+from mcsdns.server import cache, xfr
 from mcsdns.zone import zone
 
-_lookup, _answer = cache.ResponseCache.lookup, zone.Zone.answer
+_lookup, _answer, _stream = cache.ResponseCache.lookup, zone.Zone.answer, xfr.Transfers.stream
 
 def lookup(self, q):
     if q.startswith(b"\\x04boom"):
@@ -41,8 +42,14 @@ def answer(self, qname, tail):
         raise RuntimeError("planted render bug")
     return _answer(self, qname, tail)
 
+def stream(self, msg, peer):
+    if b"\\x05crash" in msg and msg.endswith(b"\\x00\\xfc\\x00\\x01"):  # AXFR, no EDNS
+        raise RuntimeError("planted transfer bug")
+    return _stream(self, msg, peer)
+
 cache.ResponseCache.lookup = lookup
 zone.Zone.answer = answer
+xfr.Transfers.stream = stream
 """
 
 
@@ -78,9 +85,17 @@ def test_internal_error_answers_servfail_counted_and_logged_once(
         assert srv.metric("mcsdns_panics_total") == n + 2 + 1  # and the one render
         assert _flood(srv, CRASH, n) == n
         assert srv.metric("mcsdns_panics_total") == n + 2 + 1  # kept: not rendered again
+        # a zone transfer that fails to start: SERVFAIL, and the connection goes on
+        axfr = dns.message.make_query(CRASH, "AXFR")
+        with socket.create_connection(srv.addr, timeout=3) as c:
+            for m in (axfr, dns.message.make_query(CRASH, "A")):
+                dns.query.send_tcp(c, m)
+                r, _ = dns.query.receive_tcp(c)
+                assert r.id == m.id and r.rcode() == dns.rcode.SERVFAIL, r
+        assert srv.metric("mcsdns_panics_total") == n + 2 + 1 + 1
         ok = srv.query("web.shop.svc.clusterset.local")
         assert ok.rcode() == dns.rcode.NOERROR and ok.answer
         logs = srv.logs()
-        # one traceback for 203 errors (the second within a minute is counted, not logged)
+        # one traceback for 204 errors (the second within a minute is counted, not logged)
         assert logs.count("RuntimeError: planted") == 1, logs
         assert "internal error answering" in logs

@@ -45,7 +45,8 @@ from ..dns.answer import MAX_TCP
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define
 from . import bound_socket
-from .udp import DURATION_BOUNDS_NS, OnError, RequestTimer, timing
+from .panics import Panics
+from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
 
 log = logging.getLogger("mcsdns.tcp")
 
@@ -101,9 +102,9 @@ def client_of(peer: Any) -> tuple[str, str]:
 class TCPServerState:
     """What every TCP connection shares: the responder, limits, the open connections and counters."""
 
-    def __init__(self, respond: Respond, limits: TCPLimits, on_error: OnError) -> None:
+    def __init__(self, respond: Respond, limits: TCPLimits, panics: Panics) -> None:
         self.respond = respond
-        self.on_error = on_error  # the response to a query respond (or a transfer) raised on
+        self.panics = panics  # the response to a query respond (or a transfer) raised on
         self.limits = limits
         self.conns: dict[TCPConnection, None] = {}  # oldest first
         self.clients: dict[str, dict[TCPConnection, None]] = {}  # by client_of(), oldest first
@@ -323,8 +324,8 @@ class TCPConnection(asyncio.BufferedProtocol):
                     self._flow()
                     return
                 self.transport.write(len(msg).to_bytes(2, "big") + msg)
-        except Exception as e:  # counted; too late to answer
-            self.state.on_error(b"", e)
+        except Exception as e:  # too late to answer
+            self.state.panics.note(e, "a zone transfer being sent (connection closed)")
             self.close()
             return
         self.scheduled = True
@@ -366,11 +367,11 @@ class TCPConnection(asyncio.BufferedProtocol):
 
     def _transfer(self, stream: Stream, msg: bytes) -> Iterator[bytes] | None:
         """The zone transfer answering `msg` (None: `msg` is no transfer query); one that
-        fails to start is sent as its SERVFAIL alone (`TCPServerState.on_error`)."""
+        fails to start is sent as its SERVFAIL alone (`TCPServerState.panics`)."""
         try:
             return stream(msg, self.peer)
         except Exception as e:
-            err = self.state.on_error(msg, e)
+            err = self.state.panics(msg, e)
             return iter(() if err is None else (err,))
 
     def _answer(self, buf: bytes | bytearray) -> int:
@@ -402,7 +403,7 @@ class TCPConnection(asyncio.BufferedProtocol):
             try:
                 resp = state.respond(msg, True)
             except Exception as e:
-                resp = state.on_error(msg, e)
+                resp = state.panics(msg, e)
             if log_queries:
                 log_query(msg, resp, "tcp", self.peer, perf_counter_ns() - t0)
             if resp is None:
