@@ -140,3 +140,27 @@ def test_a_knotd_secondary_loads_the_zone_and_serves_the_same_records(tmp_path: 
             assert {rd.to_text() for rd in theirs.answer[0]} == {rd.to_text() for rd in ours.answer[0]}
         finally:
             stop_process(proc)
+
+
+def test_a_cut_rrset_keeps_the_nearest_tier_first() -> None:
+    """6,000 addresses in two clusters, this one listed second: the A RRset keeps this
+    cluster's 3,000, then 1,000 of the other, and the tiers' sizes follow."""
+    from mcsdns.data.objects import Endpoint, EndpointSlice, Port, ServiceImport
+    from mcsdns.dns.limits import RECORDS_OCTETS, RR_FIXED
+    from mcsdns.dns.names import encode_name
+    from mcsdns.dns.types import RRType
+    from mcsdns.zone.locality import Locality
+    from mcsdns.zone.records import service_records
+
+    def slice_of(cluster: str, net: int) -> EndpointSlice:
+        eps = tuple(Endpoint((bytes([10, net, i >> 8, i & 255]),), f"pod-{i}", True, True, False, "")
+                    for i in range(3000))
+        return EndpointSlice("ns", f"s-{cluster}", "svc", cluster, False, eps, (Port("http", "TCP", 80),))
+
+    si = ServiceImport("ns", "svc", True, (), (Port("http", "TCP", 80),))
+    names = service_records(si, [slice_of("far", 2), slice_of("near", 1)], encode_name("clusterset.local"),
+                            Locality(cluster_id="near"))
+    a = names[encode_name("svc.ns.svc.clusterset.local")][RRType.A]
+    assert len(a.rdatas) == RECORDS_OCTETS // (RR_FIXED + 4) == 4000
+    assert all(rd[1] == 1 for rd in a.rdatas[:3000]) and all(rd[1] == 2 for rd in a.rdatas[3000:])
+    assert a.groups == (3000, 1000)
