@@ -20,7 +20,7 @@ from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
 from ..dns.limits import RECORDS_OCTETS, SAFE_COUNT, fitting
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
-from ..dns.types import RRType, qtype_label
+from ..dns.types import RRType
 from .leftout import IMPORT, SLICE, LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
@@ -45,16 +45,12 @@ class RRset:
 
 def _cap(rrset: RRset) -> None:
     """Keep the first records of `rrset` that fit one message (dns.limits), and its tiers'
-    sizes up to them; counted in `capped` and logged."""
+    sizes up to them; counted in `capped` (and logged by `service_records`)."""
     n = fitting(rrset.rdatas)
     if n == len(rrset.rdatas):
         return
     global capped
     capped += 1
-    label = qtype_label(rrset.rtype)
-    log.warning("%s RRset of %d records cut to the first %d: one message holds %d octets of records",
-                label, len(rrset.rdatas), n, RECORDS_OCTETS,
-                extra={"event": "rrset_capped", "type": label, "records": len(rrset.rdatas), "kept": n})
     rrset.rdatas = rrset.rdatas[:n]
     if rrset.groups:
         groups, left = [], n
@@ -161,16 +157,22 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
                     loc: Locality = OFF, left: LeftOut | None = None) -> Names:
     """All names and RRsets for one service; empty if the service has no name. A name that
     cannot be sent is left out, with the records it owns or targets, and noted in `left`
-    (an endpoint's addresses stay in the service's own A/AAAA)."""
+    (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
+    message are cut (dns.limits), logged here once per build."""
     left = LeftOut() if left is None else left
     try:
         svc_name = prefix((si.name, si.namespace, "svc"), zone)
     except NameTooLong as e:
         left.add(IMPORT, f"{si.namespace}/{si.name}", "service", e.name)
         return {}
-    if si.headless:
-        return _headless(svc_name, slices, loc, left)
-    return _clusterset_ip(svc_name, si, left)
+    before = capped
+    names = _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
+    if capped != before:
+        log.warning("service %s/%s: %d RRsets cut to the records one DNS message holds (%d octets)",
+                    si.namespace, si.name, capped - before, RECORDS_OCTETS,
+                    extra={"event": "rrset_capped", "namespace": si.namespace, "service": si.name,
+                           "rrsets": capped - before})
+    return names
 
 
 def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:
