@@ -99,3 +99,34 @@ def test_internal_error_answers_servfail_counted_and_logged_once(
         # one traceback for 204 errors (the second within a minute is counted, not logged)
         assert logs.count("RuntimeError: planted") == 1, logs
         assert "internal error answering" in logs
+
+
+def test_batched_io_sends_what_on_error_returns() -> None:
+    """_batchio.serve(): when respond raises, on_error's bytes are sent to that client, its
+    None sends nothing, and the other queries of the batch are answered as usual."""
+    batchio = pytest.importorskip("mcsdns.server._batchio")
+    server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with server, client:
+        server.setblocking(False)
+        client.settimeout(1)
+
+        def respond(data: bytes, tcp: bool) -> bytes | None:
+            if data.startswith(b"boom"):
+                raise RuntimeError(data.decode())
+            return b"ok " + data
+
+        seen: list[str] = []
+
+        def on_error(data: bytes, exc: BaseException) -> bytes | None:
+            seen.append(str(exc))
+            return None if data.endswith(b"quiet") else b"failed " + data
+
+        for q in (b"one", b"boom loud", b"boom quiet", b"two"):
+            client.send(q)
+        n, _, unsent = batchio.serve(server.fileno(), respond, on_error, None, None)
+        assert n == 4 and unsent is None
+        assert [client.recv(100) for _ in range(3)] == [b"ok one", b"failed boom loud", b"ok two"]
+        assert seen == ["boom loud", "boom quiet"]
+        client.send(b"boom again")
+        with pytest.raises(TypeError):
+            batchio.serve(server.fileno(), respond, lambda d, e: 42, None, None)
