@@ -134,8 +134,10 @@ class Throttle:
         self._timer: asyncio.TimerHandle | None = None
         _THROTTLES.add(self)
 
-    def log(self, source: str, level: int, msg: str, *args: Any, extra: dict[str, Any] | None = None) -> bool:
-        """Log `msg % args` unless `source` or everyone is over the limit; True if logged."""
+    def log(self, source: str, level: int, msg: str, *args: Any, extra: dict[str, Any] | None = None,
+            exc_info: BaseException | None = None) -> bool:
+        """Log `msg % args` (with `exc_info`'s traceback) unless `source` or everyone is over
+        the limit; True if logged."""
         now = self.clock()
         if now >= self._end:
             self.flush(now)
@@ -146,7 +148,7 @@ class Throttle:
         if c is not None and c[0] < self.burst and self._logged < self.total:
             c[0] += 1
             self._logged += 1
-            self.logger.log(level, msg, *args, extra=extra)
+            self.logger.log(level, msg, *args, extra=extra, exc_info=exc_info)
             return True
         if c is not None:
             c[1] += 1

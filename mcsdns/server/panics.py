@@ -1,7 +1,7 @@
 """An internal error while answering (a bug): the query still gets an answer, SERVFAIL,
 the error is counted in `mcsdns_panics_total` (as CoreDNS counts coredns_panics_total)
-and logged without flooding the log: the first traceback, then at most one line
-per LOG_EVERY seconds with the traceback of that error and how many were not logged.
+and logged without flooding the log: one traceback per LOG_EVERY seconds, then one
+line saying more are held back and, when the window ends, how many (`ops.logs.Throttle`).
 
 The listeners (UDP plain and batched, TCP) catch what `Handler.respond` raises and
 call `Panics` instead, so the fast path pays nothing for it. An answer that fails
@@ -12,13 +12,13 @@ changes), so asking again costs a lookup, not another failure.
 from __future__ import annotations
 
 import logging
-import time
 
 from ..dns.answer import OPT_DO0, OPT_DO1
 from ..dns.errors import Drop
 from ..dns.header import error_response
 from ..dns.message import header_only, parse_query
 from ..dns.types import Rcode
+from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 
 log = logging.getLogger("mcsdns.query")
@@ -44,12 +44,11 @@ def servfail(query: bytes) -> bytes | None:
 class Panics:
     """The internal errors of one process's listeners, counted and logged sparingly."""
 
-    __slots__ = ("count", "suppressed", "logged_at")
+    __slots__ = ("count", "_log")
 
     def __init__(self) -> None:
         self.count = 0
-        self.suppressed = 0  # errors since the last one logged, not logged
-        self.logged_at = -LOG_EVERY  # monotonic time of the last one logged
+        self._log = Throttle(log, "internal errors", burst=1, total=1, window=LOG_EVERY)
 
     def __call__(self, query: bytes, exc: BaseException) -> bytes | None:
         """Count and maybe log `exc`, raised answering `query`; the response to send."""
@@ -57,17 +56,11 @@ class Panics:
         return servfail(query)
 
     def note(self, exc: BaseException, what: str) -> None:
-        """Count `exc`, raised answering `what` (answered SERVFAIL), and log it unless
-        one was logged less than LOG_EVERY seconds ago."""
+        """Count `exc`, raised answering `what` (answered SERVFAIL), and log it with its
+        traceback unless one was logged less than LOG_EVERY seconds ago."""
         self.count += 1
-        now = time.monotonic()
-        if now - self.logged_at < LOG_EVERY:
-            self.suppressed += 1
-            return
-        log.error("internal error answering %s, answered SERVFAIL (%d more since the last one logged)",
-                  what, self.suppressed, exc_info=exc,
-                  extra={"event": "internal_error", "suppressed": self.suppressed})
-        self.logged_at, self.suppressed = now, 0
+        self._log.log("", logging.ERROR, "internal error answering %s, answered SERVFAIL", what,
+                      extra={"event": "internal_error"}, exc_info=exc)
 
     def publish(self, put: Put) -> None:
         put(PANICS, self.count)
