@@ -31,7 +31,7 @@ import dns.message  # noqa: E402
 from bench.gen_clusterset import generate  # noqa: E402
 from mcsdns.app import App, Config  # noqa: E402
 from mcsdns.server import _batchio  # noqa: E402
-from mcsdns.server.udp import DURATION_BOUNDS_NS, RequestTimer, _error  # noqa: E402
+from mcsdns.server.udp import DURATION_BOUNDS_NS, RequestTimer  # noqa: E402
 
 
 def queries(path: Path, n: int) -> list[bytes]:
@@ -96,7 +96,8 @@ async def measure(a: argparse.Namespace) -> None:
                     cli.sendto(qs[k % len(qs)], addr)
                     k += 1
                 t0 = clock()
-                n, elapsed, _ = _batchio.serve(fd, respond, _error, cache, app.handler.cache.serial)
+                n, elapsed, _ = _batchio.serve(fd, respond, app.handler.panics, cache,
+                                               app.handler.cache.serial)
                 if timed:
                     timer.observe(elapsed, n)
                 spent += clock() - t0

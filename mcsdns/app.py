@@ -23,6 +23,7 @@ from .flags import http_addrs, show_addr
 from .ops import process
 from .ops.errors import ConfigError, os_reason
 from .ops.http import HTTPEndpoints, HTTPErrors, HTTPServer, serve_http
+from .ops.logs import flush_throttles
 from .ops.metrics import render
 from .ops.stats import Put, Snapshot, Stats, define
 from .server import stop_tcp_intake, stop_udp_intake
@@ -37,6 +38,7 @@ from .server.xfr import Transfers
 from .sources import Source
 from .sources.relay import Hub, RelaySource, Tee
 from .zone.journal import Versions
+from .zone.leftout import LeftOut, LeftOutLog
 from .zone.locality import OFF, Locality
 from .zone.records import Names, service_records
 from .zone.serial import SerialClock
@@ -108,7 +110,8 @@ class App:
         self.sources: list[Source] = []
         self._built_with = cfg.locality
         self.store.subscribe(self.rebuild)
-        self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits)
+        self.left_out = LeftOutLog(self.store)  # names too long to serve
+        self.tcp_state = TCPServerState(self.handler.respond, cfg.tcp_limits, self.handler.panics)
         self.tcp_state.log_queries = cfg.log_queries
         # Transfers: serial per content, journal, TSIG, NOTIFY (zone.journal, server.xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()))
@@ -145,7 +148,8 @@ class App:
         (a forked worker leaves those to its supervisor)."""
         stats = Stats()
         for publish in (self.cache.publish, self.handler.publish, self.udp_timer.publish,
-                        self.tcp_state.publish, self.store.publish, self.zone.publish, self.publish,
+                        self.tcp_state.publish, self.store.publish, self.left_out.publish,
+                        self.zone.publish, self.publish,
                         self.versions.publish, self.transfers.publish, process.publish):
             stats.register(publish)
         if serving and self.keeper is not None:
@@ -174,7 +178,10 @@ class App:
 
     def _records(self, key: ServiceKey, loc: Locality) -> Names:
         si, slices = self.store.service(key)
-        return service_records(si, slices, self.zone.origin, loc) if si else {}
+        left = LeftOut()
+        names = service_records(si, slices, self.zone.origin, loc, left) if si else {}
+        self.left_out.report(key, left)
+        return names
 
     def synced(self) -> bool:
         """Every source has applied its first full view."""
@@ -306,8 +313,8 @@ class App:
         for (host, port, udp), (_, _, tcp) in zip(bound[::2], bound[1::2], strict=True):
             self._fds += [(udp.fileno(), True), (tcp.fileno(), False)]
             table = self.cache.tables[False]
-            self._listeners.append(await serve_udp(loop, udp, respond, self.udp_timer, table,
-                                                   self.cache.serial, self.cfg.log_queries))
+            self._listeners.append(await serve_udp(loop, udp, respond, self.handler.panics, self.udp_timer,
+                                                   table, self.cache.serial, self.cfg.log_queries))
             self._listeners.append(await serve_tcp(loop, tcp, self.tcp_state))
             udp_io = "recvmmsg/sendmmsg" if self.udp_timer.batched else "recvfrom/sendto"
             log.info("listening on %s:%d (UDP %s, TCP) for zone %s", host, port, udp_io, self.cfg.zone,
@@ -401,6 +408,7 @@ class App:
         for h in self._http:
             h.close()
         self.publisher.close(loop)
+        flush_throttles()  # what rate-limited log lines held back
 
 
 def bind_listen(listen: list[tuple[str, int]], reuse_port: bool) -> list[tuple[str, int, socket.socket]]:

@@ -66,15 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--health", type=flags.host_port, metavar="HOST:PORT", help="/health and /ready")
     s.add_argument("--metrics", type=flags.host_port, metavar="HOST:PORT", help="Prometheus /metrics")
     s.add_argument("--tcp-max-conns", type=flags.positive, default=1000,
-                   help="open TCP connections; when full, an idle one is closed for a new one "
-                        "(default 1000)")
+                   help="open TCP connections; when full, an idle one (or one holding part of "
+                        "a message) is closed for a new one (default 1000)")
     s.add_argument("--tcp-max-conns-per-client", type=flags.positive, default=100, metavar="N",
                    help="open TCP connections from one IPv4 address or IPv6 /64; beyond, the "
                         "client's oldest idle one is closed, else the new one refused (default 100)")
     s.add_argument("--tcp-idle-timeout", type=flags.seconds, default=10.0,
                    help="close a TCP connection idle this many seconds (default 10)")
     s.add_argument("--tcp-read-timeout", type=flags.seconds, default=5.0,
-                   help="a TCP query must arrive whole within this many seconds (default 5)")
+                   help="close a TCP connection holding part of a message this many seconds "
+                        "without a whole one (default 5)")
     s.add_argument("--workers", type=flags.positive, default=1,
                    help="server processes sharing the port with SO_REUSEPORT (default 1)")
     s.add_argument("--reuse-port", action="store_true",

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from .data.objects import is_dns_label, valid_cluster_id
-from .dns.names import encode_name
+from .dns.names import NameTooLong, encode_name
 from .ops.errors import EXIT_CONFIG, ConfigError, os_reason
 
 __all__ = ["EXIT_CONFIG", "ConfigError", "os_reason"]  # re-exported for the CLIs
@@ -156,7 +156,9 @@ def seconds_or_zero(s: str) -> float:
 
 
 def zone(s: str) -> str:
-    """A domain name, without the final dot."""
+    """A domain name, without the final dot, short enough for the zone's own names."""
+    from .zone.zone import Zone  # builds them
+
     try:
         encode_name(s)
         s.encode("ascii")
@@ -164,6 +166,11 @@ def zone(s: str) -> str:
         raise argparse.ArgumentTypeError(f"{s}: not a domain name ({e})") from None
     if not s.strip("."):
         raise argparse.ArgumentTypeError(f"{s}: not a domain name (the root zone)")
+    try:
+        Zone(s)
+    except NameTooLong as e:
+        raise argparse.ArgumentTypeError(f"{s}: too long for the names under it (one would be "
+                                         f"{len(e.name)} octets, over 255)") from None
     return s.rstrip(".")
 
 

@@ -108,6 +108,16 @@ class Load:
         with self.lock:
             return sum(self.counts[f"{p} answered"] for p in PROTOS)
 
+    def by_proto(self) -> dict[str, int]:
+        """Answers so far, per protocol."""
+        with self.lock:
+            return {p: self.counts[f"{p} answered"] for p in PROTOS}
+
+    def flowing(self, since: dict[str, int], n: int = 1) -> bool:
+        """At least `n` more answers on every protocol than `since`."""
+        now = self.by_proto()
+        return all(now[p] >= since[p] + n for p in PROTOS)
+
     def _queries(self) -> Iterator[tuple[int, str, bytes]]:
         for i, name in zip(itertools.count(), itertools.cycle(EXPECTED)):
             q = dns.message.make_query(name, "A", use_edns=False)
@@ -216,10 +226,10 @@ def test_one_server_answers_through_lameduck(tmp_path: Path) -> None:
         time.sleep(0.3)
         srv.proc.send_signal(signal.SIGTERM)
         assert wait_for(lambda: srv.http("/ready")[0] == 503, 0.5), srv.logs()
-        before = load.answered()
+        before = load.by_proto()
         time.sleep(1.5)
         assert srv.proc.poll() is None
-        assert load.answered() > before + 50  # still answering, UDP and TCP
+        assert load.flowing(before), figures(load.counts)  # still answering, UDP and TCP
         assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
         assert srv.proc.wait(10) == 0, srv.logs()
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
@@ -237,16 +247,18 @@ def test_second_signal_stops_at_once(tmp_path: Path) -> None:
 
 
 def test_sigterm_one_of_two_loses_nothing(tmp_path: Path) -> None:
+    """Traffic on every protocol before the signal, through the hand-over and after it, as
+    much as this machine sends (no fixed floor: a slow run sends fewer, and must lose none)."""
     port = free_port()
     with servers(port, tmp_path, 2, "--lameduck", "1") as (a, b), Load(port) as load:
-        time.sleep(0.5)
+        assert wait_for(lambda: load.flowing(dict.fromkeys(PROTOS, 0), 20), 30), figures(load.counts)
+        at_signal = load.by_proto()
         sigterm_and_wait(a, load, 1)
-        after = load.answered()
-        time.sleep(0.5)
-        assert load.answered() > after + 50 and ready(b)  # the other one answers on
+        assert load.flowing(at_signal), figures(load.counts)  # answered through the hand-over
+        after = load.by_proto()
+        assert wait_for(lambda: load.flowing(after, 20), 30) and ready(b)  # the other one answers on
     print(f"\nSIGTERM one of two: {figures(load.counts)}")
     for proto in PROTOS:
-        assert load.counts[f"{proto} sent"] > 100, figures(load.counts)
         assert load.counts[f"{proto} lost"] == load.counts[f"{proto} wrong"] == 0, figures(load.counts)
 
 
@@ -285,9 +297,9 @@ def test_workers_lameduck(tmp_path: Path) -> None:
         time.sleep(0.3)
         srv.proc.send_signal(signal.SIGTERM)
         assert wait_for(lambda: srv.http("/ready")[0] == 503, 0.5), srv.logs()
-        before = load.answered()
+        before = load.by_proto()
         time.sleep(1.5)
-        assert srv.proc.poll() is None and load.answered() > before + 50
+        assert srv.proc.poll() is None and load.flowing(before), figures(load.counts)
         assert srv.proc.wait(15) == 0, srv.logs()
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 

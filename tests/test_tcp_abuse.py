@@ -7,12 +7,18 @@ import os
 import signal
 import socket
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
 
 import dns.message
+import pytest
 from helpers import EXAMPLE, Server, copy_example, run_server, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from robustness.tcp_trickle import addresses, pipeline, trickle  # noqa: E402
 
 NAME = "web.shop.svc.clusterset.local."
 LIMITS = ["--tcp-max-conns", "20", "--tcp-idle-timeout", "1", "--tcp-read-timeout", "1"]
@@ -161,6 +167,55 @@ def test_a_client_at_its_limit_with_busy_connections_is_refused_others_are_not(
         assert tcp_answer(busy[0], data=frame()[1:]).answer
         for c in busy:
             c.close()
+
+
+@pytest.mark.parametrize("period", [4.0, 0.5])
+def test_a_table_held_mid_message_from_eleven_networks_still_answers_another_client(
+        tmp_path: Path, period: float) -> None:
+    # 200 connections from 11 addresses, each in its own /24 and under the per-client
+    # limit, fill the table; each holds part of a query, completes it every `period` s
+    # (within the read timeout) and starts the next; the server's closes are reopened at
+    # once. Another client asks over TCP every 50 ms: the tricklers make room for it
+    # (those held over 1 s; at 0.5 s the longest held of the networks holding the most).
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "200"], tmp_path) as srv:
+        asked, tricklers = trickle(srv.port, 200, addresses(11, same_net=False), period, 6.0,
+                                   timeout=2.0)
+        assert asked.rate() >= 0.99, (len(asked.lat), asked.failed)
+        assert tricklers.held() >= 150  # the attack went on: the table stayed full of them
+        assert udp_ok(srv)
+
+
+def test_connections_mid_message_are_capped_per_network(tmp_path: Path) -> None:
+    # at --tcp-max-conns-per-client 10, three addresses of one /24 get 10 connections
+    # holding part of a query between them; another /24 and whole queries are unaffected
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns-per-client", "10"], tmp_path) as srv:
+        held = [connect_from(f"127.0.9.{2 + i % 3}", srv) for i in range(30)]
+        for c in held:
+            c.send(frame()[:1])
+        other_net = connect_from("127.0.10.2", srv)
+        other_net.send(frame()[:1])
+        assert wait_for(lambda: srv.metric('mcsdns_tcp_connections_evicted_total{limit="net"}') >= 20)
+        kept = [c for c in held if not closed(c, 0.01)]
+        assert len(kept) == 10
+        assert not closed(other_net, 0.01)
+        with connect_from("127.0.9.5", srv) as whole:
+            assert tcp_answer(whole).answer
+        assert tcp_answer(kept[0], data=frame()[1:]).answer
+        assert tcp_answer(other_net, data=frame()[1:]).answer
+        assert srv.metric('mcsdns_tcp_connections_evicted_total{limit="net"}') == 20
+        for c in held:
+            c.close()
+        other_net.close()
+
+
+def test_the_read_timeout_restarts_with_each_whole_message(tmp_path: Path) -> None:
+    # a client pipelines for 3 s at 1 s read timeout, every write ending mid-query
+    # (the server always holds part of one): every query is answered
+    with run_server(["--manifests", str(EXAMPLE), "--tcp-read-timeout", "1"], tmp_path) as srv:
+        got = pipeline(srv.port, 3000, 10, 1000.0)
+        assert not got.cut
+        assert got.answered == 3000
+        assert got.seconds > 2.5  # the read timeout passed twice over
 
 
 def rss(pid: int) -> int:

@@ -138,6 +138,7 @@ def test_extension_returns_what_the_socket_would_not_take() -> None:
 def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
     pytest.importorskip("mcsdns.server._batchio")
     from mcsdns.server import _batchio as batchio
+    from mcsdns.server.panics import Panics
     from mcsdns.server.udp import BatchedUDP, RequestTimer
 
     async def run() -> list[bytes]:
@@ -145,8 +146,8 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
         server.setblocking(False)
         client.setblocking(False)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
-        listener = BatchedUDP(asyncio.get_running_loop(), server, lambda d, tcp: d * 500, RequestTimer(),
-                              batchio)
+        listener = BatchedUDP(asyncio.get_running_loop(), server, lambda d, tcp: d * 500, Panics(),
+                              RequestTimer(), batchio)
         got: list[bytes] = []
         try:
             for i in range(100):
@@ -234,6 +235,26 @@ def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
         assert sorted(client.recv(100) for _ in range(4)) == [b"03cached", b"R01-big", b"R02-odd", b"R04"]
         with pytest.raises(TypeError):
             batchio.serve(server.fileno(), print, print, [])  # type: ignore[arg-type]  # on purpose
+
+
+def test_hits_counter_saturates_instead_of_overflowing() -> None:
+    """An entry at sys.maxsize hits (as after 2**63 answers) is still sent from C and its
+    counter stays there (was: a signed overflow, undefined; UBSan aborts, else it wraps
+    to a negative count)."""
+    pytest.importorskip("mcsdns.server._batchio")
+    from mcsdns.server import _batchio as batchio
+    from mcsdns.server.cache import Canned
+
+    c = Canned(b"cached", ("A", "NOERROR"), 8)
+    c.hits = sys.maxsize - 1
+    with _udp_pair() as (server, client):
+        for i in range(3):
+            client.sendto(b"%02d-ok" % i, server.getsockname())
+        time.sleep(0.05)
+        n, _, _ = batchio.serve(server.fileno(), lambda d, tcp: None, print, {b"-ok": c})
+        assert n == 3
+        assert sorted(client.recv(100) for _ in range(3)) == [b"00cached", b"01cached", b"02cached"]
+    assert c.hits == sys.maxsize
 
 
 def test_response_cache_works_without_the_extension() -> None:

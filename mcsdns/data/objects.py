@@ -13,30 +13,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..ops.logs import cut
+from ..ops.logs import show as _show
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 # Endpoint hostnames and system-assigned labels may start or end with '-'
 # (dashed IPv6 addresses such as "2001-db8--1"), but never contain a dot.
 _HOST_LABEL = re.compile(r"[a-z0-9-]{1,63}\Z")
 
-
-SHOW_MAX = 64  # characters of a value quoted in a message
+DROPPED_KEPT = 3  # reasons kept per slice for its log line; the rest only counted
 
 
 class Malformed(ValueError):
     """The object cannot be used at all."""
 
 
-def _show(v: Any) -> str:
-    """repr() of a value from an object for a message, bounded: long strings cut, huge
-    integers and collections summarised (their repr can be huge, or raise)."""
-    if isinstance(v, int) and v.bit_length() > 64:
-        return f"<{v.bit_length()}-bit integer>"
-    if isinstance(v, list | dict | tuple | set | frozenset):
-        return f"<{type(v).__name__} of {len(v)}>"
-    if isinstance(v, str | bytes) and len(v) > SHOW_MAX:
-        return repr(v[:SHOW_MAX]) + "..."
-    return repr(v)
+def who(ns: str, name: str) -> str:
+    """An object's namespace/name for a message (escaped and cut: they may be anything)."""
+    return f"{cut(ns)}/{cut(name)}"
 
 
 def is_dns_label(s: str) -> bool:
@@ -93,7 +87,8 @@ class EndpointSlice:
     ipv6: bool
     endpoints: tuple[Endpoint, ...]
     ports: tuple[Port, ...]
-    dropped: tuple[str, ...] = field(default=())  # reasons for skipped parts
+    dropped: tuple[str, ...] = field(default=())  # reasons for the first DROPPED_KEPT skipped parts
+    n_dropped: int = 0  # skipped parts (endpoints or addresses)
 
 
 _KEPT = ("kind", "apiVersion", "spec", "addressType", "ports")
@@ -163,29 +158,27 @@ def _packed(addr: Any, v6: bool | None = None) -> bytes:
 def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
     ns, name, _ = _meta(obj)
     if not is_dns_label(ns) or not is_dns_label(name):
-        raise Malformed(f"{ns}/{name}: name and namespace must be DNS labels")
+        raise Malformed(f"{who(ns, name)}: name and namespace must be DNS labels")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        raise Malformed(f"{ns}/{name}: missing spec")
+        raise Malformed(f"{who(ns, name)}: missing spec")
     typ = spec.get("type")
     if typ not in ("ClusterSetIP", "Headless"):
-        raise Malformed(f"{ns}/{name}: spec.type {_show(typ)} is not ClusterSetIP or Headless")
+        raise Malformed(f"{who(ns, name)}: spec.type {_show(typ)} is not ClusterSetIP or Headless")
     raw_ips = spec.get("ips") or []
     if not isinstance(raw_ips, list):
-        raise Malformed(f"{ns}/{name}: spec.ips must be a list")
-    ips: list[bytes] = []
+        raise Malformed(f"{who(ns, name)}: spec.ips must be a list")
+    ips: dict[bytes, None] = {}  # distinct, in order
     if typ == "ClusterSetIP":
         for a in raw_ips:
             try:
-                p = _packed(a)
+                ips[_packed(a)] = None
             except ValueError as e:
-                raise Malformed(f"{ns}/{name}: spec.ips: {e}") from None
-            if p not in ips:
-                ips.append(p)
+                raise Malformed(f"{who(ns, name)}: spec.ips: {e}") from None
     return ServiceImport(ns, name, typ == "Headless", tuple(ips), _ports(spec.get("ports"), "spec.ports"))
 
 
-def _hostname_for(raw: Any, addresses: list[bytes]) -> str:
+def _hostname_for(raw: Any, addresses: tuple[bytes, ...]) -> str:
     if raw:
         if not isinstance(raw, str) or not is_dns_label(raw.lower()):
             raise ValueError(f"hostname {_show(raw)} is not a DNS label")
@@ -203,25 +196,40 @@ def _cond(conds: dict[str, Any], key: str, default: bool) -> bool:
     return default if v is None else v is True
 
 
+class _Drops:
+    """The skipped parts of one slice: the first DROPPED_KEPT reasons, and how many."""
+
+    __slots__ = ("n", "reasons")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.reasons: list[str] = []
+
+    def add(self, reason: str) -> None:
+        self.n += 1
+        if self.n <= DROPPED_KEPT:
+            self.reasons.append(reason)
+
+
 def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
     ns, name, labels = _meta(obj)
     svc = labels.get(SERVICE_NAME_LABEL)
     cluster = labels.get(SOURCE_CLUSTER_LABEL)
     if not isinstance(svc, str) or not is_dns_label(svc):
-        raise Malformed(f"{ns}/{name}: label {SERVICE_NAME_LABEL}={_show(svc)} is not a DNS label")
+        raise Malformed(f"{who(ns, name)}: label {SERVICE_NAME_LABEL}={_show(svc)} is not a DNS label")
     if not isinstance(cluster, str) or not valid_cluster_id(cluster.lower()):
-        raise Malformed(f"{ns}/{name}: label {SOURCE_CLUSTER_LABEL}={_show(cluster)} is not a cluster ID")
+        raise Malformed(f"{who(ns, name)}: label {SOURCE_CLUSTER_LABEL}={_show(cluster)} is not a cluster ID")
     if not is_dns_label(ns):
-        raise Malformed(f"{ns}/{name}: namespace is not a DNS label")
+        raise Malformed(f"{who(ns, name)}: namespace is not a DNS label")
     family = obj.get("addressType", "IPv4")
     if family not in ("IPv4", "IPv6"):
-        raise Malformed(f"{ns}/{name}: addressType {_show(family)} is not served")
+        raise Malformed(f"{who(ns, name)}: addressType {_show(family)} is not served")
     v6 = family == "IPv6"
     raw_eps = obj.get("endpoints") or []
     if not isinstance(raw_eps, list):
-        raise Malformed(f"{ns}/{name}: endpoints must be a list")
+        raise Malformed(f"{who(ns, name)}: endpoints must be a list")
     eps: list[Endpoint] = []
-    dropped: list[str] = []
+    dropped = _Drops()
     for i, ep in enumerate(raw_eps):
         try:
             if not isinstance(ep, dict):
@@ -229,18 +237,16 @@ def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
             raw_addrs = ep.get("addresses")
             if not isinstance(raw_addrs, list) or not raw_addrs:
                 raise ValueError("no addresses")
-            addrs: list[bytes] = []
+            addrs: dict[bytes, None] = {}  # distinct, in order
             for a in raw_addrs:
                 try:
-                    p = _packed(a, v6)
+                    addrs[_packed(a, v6)] = None
                 except ValueError as e:
-                    dropped.append(f"endpoint {i}: {e}")
-                    continue
-                if p not in addrs:
-                    addrs.append(p)
+                    dropped.add(f"endpoint {i}: {e}")
             if not addrs:
                 raise ValueError("no valid addresses")
-            host = _hostname_for(ep.get("hostname"), addrs)
+            packed = tuple(addrs)
+            host = _hostname_for(ep.get("hostname"), packed)
             conds = ep.get("conditions") or {}
             if not isinstance(conds, dict):
                 raise ValueError("conditions must be a map")
@@ -248,7 +254,7 @@ def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
             zone = ep.get("zone") or ""
             eps.append(
                 Endpoint(
-                    tuple(addrs),
+                    packed,
                     host,
                     ready,
                     _cond(conds, "serving", ready),
@@ -257,10 +263,10 @@ def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
                 )
             )
         except ValueError as e:
-            dropped.append(f"endpoint {i}: {e}")
+            dropped.add(f"endpoint {i}: {e}")
     return EndpointSlice(
         ns, name, svc, cluster.lower(), v6, tuple(eps), _ports(obj.get("ports"), "ports"),
-        tuple(dropped),
+        tuple(dropped.reasons), dropped.n,
     )
 
 
@@ -271,5 +277,5 @@ def parse_cluster_id(obj: dict[str, Any]) -> str | None:
         return None
     value = (obj.get("spec") or {}).get("value")
     if not isinstance(value, str) or not valid_cluster_id(value.lower()):
-        raise Malformed(f"ClusterProperty {name}: value {_show(value)} is not a cluster ID")
+        raise Malformed(f"ClusterProperty {cut(name)}: value {_show(value)} is not a cluster ID")
     return value.lower()

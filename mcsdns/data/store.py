@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..kube.keys import Key, key_of
+from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
 from .objects import (
     EndpointSlice,
@@ -25,6 +26,7 @@ from .objects import (
     parse_cluster_id,
     parse_endpoint_slice,
     parse_service_import,
+    who,
 )
 
 log = logging.getLogger("mcsdns.store")
@@ -65,6 +67,7 @@ class Store:
         self.events: Counter[str] = Counter()  # applied events by kind
         self._listeners: list[Listener] = []
         self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
+        self._skip_log = Throttle(log, "skipped malformed objects")  # per namespace
 
     def publish(self, put: Put) -> None:
         for k, v in list(self.skipped.items()):
@@ -150,8 +153,10 @@ class Store:
                 return {key}
             if kind == ENDPOINT_SLICE:
                 sl = parse_endpoint_slice(obj)
-                for reason in sl.dropped:
-                    self._skip(kind, f"{key[0]}/{key[1]}: {reason}")
+                if sl.n_dropped:
+                    more = sl.n_dropped - len(sl.dropped)
+                    self._skip(kind, f"{who(*key)}: {sl.n_dropped} parts: {'; '.join(sl.dropped)}"
+                               + (f" (and {more} more)" if more else ""), key[0], sl.n_dropped)
                 old = self.slices.get(key)
                 if old == sl:
                     return set()
@@ -168,10 +173,10 @@ class Store:
                     return set(self.imports)  # locality may change every answer
                 return set()
         except Malformed as e:
-            self._skip(str(kind), str(e))
+            self._skip(str(kind), str(e), key[0])
             # The object's current state is unusable: stop serving its old state.
             return self._delete(str(kind), key)
-        self._skip(str(kind), f"{key[0]}/{key[1]}: unknown kind {kind!r}")
+        self._skip(str(kind), f"{who(*key)}: unknown kind {show(kind)}", key[0])
         return set()
 
     def _delete(self, kind: str, key: ObjKey) -> set[ServiceKey]:
@@ -192,9 +197,12 @@ class Store:
             return {svc}
         return set()
 
-    def _skip(self, kind: str, reason: str) -> None:
-        self.skipped[kind] += 1
-        log.warning("skipped malformed %s: %s", kind, reason)
+    def _skip(self, kind: str, reason: str, namespace: str, parts: int = 1) -> None:
+        """Count `parts` skipped (an object, or parts of one) and log one line, rate-limited
+        per namespace."""
+        kind = cut(kind)
+        self.skipped[kind] += parts
+        self._skip_log.log(cut(namespace), logging.WARNING, "skipped malformed %s: %s", kind, reason)
 
     def _notify(self, changed: set[ServiceKey]) -> None:
         if changed:

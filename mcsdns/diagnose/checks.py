@@ -9,9 +9,17 @@ from typing import Any
 from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from ..controller.exports import is_ours, labels
 from ..controller.informers import slice_index
-from ..data.objects import valid_cluster_id
+from ..data.objects import (
+    EndpointSlice,
+    Malformed,
+    parse_endpoint_slice,
+    parse_service_import,
+    valid_cluster_id,
+)
 from ..kube.keys import Key
-from ..kube.names import SOURCE_CLUSTER_LABEL
+from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..zone.leftout import LeftOut
+from ..zone.records import service_records
 from .collect import Snapshot
 
 Obj = dict[str, Any]
@@ -199,6 +207,38 @@ def _endpoints(s: Snapshot, key: Key, exporters: dict[str, Snapshot]) -> Iterato
                          f"from {cid}: imported {_show(have)}, but {src.name} has ready {_show(want)}"
                          + (f" (missing {_show(want - have)})" if want - have else "")
                          + (f" (not ready or gone {_show(have - want)})" if have - want else ""))
+
+
+def _served_slices(s: Snapshot, key: Key) -> Iterator[EndpointSlice]:
+    """The EndpointSlices `mcsdns serve` answers `key` from (parsed; malformed ones it skips)."""
+    for sl in s.slices:
+        ns = (sl.get("metadata") or {}).get("namespace")
+        if ns != key[0] or labels(sl).get(SERVICE_NAME_LABEL) != key[1]:
+            continue
+        try:
+            yield parse_endpoint_slice(sl)
+        except Malformed:
+            continue
+
+
+def name_checks(snaps: list[Snapshot], key: Key, zone: bytes) -> Iterator[Result]:
+    """The names of this service `mcsdns serve` would leave out of `zone` (a label over 63
+    octets or a name over 255), found by building its records as the server does."""
+    subject = f"{key[0]}/{key[1]}"
+    for s in snaps:
+        si = s.imports.get(key)
+        if si is None:
+            continue
+        try:
+            parsed = parse_service_import(si)
+        except Malformed:
+            continue  # `mcsdns serve` skips it and says why
+        left = LeftOut()
+        service_records(parsed, list(_served_slices(s, key)), zone, left=left)
+        for kind, obj, message in left.lines():
+            yield Result(FAIL, "names", s.name, subject,
+                         f"{kind} {obj}: {message}; shorten the namespace, service, hostname, port name "
+                         "or cluster ID")
 
 
 def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:

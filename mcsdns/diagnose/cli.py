@@ -12,6 +12,7 @@ from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 from .. import flags
 from ..controller.clusters import Member
 from ..data.objects import is_dns_label
+from ..dns.names import encode_name
 from ..kube.keys import Key
 from ..kube.permissions import CONTROLLER, SERVER
 from ..ops.errors import ConfigError
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace, ms: list[Member], targets: dict[str, tuple[str
     for key in checks.keys(live, args.service):
         results += checks.export_checks(live, key)
         results += checks.import_checks(live, key)
+        results += checks.name_checks(live, key, encode_name(args.zone))
     results += checks.stale_slices(live, args.service)
     if targets:
         from . import probe  # dnspython: only when asked

@@ -11,11 +11,12 @@ import struct
 from dataclasses import dataclass
 
 from . import header
+from .limits import MAX_MESSAGE, RECORDS_OCTETS
 from .types import Rcode, RRType, qtype_label, rcode_label
 from .writer import Writer
 
 EDNS_SIZE = 1232  # our advertised and maximum UDP payload (DNS flag day 2020)
-MAX_TCP = 65535
+MAX_TCP = MAX_MESSAGE
 UDP_MIN = 512
 _OPT = struct.Struct("!HHIH")
 
@@ -98,15 +99,22 @@ class RR:
 def render(qname: bytes, qtype: int, rcode: int, answer: list[list[RR]], authority: list[RR],
            additional: list[RR]) -> Answer:
     """Render one Answer; `answer` is a list of rotations (each the same records in
-    another order); authority and additional follow every rotation."""
+    another order); authority and additional follow every rotation, as much of
+    additional as keeps the records within dns.limits.RECORDS_OCTETS."""
     bodies = []
-    for rot in answer or [[]]:
+    n_ar = len(additional)
+    for i, rot in enumerate(answer or [[]]):
         w = Writer(qname, len(qname) + 4)
-        for rr in (*rot, *authority, *additional):
+        for rr in (*rot, *authority):
+            w.add(rr.owner, rr.rtype, rr.ttl, rr.rdata)
+        for j, rr in enumerate(additional[:n_ar]):
+            if i == 0 and w.size() + len(rr.owner or qname) + 10 + len(rr.rdata) > RECORDS_OCTETS:
+                n_ar = j  # the same records in every rotation
+                break
             w.add(rr.owner, rr.rtype, rr.ttl, rr.rdata)
         bodies.append(w.take()[0])
     n_an = len(answer[0]) if answer else 0
     # AA only where we are the authority: not on REFUSED (outside the zone, AXFR, other
     # classes) nor on SERVFAIL (zone not loaded yet)
-    return Answer(rcode, (n_an, len(authority), len(additional)), bodies, qtype,
+    return Answer(rcode, (n_an, len(authority), n_ar), bodies, qtype,
                   aa=rcode not in (Rcode.REFUSED, Rcode.SERVFAIL))

@@ -82,11 +82,21 @@ def _parse_records(data: bytes, i: int, counts: tuple[int, int, int], q: Query) 
                 if section != "additional" or seen_opt or data[owner_start] != 0:
                     raise FormErr("misplaced, repeated or non-root OPT")
                 seen_opt = True
+                if not options_fit(data, i - rdlen, i):
+                    raise FormErr("malformed EDNS option")
                 q.edns, q.edns_size = True, max(512, rclass)
                 q.edns_version = (ttl >> 16) & 0xFF
                 q.do = bool(ttl & 0x8000)
     if i != len(data):
         raise FormErr("trailing bytes")
+
+
+def options_fit(data: bytes, i: int, end: int) -> bool:
+    """The EDNS options in data[i:end] (an OPT's RDATA) each fit: code, length, then that
+    many octets, the last ending at `end` (RFC 6891 6.1.2)."""
+    while i + 4 <= end:
+        i += 4 + ((data[i + 2] << 8) | data[i + 3])
+    return i == end
 
 
 def header_only(q: Query, rcode: int, opt: bytes = b"", aa: bool = False) -> bytes:

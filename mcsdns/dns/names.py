@@ -16,6 +16,15 @@ MAX_LABEL = 63
 POINTER = 0xC0
 
 
+class NameTooLong(ValueError):
+    """A name that cannot be sent: a label over 63 octets or the whole over 255 (RFC 1035
+    2.3.4). `name` is what it would have been (its labels, then the base)."""
+
+    def __init__(self, name: bytes) -> None:
+        super().__init__(f"name of {len(name)} octets")
+        self.name = name
+
+
 def encode_name(name: str) -> bytes:
     """Presentation name (with or without the final dot) to lowercase wire form."""
     out = bytearray()
@@ -50,18 +59,28 @@ def decode_name(wire: bytes) -> str:
 
 
 def prefix(parts: Iterable[str], base: bytes) -> bytes:
-    """The wire name `parts` (presentation labels, left to right) followed by `base`."""
+    """The wire name `parts` (presentation labels, left to right) followed by `base`;
+    NameTooLong if a label is over 63 octets or the name over 255. Every name the zone
+    builds is built here or by `under`: no such name is ever served."""
     out = b""
+    long_label = False
     for lab in parts:
         b = lab.encode("ascii")
-        out += bytes((len(b),)) + b
-    return out + base
+        long_label |= len(b) > MAX_LABEL
+        out += bytes((len(b) & 0xFF,)) + b
+    out += base
+    if long_label or len(out) > MAX_NAME:
+        raise NameTooLong(out)
+    return out
 
 
 def under(label: str, base: bytes) -> bytes:
     """The wire name of one presentation label followed by `base` (`prefix` of one label)."""
     b = label.encode("ascii")
-    return bytes((len(b),)) + b + base
+    out = bytes((len(b) & 0xFF,)) + b + base
+    if len(b) > MAX_LABEL or len(out) > MAX_NAME:
+        raise NameTooLong(out)
+    return out
 
 
 def is_wire_name(name: bytes) -> bool:

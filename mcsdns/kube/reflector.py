@@ -264,7 +264,7 @@ class Reflector:
             meta = obj.get("metadata") or {}
         except (ValueError, KeyError, TypeError, AttributeError):
             self.on_error("bad_event")
-            log.warning("%s: skipped an unreadable watch event: %.200r", self.label, line)
+            log.warning("%s: skipped an unreadable watch event: %.64r", self.label, line)
             return
         if typ == "ERROR":
             if obj.get("code") == 410:
@@ -278,7 +278,7 @@ class Reflector:
             return
         if typ not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(meta, dict):
             self.on_error("bad_event")
-            log.warning("%s: skipped a watch event of type %r", self.label, typ)
+            log.warning("%s: skipped a watch event of type %.64r", self.label, typ)
             return
         if self.kind is not None:
             obj["kind"] = self.kind

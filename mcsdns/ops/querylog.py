@@ -26,12 +26,14 @@ _FLAGS = (("qr", 0x8000), ("aa", 0x0400), ("tc", 0x0200), ("rd", 0x0100), ("ra",
 
 def _question(q: bytes) -> tuple[str, int, int, int]:
     """Name, type, class of the first question and its end (raises IndexError or
-    ValueError on a message without a plain one)."""
+    ValueError on a message without a plain one: compressed, or over 255 octets)."""
     i = 12
     while q[i]:
         if q[i] & 0xC0:
             raise ValueError("compressed name")
         i += q[i] + 1
+    if i - 12 + 1 > 255:
+        raise ValueError("name over 255 octets")
     end = i + 5
     if end > len(q):
         raise IndexError

@@ -8,7 +8,9 @@
  * `tail`; for a negative answer (serial_at > 0) the 4 octets of `serial` (a
  * bytearray, the zone's SOA serial) go serial_at octets before the end.
  * Every other datagram is
- * answered by respond(data, False) (bytes, or None for no answer). It returns
+ * answered by respond(data, False) (bytes, or None for no answer); if respond
+ * raises, on_error(data, exc) is called and what it returns is sent the same
+ * way (bytes, or None for no answer). It returns
  * (received, elapsed_ns, unsent): elapsed_ns is the time from the end of the
  * read to the end of the send (what each query of the batch waited in the
  * server); unsent lists (response, address) pairs the socket would not take
@@ -93,7 +95,7 @@ static PyMemberDef canned_members[] = {
     {"out", T_OBJECT, offsetof(Canned, out), 0, "the response after its ID (up to the rotating body)"},
     {"bodies", T_OBJECT, offsetof(Canned, bodies), 0, "None, or the Answer's rotations (bytes)"},
     {"tail", T_OBJECT, offsetof(Canned, tail), 0, "what follows a rotating body (its OPT record)"},
-    {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry"},
+    {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry (stops at sys.maxsize)"},
     {"rot", T_PYSSIZET, offsetof(Canned, rot), 0, "index of the next body"},
     {"serial_at", T_PYSSIZET, offsetof(Canned, serial_at), 0,
      "> 0: the zone's serial goes this many octets before the response's end"},
@@ -135,7 +137,7 @@ static int from_cache(PyObject *v, int i, int k, const char *serial) {
     } else if (len > SBUFSIZE) {
         return -1;
     }
-    c->hits++;
+    if (c->hits < PY_SSIZE_T_MAX) c->hits++; /* saturates: a signed overflow is undefined */
     char *p = sbufs + (size_t)k * SBUFSIZE;
     memcpy(p, riov[i].iov_base, 2); /* the query's ID */
     memcpy(p + 2, PyBytes_AS_STRING(c->out), (size_t)PyBytes_GET_SIZE(c->out));
@@ -264,14 +266,14 @@ static PyObject *serve_locked(int fd, PyObject *respond, PyObject *on_error, PyO
                 PyErr_Fetch(&type, &exc, &tb);
                 PyErr_NormalizeException(&type, &exc, &tb);
                 if (exc != NULL && tb != NULL) PyException_SetTraceback(exc, tb);
-                PyObject *r = PyObject_CallFunctionObjArgs(on_error, data, exc ? exc : Py_None, NULL);
+                out = PyObject_CallFunctionObjArgs(on_error, data, exc ? exc : Py_None, NULL);
                 Py_XDECREF(type);
                 Py_XDECREF(exc);
                 Py_XDECREF(tb);
-                Py_DECREF(data);
-                if (r == NULL) goto fail;
-                Py_DECREF(r);
-                continue;
+                if (out == NULL) {
+                    Py_DECREF(data);
+                    goto fail;
+                }
             }
             Py_DECREF(data);
             if (out == Py_None) {
@@ -280,7 +282,7 @@ static PyObject *serve_locked(int fd, PyObject *respond, PyObject *on_error, PyO
             }
             if (!PyBytes_Check(out)) {
                 Py_DECREF(out);
-                PyErr_SetString(PyExc_TypeError, "respond() must return bytes or None");
+                PyErr_SetString(PyExc_TypeError, "respond() and on_error() must return bytes or None");
                 goto fail;
             }
             siov[k].iov_base = PyBytes_AS_STRING(out);

@@ -12,7 +12,7 @@ _C = TypeVar("_C", bound=Canned)  # the table holds Canned or a subclass (the ha
 # serve() and send() share static buffers: either raises RuntimeError while a call of
 # either is running (re-entered from respond()/on_error(), or from another thread).
 def serve(fd: int, respond: Callable[[bytes, bool], bytes | None],
-          on_error: Callable[[bytes, BaseException], None],
+          on_error: Callable[[bytes, BaseException], bytes | None],  # its response is sent
           table: dict[bytes, _C] | None = None, serial: bytearray | None = None,
           /) -> tuple[int, int, Unsent | None]: ...
 def send(fd: int, unsent: Unsent, /) -> int: ...

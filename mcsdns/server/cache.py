@@ -5,7 +5,8 @@ the zone's names and types; `negative`: NXDOMAIN, NODATA, REFUSED, SERVFAIL, wit
 a bound of its own), the whole-response
 tables per transport (`tables`, also read by the C extension), rotation of
 answers that rotate, writing the current SOA serial into negative responses,
-invalidation when the zone changes, and the counts of responses and sizes.
+invalidation when the zone changes, and the counts of responses and sizes. An
+answer whose rendering raises (a bug) is a SERVFAIL, counted in `panics` and kept.
 
 Invariants: a kept response is only ever the one the zone would render now (a
 zone change drops the entries of the names it touched; the serial is patched
@@ -19,12 +20,13 @@ from bisect import bisect_left
 from collections.abc import Collection
 from operator import attrgetter, mul
 
-from ..dns.answer import Answer
+from ..dns.answer import Answer, render
 from ..dns.names import is_wire_name
 from ..dns.rdata import SERIAL_SIZE
-from ..dns.types import RRType
+from ..dns.types import Rcode, RRType, qtype_label
 from ..ops.stats import Put, define, put_histogram
 from ..zone.zone import Zone
+from .panics import Panics
 
 try:  # the C type lets the batched UDP path answer hits without calling Python
     from ._batchio import Canned as _CannedBase
@@ -142,6 +144,7 @@ class ResponseCache:
         self._folded_hits = 0  # hits of entries already forgotten
         # the zone's SOA serial, written into every negative response sent (also by _batchio)
         self.serial = bytearray(struct.pack("!I", zone.serial))
+        self.panics = Panics()  # internal errors: rendering here, answering in the listeners
 
     # ---- answers ----
 
@@ -156,7 +159,12 @@ class ResponseCache:
         ans = by_type.get(tail) if by_type is not None else None
         if ans is not None:
             return ans
-        ans = self.zone.answer(lname, tail)
+        try:
+            ans = self.zone.answer(lname, tail)
+        except Exception as e:  # a bug: SERVFAIL, kept like any answer until the name changes
+            qtype = int.from_bytes(tail[:2], "big")
+            self.panics.note(e, f"a {qtype_label(qtype)} query (rendering)")
+            ans = render(lname, qtype, Rcode.SERVFAIL, [], [], [])
         if ans.serial_at or ans.rcode:
             if self.negative_count >= NEGATIVE_MAX:
                 self.negative.clear()

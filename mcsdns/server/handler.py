@@ -1,7 +1,8 @@
 """Query in, response bytes out: parse → look up → fit.
 
 The fast path accepts the common shape of a query (one question, no
-compression, at most one version-0 OPT) with slicing only, then takes a kept
+compression, at most one version-0 OPT, whose options are checked only when
+it has any) with slicing only, then takes a kept
 response or a pre-rendered Answer from the response cache and concatenates.
 Everything else goes to the slow path, which parses strictly and answers
 FORMERR, NOTIMP, BADVERS or REFUSED, signs with TSIG, or drops the packet.
@@ -16,9 +17,11 @@ from ..dns import tsig
 from ..dns.answer import EDNS_SIZE, MAX_TCP, OPT_DO0, OPT_DO1, UDP_MIN, Answer, header_index, opt_record
 from ..dns.errors import Drop, FormErr
 from ..dns.header import error_response
-from ..dns.message import Query, header_only, parse_query
+from ..dns.message import Query, header_only, options_fit, parse_query
 from ..dns.types import Rcode
+from ..ops.logs import Throttle
 from ..ops.stats import Put, define
+from . import tsiglog
 from .cache import ResponseCache, next_body, with_serial
 
 log = logging.getLogger("mcsdns.query")
@@ -45,11 +48,14 @@ class Handler:
         self.hit = cache.hit
         self.slow_count: Counter[str] = Counter()  # slow-path outcomes
         self.tsig_keys: dict[bytes, tsig.Key] = {}  # by lowercase wire name
+        self._tsig_log = Throttle(log, "refused signed queries")  # per key name (no peer here)
+        self.panics = cache.panics  # the listeners' answer when respond raises
 
     def publish(self, put: Put) -> None:
-        """Samples of the slow-path counter (`stats.Publisher`)."""
+        """Samples of the slow-path and internal error counters (`stats.Publisher`)."""
         for k, v in list(self.slow_count.items()):
             put(SLOW_PATH, v, outcome=k)
+        self.panics.publish(put)
 
     def respond(self, data: bytes, tcp: bool) -> bytes | None:  # noqa: C901 - the hot path, inlined on purpose
         """The response to one DNS message, or None to send nothing."""
@@ -67,7 +73,8 @@ class Handler:
                 opt = b""
             elif (rest >= 11 and data[10:12] == _AR1 and qend > 4
                   and data[qend:qend + 3] == _OPT_HEAD and data[qend + 6] == 0
-                  and rest == 11 + ((data[qend + 9] << 8) | data[qend + 10])):
+                  and rest == 11 + ((data[qend + 9] << 8) | data[qend + 10])
+                  and (rest == 11 or options_fit(data, qend + 11, len(data)))):
                 idx = 4 | (data[2] & 1) | ((data[3] >> 3) & 2)
                 if tcp:
                     limit = MAX_TCP
@@ -163,6 +170,9 @@ class Handler:
             log.debug("FORMERR: %s", e)
             return error_response(data, Rcode.FORMERR)
         opt = (OPT_DO1 if q.do else OPT_DO0) if q.edns else b""
+        if err:  # every failure, BADKEY (key None) included
+            self._tsig_log.log(rr.name[:64].decode("ascii", "replace"), logging.WARNING,
+                               "signed query refused: %s", tsiglog.failure(rr, err))
         if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
             self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
             return tsig.unsigned_error(header_only(q, Rcode.NOTAUTH, opt), rr, err)

@@ -1,13 +1,21 @@
 """TCP listener: length-prefixed messages, several per connection (RFC 7766).
 
 Limits: at most `max_conns` open connections and `max_per_client` from one
-client (an IPv4 address, an IPv6 /64). A new connection beyond either limit
-first closes an idle one to make room (at the client limit the client's own
-oldest idle one; at the total limit the oldest idle one of the client holding
-the most, else the oldest idle one of all) and is refused only when none is
-idle. Idle: no message partly read, no transfer or answer being sent. An idle
-connection is closed after `idle_timeout`, and a message must arrive whole
-within `read_timeout` of its first byte (slow-client defence).
+client (an IPv4 address, an IPv6 /64); at most `max_per_client` connections
+of one network (an IPv4 /24, an IPv6 /64) holding part of a message at once
+(one more is closed). A new connection beyond either limit first closes
+another to make room and is refused only when none qualifies: at the client
+limit, the client's own oldest idle one; at the total limit, the oldest idle
+one of the client holding the most, else the one holding part of a message
+longest (over STALE seconds) among networks holding at least two more such
+connections than the new one's (so networks cannot evict each other in
+turn), else the oldest idle one of all that was answered or opened over
+STALE seconds ago (a new client's query may not be read yet), else the one
+holding part of a message longest among those networks, however briefly.
+Idle: no message partly read, no transfer or answer being sent. An idle
+connection is closed after `idle_timeout`, and one holding part of a message
+once `read_timeout` passes without a whole message taken up (the deadline
+restarts with each, so a client may pipeline without end).
 
 Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
@@ -37,6 +45,7 @@ from ..dns.answer import MAX_TCP
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define
 from . import bound_socket
+from .panics import Panics
 from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
 
 log = logging.getLogger("mcsdns.tcp")
@@ -47,14 +56,16 @@ Stream = Callable[[bytes, Any], "Iterator[bytes] | None"]
 PUMP_BATCH = 8  # transfer messages sent per event-loop turn
 QUEUED = 2 + MAX_TCP  # input octets a connection may queue: one whole message
 FLUSH = 1 << 16  # answers to pipelined queries are written in batches of this size
+STALE = 1.0  # seconds holding part of a message after which a connection may be closed for a new one
 
 REJECTED = define("mcsdns_tcp_connections_rejected_total", "counter",
-                  "New TCP connections refused at --tcp-max-conns, none idle to close.")
+                  "New TCP connections refused at --tcp-max-conns, none to close.")
 CLIENT_REFUSED = define("mcsdns_tcp_connections_client_refused_total", "counter",
                         "New TCP connections refused at --tcp-max-conns-per-client, "
                         "none of the client's idle to close.")
 EVICTED = define("mcsdns_tcp_connections_evicted_total", "counter",
-                 "Idle TCP connections closed to make room for a new one, by the limit reached.",
+                 "TCP connections closed to make room for a new one, by the limit reached "
+                 "(net: one network's connections holding part of a message).",
                  ("limit",))
 TIMED_OUT = define("mcsdns_tcp_connections_timed_out_total", "counter",
                    "TCP connections closed idle or slow.")
@@ -72,31 +83,37 @@ class TCPLimits:
         self.max_per_client = max_per_client
 
 
-def client_of(peer: Any) -> str:
-    """The address a per-client limit counts: IPv4 address, IPv6 /64."""
+def client_of(peer: Any) -> tuple[str, str]:
+    """What the per-client limit counts (IPv4 address, IPv6 /64) and the per-network
+    cap of connections holding part of a message (IPv4 /24, IPv6 /64)."""
     host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        return str(host)
+        return str(host), str(host)
     if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Address(int(ip) >> 64 << 64)) + "/64"
-    return str(ip)
+        if ip.ipv4_mapped is None:
+            net = str(ipaddress.IPv6Address(int(ip) >> 64 << 64)) + "/64"
+            return net, net
+        ip = ip.ipv4_mapped
+    return str(ip), str(ipaddress.IPv4Address(int(ip) >> 8 << 8)) + "/24"
 
 
 class TCPServerState:
     """What every TCP connection shares: the responder, limits, the open connections and counters."""
 
-    def __init__(self, respond: Respond, limits: TCPLimits) -> None:
+    def __init__(self, respond: Respond, limits: TCPLimits, panics: Panics) -> None:
         self.respond = respond
+        self.panics = panics  # the response to a query respond (or a transfer) raised on
         self.limits = limits
         self.conns: dict[TCPConnection, None] = {}  # oldest first
         self.clients: dict[str, dict[TCPConnection, None]] = {}  # by client_of(), oldest first
+        # connections holding part of a message (or queued input): since when, oldest first
+        self.partial: dict[TCPConnection, float] = {}
+        self.nets: dict[str, int] = {}  # how many of them each network holds
         self.rejected = 0
         self.client_refused = 0
-        self.evicted = {"total": 0, "client": 0}
+        self.evicted = {"total": 0, "client": 0, "net": 0}
         self.timed_out = 0
         self.sweeper: asyncio.Task[None] | None = None
         self.stream: Stream | None = None  # zone transfers (mcsdns.server.xfr)
@@ -124,25 +141,72 @@ class TCPServerState:
         put(OPEN, len(self.conns))
 
     def admit(self, conn: TCPConnection) -> bool:
-        """Add a new connection, closing an idle one to make room; False: refused."""
+        """Add a new connection, closing another to make room; False: refused."""
         lim = self.limits
         mine = self.clients.get(conn.client)
         if mine is not None and len(mine) >= lim.max_per_client:
             if not self._evict(mine, "client"):
                 self.client_refused += 1
                 return False
-        if len(self.conns) >= lim.max_conns:
-            heaviest = max(self.clients.values(), key=len)
-            if not (self._evict(heaviest, "total") or self._evict(self.conns, "total")):
-                self.rejected += 1
-                return False
+        if len(self.conns) >= lim.max_conns and not self._make_room(conn):
+            self.rejected += 1
+            return False
         self.conns[conn] = None
         self.clients.setdefault(conn.client, {})[conn] = None
         return True
 
-    def _evict(self, among: dict[TCPConnection, None], limit: str) -> bool:
-        """Close the oldest idle connection of `among`; False when none is idle."""
-        victim = next((c for c in among if c.idle()), None)
+    def _make_room(self, conn: TCPConnection) -> bool:
+        """The table is full: close a connection for `conn`, in the order the module
+        docstring gives; False when none qualifies."""
+        if self._evict(max(self.clients.values(), key=len), "total"):
+            return True
+        now = time.monotonic()
+        room = self.nets.get(conn.net, 0) + 2  # the victim's network keeps more than conn's
+        fair = max(self.nets.values(), default=0) >= room
+        return ((fair and self._evict_partial(room, now - STALE))
+                or self._evict(self.conns, "total", now - STALE)
+                or (fair and self._evict_partial(room, now)))
+
+    def _evict_partial(self, room: int, cutoff: float) -> bool:
+        """Close the connection holding part of a message longest, since before `cutoff`,
+        of a network holding at least `room` such; False when there is none."""
+        for c, since in self.partial.items():
+            if since > cutoff:
+                return False
+            if c.out is None and not c.paused and self.nets[c.net] >= room:
+                self.evicted["total"] += 1
+                c.close()
+                return True
+        return False
+
+    def hold(self, conn: TCPConnection) -> None:
+        """`conn` holds part of a message: (re)start its read deadline; close it when its
+        network already holds `max_per_client` such connections."""
+        if conn in self.partial:
+            del self.partial[conn]  # re-inserted last: the dict stays oldest first
+        else:
+            n = self.nets.get(conn.net, 0)
+            if n >= self.limits.max_per_client:
+                self.evicted["net"] += 1
+                conn.close()
+                return
+            self.nets[conn.net] = n + 1
+        self.partial[conn] = time.monotonic()
+
+    def release(self, conn: TCPConnection) -> None:
+        """`conn` no longer holds part of a message."""
+        if self.partial.pop(conn, None) is not None:
+            n = self.nets[conn.net] - 1
+            if n:
+                self.nets[conn.net] = n
+            else:
+                del self.nets[conn.net]
+
+    def _evict(self, among: dict[TCPConnection, None], limit: str, born: float = float("inf")) -> bool:
+        """Close the oldest idle connection of `among`, skipping those never answered that
+        were last read after `born` (a new client's query may not be read yet); False
+        when there is none."""
+        victim = next((c for c in among if c.idle() and (c.answered or c.last_active <= born)), None)
         if victim is None:
             return False
         self.evicted[limit] += 1
@@ -150,6 +214,7 @@ class TCPServerState:
         return True
 
     def forget(self, conn: TCPConnection) -> None:
+        self.release(conn)
         if conn in self.conns:
             del self.conns[conn]
             mine = self.clients[conn.client]
@@ -160,11 +225,16 @@ class TCPServerState:
     def sweep(self) -> None:
         now = time.monotonic()
         lim = self.limits
+        late = []
+        for c, since in self.partial.items():
+            if now - since <= lim.read_timeout:
+                break
+            late.append(c)
+        for c in late:
+            self.timed_out += 1
+            c.close()
         for c in list(self.conns):
-            if c.pending_since is not None and now - c.pending_since > lim.read_timeout:
-                self.timed_out += 1
-                c.close()
-            elif c.pending_since is None and now - c.last_active > lim.idle_timeout:
+            if c not in self.partial and now - c.last_active > lim.idle_timeout:
                 # (a transfer counts as active while the client keeps reading it)
                 self.timed_out += 1
                 c.close()
@@ -178,19 +248,18 @@ class TCPConnection(asyncio.BufferedProtocol):
         self.buf = bytearray()  # input not answered yet: at most QUEUED octets
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
-        self.pending_since: float | None = None
         self.out: Iterator[bytes] | None = None  # a transfer being sent
         self.paused = False  # the client is not reading (pause_writing)
         self.reading = True
         self.scheduled = False  # a _pump call is pending
         self.peer: Any = None
-        self.client = ""
+        self.client = self.net = ""
         self.answered = False  # at least one answer written
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.peer = transport.get_extra_info("peername")
-        self.client = client_of(self.peer)
+        self.client, self.net = client_of(self.peer)
         if not self.state.admit(self):
             self.transport.abort()
 
@@ -255,8 +324,8 @@ class TCPConnection(asyncio.BufferedProtocol):
                     self._flow()
                     return
                 self.transport.write(len(msg).to_bytes(2, "big") + msg)
-        except Exception:
-            log.exception("error sending a zone transfer")
+        except Exception as e:  # too late to answer
+            self.state.panics.note(e, "a zone transfer being sent (connection closed)")
             self.close()
             return
         self.scheduled = True
@@ -274,21 +343,36 @@ class TCPConnection(asyncio.BufferedProtocol):
                 self._answer_queued()
             self._flow()
             return
-        done = self._answer(data)
+        done = self._answer(data)  # (the buffer was empty: no read deadline running)
         if 0 <= done < len(data):
             self.buf += data[done:]
             self._flow()
-        self._timing()
+            self._timing(done)
 
     def _answer_queued(self) -> None:
         done = self._answer(self.buf)
-        if done > 0:
+        if done >= 0:
             del self.buf[:done]
-        self._timing()
+            self._timing(done)
 
-    def _timing(self) -> None:
-        if self.out is None and not self.paused:
-            self.pending_since = (self.pending_since or time.monotonic()) if self.buf else None
+    def _timing(self, took: int) -> None:
+        """Input left after `took` octets of whole messages: the read deadline runs from
+        the end of the last whole message; none left: no deadline. (A transfer has none.)"""
+        if self.out is None:
+            if self.buf:
+                if took or self not in self.state.partial:
+                    self.state.hold(self)
+            else:
+                self.state.release(self)
+
+    def _transfer(self, stream: Stream, msg: bytes) -> Iterator[bytes] | None:
+        """The zone transfer answering `msg` (None: `msg` is no transfer query); one that
+        fails to start is sent as its SERVFAIL alone (`TCPServerState.panics`)."""
+        try:
+            return stream(msg, self.peer)
+        except Exception as e:
+            err = self.state.panics(msg, e)
+            return iter(() if err is None else (err,))
 
     def _answer(self, buf: bytes | bytearray) -> int:
         """Answer the whole messages at the start of `buf` until a transfer starts or
@@ -306,26 +390,20 @@ class TCPConnection(asyncio.BufferedProtocol):
             msg = bytes(buf[pos + 2:pos + 2 + n])
             pos += 2 + n
             if stream is not None:
-                try:
-                    xfr = stream(msg, self.peer)
-                except Exception:
-                    log.exception("error starting a zone transfer")
-                    self.close()
-                    return -1
+                xfr = self._transfer(stream, msg)
                 if xfr is not None:
                     if out and self.transport is not None:
                         self.transport.write(b"".join(out))
                         self._observe(t0, len(out))
-                    self.pending_since = None
+                    self.state.release(self)
                     self.out = xfr
                     asyncio.get_running_loop().call_soon(self._pump)
                     self.scheduled = True
                     return pos
             try:
                 resp = state.respond(msg, True)
-            except Exception:
-                log.exception("error answering %d-byte TCP query", len(msg))
-                resp = None
+            except Exception as e:
+                resp = state.panics(msg, e)
             if log_queries:
                 log_query(msg, resp, "tcp", self.peer, perf_counter_ns() - t0)
             if resp is None:

@@ -19,7 +19,6 @@ off (only to measure what it costs; see BENCHMARKS.md).
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 from bisect import bisect_left
@@ -33,9 +32,8 @@ from ..ops.stats import Put, define, put_histogram
 from . import bound_socket
 from .cache import Table
 
-log = logging.getLogger("mcsdns.udp")
-
 Respond = Callable[[bytes, bool], "bytes | None"]
+OnError = Callable[[bytes, BaseException], "bytes | None"]  # what respond raised -> the response
 
 DURATION = define("mcsdns_dns_request_duration_seconds", "histogram",
                   "Time from reading a query (a UDP datagram, a whole TCP message) to sending its "
@@ -89,10 +87,6 @@ def io_description() -> str:
     return "recvmmsg/sendmmsg extension" if batch_module() is not None else "plain; extension not built"
 
 
-def _error(data: bytes, exc: BaseException) -> None:
-    log.error("error answering %d-byte query", len(data), exc_info=exc)
-
-
 def timing() -> bool:
     return os.environ.get("MCSDNS_REQUEST_HISTOGRAM", "1") != "0"
 
@@ -100,8 +94,10 @@ def timing() -> bool:
 class UDPProtocol(asyncio.DatagramProtocol):
     """The plain path: one datagram per callback, sent through the transport."""
 
-    def __init__(self, respond: Respond, timer: RequestTimer, log_queries: bool = False) -> None:
+    def __init__(self, respond: Respond, on_error: OnError, timer: RequestTimer,
+                 log_queries: bool = False) -> None:
         self.respond = respond
+        self.on_error = on_error  # never let one packet stop the listener
         self.timer = timer
         self.transport: asyncio.DatagramTransport | None = None
         if log_queries:
@@ -116,9 +112,8 @@ class UDPProtocol(asyncio.DatagramProtocol):
         t0 = perf_counter_ns()
         try:
             out = self.respond(data, False)
-        except Exception as e:  # never let one packet stop the listener
-            _error(data, e)
-            return
+        except Exception as e:
+            out = self.on_error(data, e)
         if out is not None and self.transport is not None:
             self.transport.sendto(out, addr)
         dt = perf_counter_ns() - t0  # RequestTimer.observe(dt, 1), inlined: this runs per query
@@ -130,8 +125,7 @@ class UDPProtocol(asyncio.DatagramProtocol):
         try:
             out = self.respond(data, False)
         except Exception as e:
-            _error(data, e)
-            return
+            out = self.on_error(data, e)
         if out is not None and self.transport is not None:
             self.transport.sendto(out, addr)
 
@@ -140,8 +134,7 @@ class UDPProtocol(asyncio.DatagramProtocol):
         try:
             out = self.respond(data, False)
         except Exception as e:
-            _error(data, e)
-            return
+            out = self.on_error(data, e)
         if out is not None and self.transport is not None:
             self.transport.sendto(out, addr)
         dt = perf_counter_ns() - t0
@@ -158,9 +151,10 @@ class BatchedUDP:
     no query is read meanwhile."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                 timer: RequestTimer, batchio: ModuleType, cache: Table | None = None,
+                 on_error: OnError, timer: RequestTimer, batchio: ModuleType, cache: Table | None = None,
                  serial: bytearray | None = None) -> None:
         self.loop, self.sock, self.respond, self.timer, self.io = loop, sock, respond, timer, batchio
+        self.on_error = on_error  # its response to a query respond raised on is sent (by _batchio)
         self.cache = cache  # query after its ID -> Canned: answered in C without calling respond
         self.serial = serial  # the zone's SOA serial, which negative answers from `cache` carry
         self.fd = sock.fileno()
@@ -170,9 +164,9 @@ class BatchedUDP:
 
     def _readable(self) -> None:
         serve, fd, respond, batch, observe = self.io.serve, self.fd, self.respond, self.io.BATCH, self.observe
-        cache, serial = self.cache, self.serial
+        cache, serial, on_error = self.cache, self.serial, self.on_error
         for _ in range(ROUNDS):
-            n, elapsed, unsent = serve(fd, respond, _error, cache, serial)
+            n, elapsed, unsent = serve(fd, respond, on_error, cache, serial)
             if n and observe is not None:
                 observe(elapsed, n)
             if unsent:
@@ -202,17 +196,17 @@ def bind_udp(host: str, port: int, reuse_port: bool) -> socket.socket:
 
 
 async def serve_udp(loop: asyncio.AbstractEventLoop, sock: socket.socket, respond: Respond,
-                    timer: RequestTimer, cache: Table | None = None,
+                    on_error: OnError, timer: RequestTimer, cache: Table | None = None,
                     serial: bytearray | None = None,
                     log_queries: bool = False) -> asyncio.DatagramTransport | BatchedUDP:
     """Answer queries on `sock`, batched when the extension is available and
-    queries are not logged. `cache` is the dict `respond` keeps its UDP
-    responses in (ResponseCache.tables[False]), `serial` the SOA serial it writes
-    into negative answers (ResponseCache.serial)."""
+    queries are not logged; what `respond` raises, `on_error` answers. `cache`
+    is the dict `respond` keeps its UDP responses in (ResponseCache.tables[False]),
+    `serial` the SOA serial it writes into negative answers (ResponseCache.serial)."""
     batchio = None if log_queries else batch_module()
     timer.batched = batchio is not None
     if batchio is not None:
-        return BatchedUDP(loop, sock, respond, timer, batchio, cache, serial)
-    transport, _ = await loop.create_datagram_endpoint(lambda: UDPProtocol(respond, timer, log_queries),
-                                                       sock=sock)
+        return BatchedUDP(loop, sock, respond, on_error, timer, batchio, cache, serial)
+    transport, _ = await loop.create_datagram_endpoint(
+        lambda: UDPProtocol(respond, on_error, timer, log_queries), sock=sock)
     return transport

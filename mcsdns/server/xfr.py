@@ -26,9 +26,11 @@ from ..dns.names import decode_name, skip_name
 from ..dns.rdata import serial_in_message, with_serial
 from ..dns.types import Rcode, RRClass, RRType
 from ..dns.writer import Writer
+from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from ..zone.journal import Delta, Record, Versions
 from ..zone.zone import Zone
+from . import tsiglog
 
 log = logging.getLogger("mcsdns.xfr")
 
@@ -85,6 +87,7 @@ class Transfers:
         # (type, outcome) -> transfers; every series from 0, so the first failure is an increase
         self.counts: dict[tuple[str, str], int] = {(k, o): 0 for k in ("AXFR", "IXFR") for o in OUTCOMES}
         self.active = 0  # transfers being sent
+        self._refusals = Throttle(log, "refused transfers")  # per client address
 
     def publish(self, put: Put) -> None:
         for (kind, outcome), n in list(self.counts.items()):
@@ -103,6 +106,13 @@ class Transfers:
         k = ("AXFR" if qtype == RRType.AXFR else "IXFR", outcome)
         self.counts[k] = self.counts.get(k, 0) + 1
 
+    def _refused(self, q: Query, peer: Any, why: str, level: int = logging.INFO) -> None:
+        """Log a transfer not made, at most a few lines a minute per client address."""
+        qt = "AXFR" if q.qtype == RRType.AXFR else "IXFR"
+        self._refusals.log(str(peer[0] if isinstance(peer, tuple) else peer), level,
+                           "transfer %s from %s refused: %s", qt, peer, why,
+                           extra={"event": "transfer_refused", "qtype": qt, "peer": str(peer), "reason": why})
+
     def stream(self, msg: bytes, peer: Any) -> Iterator[bytes] | None:
         """Responses to a TCP AXFR/IXFR query; None when `msg` is no such query."""
         end = msg.find(0, 12) + 5
@@ -116,6 +126,7 @@ class Transfers:
 
     def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:  # noqa: C901 - to split with the DNS wire layer
         signer: tsig.Signer | None = None
+        allowed = self.allowed(peer)
         if q.tsig >= 0:
             try:
                 rr = tsig.parse(msg, q.tsig)
@@ -123,9 +134,10 @@ class Transfers:
             except FormErr:
                 yield error_response(msg, Rcode.FORMERR)
                 return
+            if err:  # every failure, BADKEY (key None) included; the line states the ACL check
+                acl = "" if allowed else "; not in --allow-transfer"
+                self._refused(q, peer, tsiglog.failure(rr, err) + acl, logging.WARNING)
             if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
-                log.warning("transfer from %s: TSIG %s (key %s)", peer, tsig.ERROR_NAMES[err],
-                            decode_name(rr.name))
                 self._count(q.qtype, "notauth")
                 yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
                 return
@@ -136,7 +148,7 @@ class Transfers:
                 return
         rcode = 0
         why = ""
-        if not self.allowed(peer):
+        if not allowed:
             rcode, why = Rcode.REFUSED, "not in --allow-transfer"
         elif self.keys and signer is None:
             rcode, why = Rcode.REFUSED, "not signed with the transfer key"
@@ -147,9 +159,7 @@ class Transfers:
         elif self.active >= MAX_ACTIVE:
             rcode, why = Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
         if rcode:
-            qt = "AXFR" if q.qtype == RRType.AXFR else "IXFR"
-            log.info("transfer %s from %s refused: %s", qt, peer, why,
-                     extra={"event": "transfer_refused", "qtype": qt, "peer": str(peer), "reason": why})
+            self._refused(q, peer, why)
             self._count(q.qtype, "refused" if rcode == Rcode.REFUSED else "servfail")
             out = header_only(q, rcode)
             yield signer.sign(out) if signer else out

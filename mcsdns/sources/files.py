@@ -13,6 +13,9 @@ once it is readable again).
 Reading is bounded: only regular files of at most `max_bytes` are read; YAML
 nesting is capped at MAX_DEPTH and alias expansion at MAX_ALIAS_NODES nodes
 per file, so a hostile file is rejected in about the time it takes to read.
+A key repeated in one mapping (YAML or JSON) refuses the file (error
+"file_duplicate_key"): which value was meant is unknown, and Kubernetes'
+own decoder rejects it too.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent, ScalarEvent
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node
 from yaml.resolver import Resolver
 
 from ..data.store import KINDS, Store
 from ..ops.errors import os_reason
 from ..ops.fileio import Refused, read_bounded
 from ..ops.inotify import dir_watch
+from ..ops.logs import show
 from ..ops.stats import Put
 from . import publish_source
 
@@ -107,12 +111,52 @@ class _BoundedComposer(Composer):
         return node
 
 
-class _Loader(_BoundedComposer, _Parser, SafeConstructor, Resolver):  # type: ignore[misc]
-    """Safe loader: libyaml's parser when present, the bounded composer, safe types only."""
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _duplicate(key: Any, line: int | None = None) -> Refused:
+    return Refused("duplicate_key", f"duplicate key {show(key)}" + (f" (line {line})" if line else ""))
+
+
+class _UniqueKeys(SafeConstructor):
+    """SafeConstructor that refuses a key given twice in one mapping (merge keys `<<`
+    aside: the mapping's own keys override merged ones, as YAML 1.1 says)."""
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise _duplicate(key, key_node.start_mark.line + 1)
+                    seen.add(key)
+                except TypeError:
+                    continue  # unhashable: SafeConstructor's own error follows
+        return super().construct_mapping(node, deep)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object_pairs_hook: the object, or Refused for a key given twice."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _duplicate(k)
+            seen.add(k)
+    return d
+
+
+class _Loader(_BoundedComposer, _Parser, _UniqueKeys, Resolver):  # type: ignore[misc]
+    """Safe loader: libyaml's parser when present, the bounded composer, safe types only,
+    no key given twice in one mapping."""
 
     def __init__(self, stream: str) -> None:
         _Parser.__init__(self, stream)
-        SafeConstructor.__init__(self)
+        _UniqueKeys.__init__(self)
         Resolver.__init__(self)
         _BoundedComposer.__init__(self)
 
@@ -133,7 +177,7 @@ def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
     text = read_bounded(path, max_bytes).decode("utf-8")
     if path.suffix == ".json":
         try:
-            docs = [json.loads(text)]
+            docs = [json.loads(text, object_pairs_hook=_unique_pairs)]
         except RecursionError:
             raise Refused("too_deep", "JSON nested too deep") from None
     else:
@@ -254,14 +298,16 @@ class FileSource:
         for p in changed:
             try:
                 objs: dict[FullKey, dict[str, Any]] = {}
+                unnamed = 0
                 for o in load_file(p, self.max_bytes):
                     k = _full_key(o)
                     if k is None or k[0] not in KINDS:
-                        if k is None:
-                            self.errors["object"] += 1
-                            log.warning("%s: skipped an object: metadata.name or namespace not a string", p)
+                        unnamed += k is None
                         continue
                     objs[k] = o
+                if unnamed:
+                    self.errors["object"] += unnamed
+                    log.warning("%s: skipped %d objects: metadata.name or namespace not a string", p, unnamed)
                 out[p] = objs
             except FileNotFoundError:
                 out[p] = {}

@@ -9,6 +9,7 @@ bare service name, gives one record.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,10 +17,15 @@ from types import MappingProxyType
 from typing import Any
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
-from ..dns.names import prefix, under
+from ..dns.limits import RECORDS_OCTETS, SAFE_COUNT, fitting
+from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType
+from .leftout import IMPORT, SLICE, LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
+
+log = logging.getLogger("mcsdns.zone")
+capped = 0  # RRsets cut to one message's records since start (published by the zone)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -31,6 +37,29 @@ class RRset:
     extra: tuple[tuple[bytes, int, bytes], ...] = ()
     rotate: bool = False  # answer order may be rotated between queries
     groups: tuple[int, ...] = ()  # sizes of consecutive runs rotated separately (tiers)
+
+    def __post_init__(self) -> None:
+        if len(self.rdatas) > SAFE_COUNT:  # maybe more than one message holds (dns.limits)
+            _cap(self)
+
+
+def _cap(rrset: RRset) -> None:
+    """Keep the first records of `rrset` that fit one message (dns.limits), and its tiers'
+    sizes up to them; counted in `capped` (and logged by `service_records`)."""
+    n = fitting(rrset.rdatas)
+    if n == len(rrset.rdatas):
+        return
+    global capped
+    capped += 1
+    rrset.rdatas = rrset.rdatas[:n]
+    if rrset.groups:
+        groups, left = [], n
+        for g in rrset.groups:
+            if left <= 0:
+                break
+            groups.append(min(g, left))
+            left -= g
+        rrset.groups = tuple(groups)
 
 
 class One(Mapping[int, RRset]):
@@ -97,12 +126,19 @@ def _answerable(slices: list[EndpointSlice],
     return [(s, e) for s in slices for e in s.endpoints if e.serving and e.terminating]
 
 
-def _srv_names(svc_name: bytes, ports: Iterable[Port]) -> dict[tuple[str, str], bytes]:
-    out = {}
+def _srv_names(svc_name: bytes, ports: Iterable[Port]
+               ) -> tuple[dict[tuple[str, str], bytes], dict[tuple[str, str], bytes]]:
+    """The SRV owner `_<port>._<proto>.<svc>` of each named (port, protocol), and the names
+    of those that cannot be sent."""
+    out: dict[tuple[str, str], bytes] = {}
+    bad: dict[tuple[str, str], bytes] = {}
     for p in ports:
         if p.name:
-            out[(p.name, p.protocol)] = prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
-    return out
+            try:
+                out[(p.name, p.protocol)] = prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
+            except NameTooLong as e:
+                bad[(p.name, p.protocol)] = e.name
+    return out, bad
 
 
 def _run_lengths(values: list[int]) -> list[int]:
@@ -118,23 +154,41 @@ def _run_lengths(values: list[int]) -> list[int]:
 
 
 def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
-                    loc: Locality = OFF) -> Names:
-    """All names and RRsets for one service; empty if the service has no name."""
-    svc_name = prefix((si.name, si.namespace, "svc"), zone)
-    if si.headless:
-        return _headless(svc_name, slices, loc)
-    return _clusterset_ip(svc_name, si)
+                    loc: Locality = OFF, left: LeftOut | None = None) -> Names:
+    """All names and RRsets for one service; empty if the service has no name. A name that
+    cannot be sent is left out, with the records it owns or targets, and noted in `left`
+    (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
+    message are cut (dns.limits), logged here once per build."""
+    left = LeftOut() if left is None else left
+    try:
+        svc_name = prefix((si.name, si.namespace, "svc"), zone)
+    except NameTooLong as e:
+        left.add(IMPORT, f"{si.namespace}/{si.name}", "service", e.name)
+        return {}
+    before = capped
+    names = _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
+    if capped != before:
+        log.warning("service %s/%s: %d RRsets cut to the records one DNS message holds (%d octets)",
+                    si.namespace, si.name, capped - before, RECORDS_OCTETS,
+                    extra={"event": "rrset_capped", "namespace": si.namespace, "service": si.name,
+                           "rrsets": capped - before})
+    return names
 
 
-def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
+def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:
     """Spec 2.3: the VIPs, and SRV per named port targeting the service name."""
     names: Names = {}
     node = dict(_address_rrsets(si.ips))
     extra = tuple((svc_name, rr.rtype, a) for rr in node.values() for a in rr.rdatas)
     srvs: list[bytes] = []
-    for (pname, proto), owner in _srv_names(svc_name, si.ports).items():
-        port = next(p.port for p in si.ports if p.name == pname and p.protocol == proto)
-        rd = srv_wire(0, 100, port, svc_name)
+    first: dict[tuple[str, str], int] = {}  # the first port number of each (name, protocol)
+    for p in si.ports:
+        first.setdefault((p.name, p.protocol), p.port)
+    owners, bad = _srv_names(svc_name, si.ports)
+    for name in bad.values():
+        left.add(IMPORT, f"{si.namespace}/{si.name}", "port", name)
+    for key, owner in owners.items():
+        rd = srv_wire(0, 100, first[key], svc_name)
         names[owner] = One(RRset(RRType.SRV, (rd,), extra))
         names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
         srvs.append(rd)
@@ -144,7 +198,8 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport) -> Names:
     return names
 
 
-def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Names:  # noqa: C901 - to split
+def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # noqa: C901 - to split
+              left: LeftOut) -> Names:
     """Spec 2.4: answerable endpoints across clusters, in locality order."""
     names: Names = {}
     eps = _answerable(slices, loc.terminating_fallback)
@@ -161,26 +216,40 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
         service_eps = eps
     # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
     cluster_names: dict[str, bytes] = {}
-    host_of: dict[tuple[str, str], bytes] = {}
-    hosts: dict[bytes, Sequence[bytes]] = {}  # the endpoint's own tuple, until a second one merges
+    host_of: dict[tuple[str, str], bytes | None] = {}  # None: the name cannot be sent
+    # the endpoint's own tuple, until a second endpoint merges into it: then a dict (a set in order)
+    hosts: dict[bytes, Sequence[bytes] | dict[bytes, None]] = {}
     host_tier: dict[bytes, int] = {}
+    too_long: dict[tuple[str, str], bytes] = {}  # (cluster, hostname) -> the name it would be
     for sl, ep in eps:
         key = (sl.cluster, ep.hostname)
         host = host_of.get(key)
         if host is None:
+            if key in host_of:
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", too_long[key])
+                continue
             cn = cluster_names.get(sl.cluster)
-            if cn is None:
-                cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
-                names[cn] = EMPTY  # <clusterid>.<svc>: never has records
-            host = host_of[key] = under(ep.hostname, cn)
+            try:
+                if cn is None:
+                    cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
+                host = host_of[key] = under(ep.hostname, cn)
+            except NameTooLong as e:
+                name = e.name  # the endpoint's name, even when <clusterid>.<svc> is already too long
+                if cn is None:
+                    name = bytes((len(ep.hostname),)) + ep.hostname.encode() + name
+                host_of[key], too_long[key] = None, name
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", name)
+                continue
+            names.setdefault(cn, EMPTY)  # <clusterid>.<svc>: never has records
             hosts[host] = ep.addresses  # shared with the store: no copy per host
             host_tier[host] = loc.tier(sl.cluster)
             continue
-        lst = list(hosts[host])
-        lst.extend(a for a in ep.addresses if a not in lst)
-        hosts[host] = lst
+        merged = hosts[host]
+        if not isinstance(merged, dict):
+            merged = hosts[host] = dict.fromkeys(merged)
+        merged.update(dict.fromkeys(ep.addresses))
     for host, addrs in hosts.items():
-        names[host] = _address_rrsets(addrs)
+        names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
     # The service name: addresses by family in tier order, grouped by tier for rotation.
     node: dict[int, RRset] = {}
     tiered: dict[int, dict[bytes, int]] = {RRType.A: {}, RRType.AAAA: {}}
@@ -196,13 +265,19 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality) -> Na
     port_targets: dict[tuple[str, str], dict[tuple[int, bytes], int]] = {}
     for sl, ep in service_eps:
         host = host_of[(sl.cluster, ep.hostname)]
+        if host is None:
+            continue
         for p in sl.ports:
             if p.name:
                 port_targets.setdefault((p.name, p.protocol), {}).setdefault(
                     (p.port, host), host_tier[host])
     all_srv: dict[bytes, None] = {}  # the bare name: identical SRVs of two protocols once
     all_extra: dict[tuple[bytes, int, bytes], None] = {}
-    srv_owners = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
+    srv_owners, bad = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
+    if bad:
+        for sl in slices:
+            for k in dict.fromkeys((p.name, p.protocol) for p in sl.ports if (p.name, p.protocol) in bad):
+                left.add(SLICE, f"{sl.namespace}/{sl.name}", "port", bad[k])
     for key, owner in srv_owners.items():
         targets = port_targets[key]
         per_tier = Counter(targets.values())

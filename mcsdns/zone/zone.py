@@ -26,6 +26,7 @@ from ..dns.names import encode_name, is_subdomain, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..ops.stats import Put, define
+from . import records
 from .records import Names, RRset, RRsets
 
 DNS_SCHEMA_VERSION = "1.0.0"
@@ -66,6 +67,8 @@ def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
 
 NAMES = define("mcsdns_zone_names", "gauge", "Names in the zone.")
 CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applied to the zone.")
+CAPPED = define("mcsdns_zone_rrsets_capped_total", "counter",
+                "RRsets cut to the records one DNS message holds (64,000 octets; see README, Limits).")
 
 
 class Zone:
@@ -112,6 +115,7 @@ class Zone:
     def publish(self, put: Put) -> None:
         put(NAMES, len(self.names))
         put(CHANGES, self.version)
+        put(CAPPED, records.capped)
 
     # ---- updates ----
 
@@ -127,15 +131,16 @@ class Zone:
             if names.get(n) != rrsets:
                 names[n] = rrsets
                 changed.add(n)
-        ns_name = prefix((key[0],), self.svc)
         if old and not new:
             self.ns_refs[key[0]] -= 1
             if not self.ns_refs[key[0]]:
                 del self.ns_refs[key[0]]
+                ns_name = prefix((key[0],), self.svc)  # fits: the service's names did
                 del names[ns_name]
                 changed.add(ns_name)
         elif new and not old:
             self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
+            ns_name = prefix((key[0],), self.svc)
             if ns_name not in names:
                 names[ns_name] = {}
                 changed.add(ns_name)

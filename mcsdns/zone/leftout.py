@@ -1,0 +1,80 @@
+"""Names the objects imply but the zone cannot serve: a label over 63 octets or a name over
+255 (RFC 1035 2.3.4), e.g. a 63-octet hostname, service and namespace under a long cluster
+ID. `records.service_records` leaves them out (`dns.names.prefix` refuses to build them)
+and notes them in a `LeftOut`; `LeftOutLog` reports them: one log line per object when
+what it leaves out changes, counted in mcsdns_skipped_objects_total, and a gauge of the
+names left out now."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+
+from ..data.store import ServiceKey, Store
+from ..dns.names import decode_name
+from ..ops.logs import show
+from ..ops.stats import Put, define
+
+log = logging.getLogger("mcsdns.zone")
+
+IMPORT, SLICE = "ServiceImport", "EndpointSlice"
+
+LEFT_OUT = define("mcsdns_zone_names_left_out", "gauge",
+                  "Endpoints, ports and services of the objects whose names the zone leaves out "
+                  "(a label over 63 octets or a name over 255), counted per object.")
+
+Line = tuple[str, str, str]  # kind, namespace/name, message
+
+
+class LeftOut:
+    """The names one `service_records` call left out, by the object that implies them."""
+
+    __slots__ = ("counts", "first")
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], Counter[str]] = {}  # (kind, ns/name) -> what -> names
+        self.first: dict[tuple[str, str], bytes] = {}  # (kind, ns/name) -> the first such name
+
+    def add(self, kind: str, obj: str, what: str, name: bytes) -> None:
+        key = (kind, obj)
+        c = self.counts.get(key)
+        if c is None:
+            c = self.counts[key] = Counter()
+            self.first[key] = name
+        c[what] += 1
+
+    def total(self) -> int:
+        return sum(c.total() for c in self.counts.values())
+
+    def lines(self) -> Iterator[Line]:
+        """One (kind, namespace/name, message) per object."""
+        for key, c in self.counts.items():
+            what = " and ".join(f"{n} {w}{'s' if n > 1 else ''}" for w, n in c.items())
+            first = self.first[key]
+            shown = show(decode_name(first))
+            yield (*key, f"{what} left out of the zone: a DNS name can have no label over 63 "
+                         f"octets and no more than 255 (first: {len(first)} octets, {shown})")
+
+
+class LeftOutLog:
+    """Reports each service's LeftOut after its records are built, counting each object
+    reported in the store's skipped objects or parts."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.now: dict[ServiceKey, tuple[int, frozenset[Line]]] = {}  # names left out, lines logged
+
+    def report(self, key: ServiceKey, left: LeftOut) -> None:
+        if not left.counts:
+            self.now.pop(key, None)
+            return
+        lines = frozenset(left.lines())
+        _, before = self.now.get(key, (0, frozenset()))
+        self.now[key] = left.total(), lines
+        for kind, obj, msg in sorted(lines - before):
+            self.store.skipped[kind] += 1
+            log.warning("%s %s: %s", kind, obj, msg)
+
+    def publish(self, put: Put) -> None:
+        put(LEFT_OUT, sum(n for n, _ in self.now.values()))
