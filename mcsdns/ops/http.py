@@ -9,6 +9,10 @@ connection takes the place of the oldest one not yet answered if that one has
 had MIN_AGE seconds, else it is closed (one that had sent nothing is read once
 more before: PROBATION seconds later, or at once when MAX_PENDING are waiting).
 
+The port has LISTENERS sockets (SO_REUSEPORT), each with an accept queue of
+BACKLOG: a client's SYN is dropped by the kernel only when its queue is full, so
+together they hold more connections in flight than a flood of 10,000.
+
 Limits: a request line or header line of at most MAX_LINE octets (414, 431), at
 most MAX_HEADERS header lines (431), and DEADLINE seconds from accept to the last
 octet of the answer, however the client trickles its request. A connection closed
@@ -35,7 +39,8 @@ MIN_AGE = 1.0  # seconds a connection keeps its place in the table
 PROBATION = 0.02  # seconds before a connection that came without its request is read again
 MAX_PENDING = 256  # such connections waiting to be read again (then they are, at once)
 ACCEPT_BATCH = 64  # connections accepted per loop turn
-BACKLOG = 4096
+BACKLOG = 4096  # per listening socket (the kernel caps it at net.core.somaxconn, 4096 by default)
+LISTENERS = 4  # listening sockets on the port (SO_REUSEPORT), an accept queue each
 MAX_LINE = 8192
 MAX_HEADERS = 100
 DEADLINE = 5.0
@@ -266,47 +271,60 @@ class HTTPEndpoints:
 
 
 class HTTPServer:
-    """A listening socket that hands each accepted connection to its endpoints."""
+    """Listening sockets of one port that hand each accepted connection to their endpoints."""
 
-    def __init__(self, sock: socket.socket, endpoints: HTTPEndpoints,
+    def __init__(self, socks: list[socket.socket], endpoints: HTTPEndpoints,
                  loop: asyncio.AbstractEventLoop) -> None:
-        self.sock, self.endpoints, self.loop = sock, endpoints, loop
-        self.paused: asyncio.TimerHandle | None = None
-        loop.add_reader(sock.fileno(), self.accept)
+        self.socks, self.endpoints, self.loop = socks, endpoints, loop
+        self.paused: dict[socket.socket, asyncio.TimerHandle] = {}
+        for sock in socks:
+            loop.add_reader(sock.fileno(), self.accept, sock)
 
-    def accept(self) -> None:
+    def accept(self, sock: socket.socket) -> None:
         """Accept at most ACCEPT_BATCH connections."""
         ep = self.endpoints
         for _ in range(ACCEPT_BATCH):
             try:
-                conn, _ = self.sock.accept()
+                conn, _ = sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
                 ep.errors.counts["accept"] += 1
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    self.loop.remove_reader(self.sock.fileno())  # readable until one is accepted
-                    self.paused = self.loop.call_later(ACCEPT_PAUSE, self.resume)
+                    self.loop.remove_reader(sock.fileno())  # readable until one is accepted
+                    self.paused[sock] = self.loop.call_later(ACCEPT_PAUSE, self.resume, sock)
                 return
             ep.accepted(conn)
 
-    def resume(self) -> None:
-        self.paused = None
-        self.loop.add_reader(self.sock.fileno(), self.accept)
+    def resume(self, sock: socket.socket) -> None:
+        del self.paused[sock]
+        self.loop.add_reader(sock.fileno(), self.accept, sock)
 
     def close(self) -> None:
         """Stop accepting and close every connection."""
-        if self.paused is not None:
-            self.paused.cancel()
-        else:
-            self.loop.remove_reader(self.sock.fileno())
-        self.sock.close()
+        for sock in self.socks:
+            paused = self.paused.pop(sock, None)
+            if paused is not None:
+                paused.cancel()
+            else:
+                self.loop.remove_reader(sock.fileno())
+            sock.close()
         self.endpoints.close_all()
 
 
 async def serve_http(host: str, port: int, endpoints: HTTPEndpoints) -> HTTPServer:
-    """Serve `endpoints` on host:port (IPv6 when host has a colon); OSError when it cannot be bound."""
+    """Serve `endpoints` on host:port (IPv6 when host has a colon) with LISTENERS sockets;
+    OSError when it cannot be bound or is in use (also by another SO_REUSEPORT group)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
-    sock.setblocking(False)
-    return HTTPServer(sock, endpoints, asyncio.get_running_loop())
+    with socket.create_server((host, port), family=family) as alone:  # no one else on it
+        port = alone.getsockname()[1]  # port 0: the one it was given
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(LISTENERS):
+            socks.append(socket.create_server((host, port), family=family, backlog=BACKLOG, reuse_port=True))
+            socks[-1].setblocking(False)
+    except OSError:
+        for sock in socks:
+            sock.close()
+        raise
+    return HTTPServer(socks, endpoints, asyncio.get_running_loop())
