@@ -18,6 +18,7 @@ from pathlib import Path
 import dns.message
 import dns.query
 import dns.rdatatype
+import pytest
 
 from mcsdns.app import App, Config
 from mcsdns.server.handler import Handler
@@ -135,6 +136,23 @@ def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
         yield srv
     finally:
         stop_process(proc)
+
+
+UDP_PATHS = ["batched", "plain"]  # the I/O paths a UDP test runs on: recvmmsg (C extension), recvfrom
+
+
+@contextmanager
+def run_server_on_path(path: str, args: Sequence[str], tmp: Path, monkeypatch: pytest.MonkeyPatch
+                       ) -> Iterator[Server]:
+    """`run_server` on one of UDP_PATHS (plain: MCSDNS_BATCHIO=0); skips the batched path
+    in a run that turned it off, and checks the server took the path asked for."""
+    if path == "plain":
+        monkeypatch.setenv("MCSDNS_BATCHIO", "0")
+    elif os.environ.get("MCSDNS_BATCHIO") == "0":
+        pytest.skip("MCSDNS_BATCHIO=0: the batched path is off for this run")
+    with run_server(args, tmp) as s:
+        assert s.metric("mcsdns_udp_batch_io") == (path == "batched")
+        yield s
 
 
 def drain(sock: socket.socket) -> list[bytes]:

@@ -4,7 +4,6 @@ with a key given twice is refused whole (logged, counted, last good content kept
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,20 +12,24 @@ import dns.edns
 import dns.message
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, Server, clusterset_ip, copy_example, run_server, wait_for
+from helpers import (
+    EXAMPLE,
+    UDP_PATHS,
+    Server,
+    clusterset_ip,
+    copy_example,
+    run_server,
+    run_server_on_path,
+    wait_for,
+)
 
 NAME = "web.shop.svc.clusterset.local."
 
 
-@pytest.fixture(params=["batched", "plain"])
+@pytest.fixture(params=UDP_PATHS)
 def srv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
-    """The server on each UDP path (MCSDNS_BATCHIO=0: recvfrom/sendto in Python)."""
-    if request.param == "plain":
-        monkeypatch.setenv("MCSDNS_BATCHIO", "0")
-    elif os.environ.get("MCSDNS_BATCHIO") == "0":
-        pytest.skip("MCSDNS_BATCHIO=0: the batched path is off for this run")
-    with run_server(["--manifests", str(EXAMPLE)], tmp_path) as s:
-        assert s.metric("mcsdns_udp_batch_io") == (request.param == "batched")
+    """The server on each UDP path."""
+    with run_server_on_path(request.param, ["--manifests", str(EXAMPLE)], tmp_path, monkeypatch) as s:
         yield s
 
 

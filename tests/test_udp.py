@@ -5,7 +5,6 @@ their own answers, counts and the request duration histogram add up."""
 from __future__ import annotations
 
 import asyncio
-import os
 import select
 import socket
 import struct
@@ -19,7 +18,7 @@ from pathlib import Path
 import dns.message
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, Server, drain, example_app, run_server
+from helpers import EXAMPLE, UDP_PATHS, Server, drain, example_app, run_server_on_path
 
 from mcsdns.server.handler import Handler
 
@@ -27,13 +26,9 @@ SVC = "web.shop.svc.clusterset.local."
 NX = "nope.shop.svc.clusterset.local."
 
 
-@pytest.fixture(params=["batched", "plain"])
+@pytest.fixture(params=UDP_PATHS)
 def srv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
-    if request.param == "plain":
-        monkeypatch.setenv("MCSDNS_BATCHIO", "0")
-    elif os.environ.get("MCSDNS_BATCHIO") == "0":
-        pytest.skip("MCSDNS_BATCHIO=0: the batched path is off for this run")
-    with run_server(["--manifests", str(EXAMPLE)], tmp_path) as s:
+    with run_server_on_path(request.param, ["--manifests", str(EXAMPLE)], tmp_path, monkeypatch) as s:
         s.path = request.param  # type: ignore[attr-defined]
         yield s
 
