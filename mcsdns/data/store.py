@@ -4,6 +4,10 @@ Sources call `upsert`, `delete` and `replace` (a full list of one kind) on the
 event-loop thread. Every call ends by telling subscribers which services
 changed, so only those are rebuilt.
 
+An object of more than BIG_ITEMS endpoints or ports is parsed off the event loop (in
+the loop's executor, once `loop` is set) and stored when that is done, unless a later
+event for the same object came first; `idle` is False meanwhile.
+
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
 `drop_restored` removes those the source never confirmed (deleted meanwhile).
@@ -11,16 +15,19 @@ marked as restored until a source upserts or deletes it, and
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..kube.keys import Key, key_of
+from ..ops import gcpause
 from ..ops.stats import Put, define
 from .objects import (
     EndpointSlice,
     Malformed,
+    Port,
     ServiceImport,
     parse_cluster_id,
     parse_endpoint_slice,
@@ -35,6 +42,32 @@ KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 ServiceKey = Key  # a ServiceImport's, naming the service
 ObjKey = Key  # an object's within one kind
 Listener = Callable[[set[ServiceKey]], None]
+
+BIG_ITEMS = 2000  # endpoints + ports of one object above which it is parsed off the event loop
+Parsed: TypeAlias = ServiceImport | EndpointSlice
+
+
+def size(obj: dict[str, Any]) -> int:
+    """Endpoints and ports of a raw ServiceImport or EndpointSlice (0 where malformed)."""
+    spec = obj.get("spec")
+    parts = (obj.get("endpoints"), obj.get("ports"), spec.get("ports") if isinstance(spec, dict) else None)
+    return sum(len(p) for p in parts if isinstance(p, list))
+
+
+def parsed_size(si: ServiceImport | None, slices: Iterable[EndpointSlice]) -> int:
+    """Endpoints and ports of a parsed service (what its records cost to build)."""
+    ports: tuple[Port, ...] = si.ports if si is not None else ()
+    return len(ports) + sum(len(s.endpoints) + len(s.ports) for s in slices)
+
+
+def _parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:
+    """(the parsed object or why it is malformed, whether it equals `old`), off the loop."""
+    try:
+        new: Parsed = parse_service_import(obj) if kind == SERVICE_IMPORT else parse_endpoint_slice(obj)
+    except Malformed as e:
+        return e, False
+    return new, old == new
+
 
 SKIPPED = define("mcsdns_skipped_objects_total", "counter",
                  "Malformed Kubernetes objects or parts skipped.", ("kind",))
@@ -65,6 +98,19 @@ class Store:
         self.events: Counter[str] = Counter()  # applied events by kind
         self._listeners: list[Listener] = []
         self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
+        self.loop: asyncio.AbstractEventLoop | None = None  # set: big objects are parsed off it
+        self.pending: dict[tuple[str, ObjKey], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
+
+    @property
+    def idle(self) -> bool:
+        """No object is being parsed off the loop."""
+        return not self.pending
+
+    def resume(self) -> None:
+        """In a forked process (its parent's parsing threads did not come along): parse
+        again what was pending, on this process's `loop`."""
+        for (kind, key), (_, obj) in list(self.pending.items()):
+            self._defer(kind, key, obj)
 
     def publish(self, put: Put) -> None:
         for k, v in list(self.skipped.items()):
@@ -141,25 +187,16 @@ class Store:
         self.events[str(kind)] += 1
         if self.restored:
             self.restored.discard((str(kind), key))
+        if self.pending:
+            self.pending.pop((str(kind), key), None)  # this event supersedes the one being parsed
+        if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
+            if self.loop is not None and size(obj) > BIG_ITEMS:
+                self._defer(kind, key, obj)
+                return set()
+            old = self._current(kind, key)
+            new, same = _parse(kind, obj, old)
+            return self._put(kind, key, new, same)
         try:
-            if kind == SERVICE_IMPORT:
-                si = parse_service_import(obj)
-                if self.imports.get(key) == si:
-                    return set()
-                self.imports[key] = si
-                return {key}
-            if kind == ENDPOINT_SLICE:
-                sl = parse_endpoint_slice(obj)
-                for reason in sl.dropped:
-                    self._skip(kind, f"{key[0]}/{key[1]}: {reason}")
-                old = self.slices.get(key)
-                if old == sl:
-                    return set()
-                changed = self._delete(kind, key)
-                self.slices[key] = sl
-                svc = (sl.namespace, sl.service)
-                self.by_service.setdefault(svc, set()).add(key)
-                return changed | {svc}
             if kind == CLUSTER_PROPERTY:
                 cid = parse_cluster_id(obj)
                 if cid is not None and cid != self.cluster_id:
@@ -174,9 +211,60 @@ class Store:
         self._skip(str(kind), f"{key[0]}/{key[1]}: unknown kind {kind!r}")
         return set()
 
+    def _current(self, kind: str, key: ObjKey) -> Parsed | None:
+        return self.imports.get(key) if kind == SERVICE_IMPORT else self.slices.get(key)
+
+    def _put(self, kind: str, key: ObjKey, new: Parsed | Malformed, same: bool) -> set[ServiceKey]:
+        """Store a parsed object (`same`: it equals the stored one), or stop serving one
+        that became malformed; returns the services changed."""
+        if isinstance(new, Malformed):
+            self._skip(kind, str(new))
+            return self._delete(kind, key)  # its current state is unusable: stop serving the old one
+        if isinstance(new, ServiceImport):
+            if same:
+                return set()
+            self.imports[key] = new
+            return {key}
+        for reason in new.dropped:
+            self._skip(kind, f"{key[0]}/{key[1]}: {reason}")
+        if same:
+            return set()
+        changed = self._delete(kind, key)
+        self.slices[key] = new
+        svc = (new.namespace, new.service)
+        self.by_service.setdefault(svc, set()).add(key)
+        return changed | {svc}
+
+    def _defer(self, kind: str, key: ObjKey, obj: dict[str, Any]) -> None:
+        """Parse `obj` (and compare it with the stored one) in the loop's executor; store
+        it on the loop when done, unless a later event for it came first."""
+        assert self.loop is not None
+        token = object()
+        self.pending[(kind, key)] = (token, obj)
+        old = self._current(kind, key)
+        gcpause.hold()
+        fut = self.loop.run_in_executor(None, _parse, kind, obj, old)
+
+        def done(f: asyncio.Future[tuple[Parsed | Malformed, bool]]) -> None:
+            gcpause.release()
+            entry = self.pending.get((kind, key))
+            if entry is None or entry[0] is not token or f.cancelled():
+                return  # superseded, or shutting down
+            del self.pending[(kind, key)]
+            try:
+                new, same = f.result()
+            except Exception:  # pragma: no cover - the parser raises only Malformed
+                log.exception("parsing %s %s/%s failed", kind, *key)
+                return
+            self._notify(self._put(kind, key, new, same and self._current(kind, key) is old))
+
+        fut.add_done_callback(done)
+
     def _delete(self, kind: str, key: ObjKey) -> set[ServiceKey]:
         if self.restored:
             self.restored.discard((kind, key))
+        if self.pending:
+            self.pending.pop((kind, key), None)
         if kind == SERVICE_IMPORT:
             return {key} if self.imports.pop(key, None) is not None else set()
         if kind == ENDPOINT_SLICE:

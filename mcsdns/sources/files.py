@@ -18,7 +18,6 @@ per file, so a hostile file is rejected in about the time it takes to read.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -35,6 +34,7 @@ from yaml.nodes import Node
 from yaml.resolver import Resolver
 
 from ..data.store import KINDS, Store
+from ..ops import gcpause
 from ..ops.errors import os_reason
 from ..ops.fileio import Refused, read_bounded
 from ..ops.inotify import dir_watch
@@ -133,7 +133,7 @@ def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
     text = read_bounded(path, max_bytes).decode("utf-8")
     if path.suffix == ".json":
         try:
-            docs = [json.loads(text)]
+            docs = [gcpause.loads(text)]
         except RecursionError:
             raise Refused("too_deep", "JSON nested too deep") from None
     else:
@@ -297,7 +297,22 @@ class FileSource:
         self.last_sync = time.time()
         if not changed and not removed:
             return
-        read = await loop.run_in_executor(None, self._read, changed)
+        big = sum(sigs[p][1] for p in changed) > gcpause.HOLD_BYTES
+        if big:
+            gcpause.hold()
+        try:
+            upserts, deletes = await loop.run_in_executor(None, self._changes, changed, removed, sigs)
+        finally:
+            if big:
+                gcpause.release()
+        self.store.apply(upserts, deletes)
+
+    def _changes(self, changed: list[Path], removed: list[Path],
+                 sigs: dict[Path, Sig]) -> tuple[list[dict[str, Any]], list[tuple[str, tuple[str, str]]]]:
+        """Off the loop (one poll at a time): read the changed files, fold them into
+        `contents`, and return the objects to upsert and the keys to delete, in time
+        linear in the objects."""
+        read = self._read(changed)
         touched: set[FullKey] = set()
         for p in removed:
             touched |= self.contents.pop(p, {}).keys()
@@ -309,11 +324,10 @@ class FileSource:
             old = self.contents.get(p, {})
             touched |= {k for k in old.keys() | objs.keys() if old.get(k) != objs.get(k)}
             self.contents[p] = objs
-        upserts, deletes = [], []
-        for k in touched:
-            obj = next((c[k] for c in self.contents.values() if k in c), None)
-            if obj is None:
-                deletes.append((k[0], (k[1], k[2])))
-            else:
-                upserts.append(obj)
-        self.store.apply(upserts, deletes)
+        first: dict[FullKey, dict[str, Any]] = {}  # the first file's object of each touched key
+        for c in self.contents.values():
+            for k in c.keys() & touched:
+                first.setdefault(k, c[k])
+        upserts = [first[k] for k in touched if k in first]
+        deletes = [(k[0], (k[1], k[2])) for k in touched if k not in first]
+        return upserts, deletes

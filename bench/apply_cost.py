@@ -1,0 +1,213 @@
+"""Apply cost of one large object: CPU, worst answering stall, RSS growth (issue 27).
+
+For each kind and size, a fresh `python -m mcsdns serve --manifests DIR` holding one
+small service (`web`) is started; a client asks `web` A every 2 ms over UDP; then one
+large object is written into DIR (JSON, renamed into place) and the client waits until
+the large service answers. Printed per run:
+
+- cpu_s: the server's CPU seconds from the write until the large service answered
+  (reading the file, parsing, building the records, publishing);
+- stall_ms: the longest time between two answers to `web` while that happened, and
+  idle_ms the same over one second before the write (the machine's own noise);
+- rss_mib: the server's RSS growth once the large service answers.
+
+Kinds: `endpoints` (a headless service, one slice of N endpoints without hostnames),
+`shared` (N endpoints, two per hostname), `ports` (a ClusterSetIP ServiceImport with N
+named ports).
+
+    python bench/apply_cost.py [--sizes 2000,8000,32000,100000] [--kinds endpoints,shared,ports]
+        [--root DIR]   # the mcsdns checkout to run (default: this one)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import dns.message
+import dns.rcode
+
+ZONE = "clusterset.local"
+KINDS = ("endpoints", "shared", "ports")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _si(name: str, headless: bool, ports: list[dict[str, Any]], ips: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": name, "namespace": "bench"},
+            "spec": {"type": "Headless" if headless else "ClusterSetIP", "ips": ips, "ports": ports}}
+
+
+def _ip(i: int) -> str:
+    return f"10.{64 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}"
+
+
+def objects(kind: str, n: int) -> tuple[list[dict[str, Any]], str, str, int]:
+    """The large service's objects, a name of it and the type to ask, and how many
+    records that name must answer with once it is applied."""
+    if kind == "ports":
+        ports = [{"name": f"p{i}", "protocol": "TCP", "port": 1 + i % 65535} for i in range(n)]
+        return [_si("big", False, ports, ["10.1.0.1"])], f"_p{n - 1}._tcp.big.bench.svc.{ZONE}", "SRV", 1
+    eps = []
+    for i in range(n):
+        ep: dict[str, Any] = {"addresses": [_ip(i)], "conditions": {"ready": True}}
+        if kind == "shared":
+            ep["hostname"] = f"h{i // 2}"
+        eps.append(ep)
+    sl = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+          "metadata": {"name": "big-c1", "namespace": "bench", "labels": {
+              "multicluster.kubernetes.io/service-name": "big",
+              "multicluster.kubernetes.io/source-cluster": "c1"}},
+          "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": eps}
+    port = [{"name": "http", "protocol": "TCP", "port": 80}]
+    if kind == "shared":
+        host, want = f"h{(n - 1) // 2}", 2
+    else:
+        host, want = _ip(n - 1).replace(".", "-"), 1
+    return [_si("big", True, port, []), sl], f"{host}.c1.big.bench.svc.{ZONE}", "A", want
+
+
+def write_json(path: Path, objs: list[dict[str, Any]]) -> None:
+    """Write `objs` as one `kind: List` JSON manifest, renamed into place."""
+    tmp = path.with_name("." + path.name)
+    tmp.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    tmp.rename(path)
+
+
+def answers(addr: tuple[str, int], name: str, rtype: str, timeout: float = 1.0) -> int:
+    """Records in the answer to `name` (over TCP, for any size), or -1 on no answer."""
+    import dns.query
+    try:
+        r = dns.query.tcp(dns.message.make_query(name, rtype), addr[0], port=addr[1], timeout=timeout)
+    except (OSError, dns.exception.DNSException):
+        return -1
+    if r.rcode() != dns.rcode.NOERROR:
+        return -1
+    return sum(len(rrset) for rrset in r.answer)
+
+
+class Gaps:
+    """Asks `name` A every `interval` s over UDP from a thread; the longest time between
+    two answers since `reset`."""
+
+    def __init__(self, addr: tuple[str, int], name: str, interval: float = 0.002) -> None:
+        self.addr, self.interval, self.worst, self.answered = addr, interval, 0.0, 0
+        self.query = dns.message.make_query(name, "A").to_wire()
+        self._stop = threading.Event()
+        self._last = time.monotonic()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def reset(self) -> None:
+        self.worst, self._last = 0.0, time.monotonic()
+
+    def _run(self) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(0.5)
+            while not self._stop.is_set():
+                s.sendto(self.query, self.addr)
+                try:
+                    while s.recv(4096)[:2] != self.query[:2]:
+                        pass
+                except TimeoutError:
+                    continue
+                now = time.monotonic()
+                self.worst = max(self.worst, now - self._last)
+                self._last = now
+                self.answered += 1
+                time.sleep(self.interval)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.worst
+
+
+def _proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_one(root: Path, kind: str, n: int, limit: float = 120.0) -> dict[str, Any]:
+    """One fresh server, one large object applied; the figures of the module docstring."""
+    with tempfile.TemporaryDirectory(prefix="apply-cost-") as tmp:
+        d = Path(tmp, "manifests")
+        d.mkdir()
+        write_json(d / "web.json", [_si("web", False, [], ["10.0.0.1"])])
+        objs, name, rtype, want = objects(kind, n)
+        big = Path(tmp, "big.json")
+        write_json(big, objs)
+        del objs
+        port = _free_port()
+        env = dict(os.environ, PYTHONPATH=str(root))
+        proc = subprocess.Popen([sys.executable, "-m", "mcsdns", "serve", "--manifests", str(d),
+                                 "--listen", f"127.0.0.1:{port}", "--lameduck=0"], cwd=root, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        addr = ("127.0.0.1", port)
+        try:
+            deadline = time.monotonic() + 30
+            while answers(addr, f"web.bench.svc.{ZONE}", "A") != 1:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("server did not start")
+                time.sleep(0.05)
+            gaps = Gaps(addr, f"web.bench.svc.{ZONE}")
+            time.sleep(1.0)
+            idle = gaps.worst
+            rss0, cpu0 = _proc_rss(proc.pid), _proc_cpu(proc.pid)
+            gaps.reset()
+            big.rename(d / "big.json")
+            start = time.monotonic()
+            done = False
+            while time.monotonic() - start < limit:
+                if answers(addr, name, rtype, timeout=2.0) == want:
+                    done = True
+                    break
+                time.sleep(0.02)
+            cpu = _proc_cpu(proc.pid) - cpu0
+            wall = time.monotonic() - start
+            stall = gaps.stop()
+            rss = _proc_rss(proc.pid) - rss0
+        finally:
+            proc.terminate()
+            proc.wait()
+    return {"kind": kind, "n": n, "done": done, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "stall_ms": round(stall * 1000), "idle_ms": round(idle * 1000), "rss_mib": round(rss, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="2000,8000,32000,100000")
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    ap.add_argument("--limit", type=float, default=120.0, help="seconds to wait for one apply")
+    args = ap.parse_args()
+    print(f"{'kind':10} {'n':>7} {'cpu_s':>7} {'wall_s':>7} {'stall_ms':>9} {'idle_ms':>8} {'rss_mib':>8}")
+    for kind in args.kinds.split(","):
+        for n in (int(x) for x in args.sizes.split(",")):
+            r = run_one(args.root, kind, n, args.limit)
+            flag = "" if r["done"] else f"  (not applied within {args.limit:g} s)"
+            print(f"{kind:10} {n:>7} {r['cpu_s']:>7} {r['wall_s']:>7} {r['stall_ms']:>9} {r['idle_ms']:>8} "
+                  f"{r['rss_mib']:>8}{flag}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Service records built off the event loop when they are large, then swapped in.
+
+`Builder.rebuild` builds the changed services' records on the loop, as one step,
+when they hold at most BIG_ITEMS endpoints and ports together (nearly every change).
+Larger changes are built in the loop's executor: the records (`zone.records`), what
+they change in the zone (`Zone.stage`) and the digest and journal difference
+(`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
+about SWAP_NAMES names per turn, so a query sees a service before or after its
+change, never half, and answering never waits for the build. A service changed again
+while its build runs is built again after the swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ..data.objects import EndpointSlice, ServiceImport
+from ..data.store import BIG_ITEMS, ServiceKey, Store, parsed_size
+from ..ops import gcpause
+from ..zone.journal import Worked, work_out
+from ..zone.locality import Locality
+from ..zone.records import Names, service_records
+from ..zone.zone import Staged, Zone
+from .publisher import ZonePublisher
+
+log = logging.getLogger("mcsdns.builder")
+
+SWAP_NAMES = 20_000  # names swapped in per loop turn (whole services: a larger one alone)
+
+Inputs = list[tuple[ServiceKey, ServiceImport | None, list[EndpointSlice]]]
+Work = list[tuple[Staged, Worked]]
+
+
+def records(zone: Zone, si: ServiceImport | None, slices: list[EndpointSlice], loc: Locality) -> Names:
+    """A service's names and RRsets in `zone` (none without its ServiceImport)."""
+    return service_records(si, slices, zone.origin, loc) if si is not None else {}
+
+
+class Builder:
+    """Builds changed services into the zone through the publisher.
+
+    Invariants: a service is in `building` from the moment its inputs are taken until
+    its change is swapped in, and no other change of it reaches the zone meanwhile.
+    """
+
+    def __init__(self, store: Store, zone: Zone, publisher: ZonePublisher,
+                 again: Callable[[set[ServiceKey]], None]) -> None:
+        self.store, self.zone, self.publisher = store, zone, publisher
+        self.again = again  # rebuild services that changed while they were being built
+        self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
+        self.building: dict[ServiceKey, bool] = {}  # service -> changed again meanwhile
+        self.offloaded = 0  # builds run off the loop
+
+    @property
+    def idle(self) -> bool:
+        """No build is running or waiting to be swapped in."""
+        return not self.building
+
+    def rebuild(self, keys: set[ServiceKey], loc: Locality) -> None:
+        """Bring the zone's records of `keys` up to the store's objects."""
+        inputs: Inputs = []
+        cost = 0
+        for key in keys:
+            if key in self.building:
+                self.building[key] = True
+                continue
+            si, slices = self.store.service(key)
+            cost += parsed_size(si, slices) + 1
+            inputs.append((key, si, slices))
+        if not inputs:
+            return
+        if self.loop is None or cost <= BIG_ITEMS:
+            self.publisher.apply((key, records(self.zone, si, slices, loc)) for key, si, slices in inputs)
+            return
+        for key, _, _ in inputs:
+            self.building[key] = False
+        self.offloaded += 1
+        gcpause.hold()
+        fut = self.loop.run_in_executor(None, self._work, inputs, loc)
+        fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
+
+    def resume(self) -> None:
+        """In a forked process (the parent's build threads did not come along): build
+        again what was being built, on this process's `loop`."""
+        keys, self.building = set(self.building), {}
+        if keys:
+            self.again(keys)
+
+    def _work(self, inputs: Inputs, loc: Locality) -> Work:
+        """Off the loop: each service's staged zone change and its digest and difference."""
+        out: Work = []
+        for key, si, slices in inputs:
+            st = self.zone.stage(key, records(self.zone, si, slices, loc))
+            out.append((st, work_out(key, st.before, st.new)))
+        return out
+
+    def _built(self, fut: asyncio.Future[Work], keys: list[ServiceKey]) -> None:
+        gcpause.release()
+        if fut.cancelled():
+            return  # shutting down
+        try:
+            work = fut.result()
+        except Exception:  # pragma: no cover - a bug in the builders: keep the old records
+            log.exception("building %d services failed", len(keys))
+            for key in keys:
+                self.building.pop(key, None)
+            return
+        self._swap(work)
+
+    def _swap(self, work: Work) -> None:
+        """Swap in whole services, about SWAP_NAMES names this turn; the rest next turn."""
+        batch: Work = []
+        names = 0
+        while work and names < SWAP_NAMES:
+            st, w = work.pop()
+            batch.append((st, w))
+            names += len(st.gone) + len(st.put) + 1
+        self.publisher.swap(batch)
+        again = {st.key for st, _ in batch if self.building.pop(st.key, False)}
+        if work:
+            assert self.loop is not None
+            self.loop.call_soon(self._swap, work)
+        if again:
+            self.again(again)
