@@ -13,7 +13,8 @@ the large service answers. Printed per run:
 
 Kinds: `endpoints` (a headless service, one slice of N endpoints without hostnames),
 `shared` (N endpoints, two per hostname), `ports` (a ClusterSetIP ServiceImport with N
-named ports).
+named ports), `services` (N ClusterSetIP ServiceImports of one port, in one file: a
+batch of many small objects).
 
     python bench/apply_cost.py [--sizes 2000,8000,32000,100000] [--kinds endpoints,shared,ports]
         [--root DIR]   # the mcsdns checkout to run (default: this one)
@@ -37,7 +38,7 @@ import dns.message
 import dns.rcode
 
 ZONE = "clusterset.local"
-KINDS = ("endpoints", "shared", "ports")
+KINDS = ("endpoints", "shared", "ports", "services")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -54,6 +55,9 @@ def _ip(i: int) -> str:
 def objects(kind: str, n: int) -> tuple[list[dict[str, Any]], str, str, int]:
     """The large service's objects, a name of it and the type to ask, and how many
     records that name must answer with once it is applied."""
+    if kind == "services":
+        http = [{"name": "http", "protocol": "TCP", "port": 80}]
+        return ([_si(f"s{i}", False, http, [_ip(i)]) for i in range(n)], f"s{n - 1}.bench.svc.{ZONE}", "A", 1)
     if kind == "ports":
         ports = [{"name": f"p{i}", "protocol": "TCP", "port": 1 + i % 65535} for i in range(n)]
         return [_si("big", False, ports, ["10.1.0.1"])], f"_p{n - 1}._tcp.big.bench.svc.{ZONE}", "SRV", 1

@@ -1,9 +1,10 @@
 """A large object is applied without stalling answers (issue 27, item 3).
 
 A real server answers a client asking another name every 2 ms while a 100k-endpoint
-slice or a 30k-port ServiceImport is applied: the longest time between two answers
-stays bounded (main: seconds), then the large service is served. Objects parsed off the
-loop keep the order of events: a later event for the same object wins.
+slice, a 30k-port ServiceImport or a file of 20k ServiceImports is applied: the longest
+time between two answers stays bounded (main: seconds), then the large service is
+served. Objects parsed off the loop keep the order of events: a later event for the
+same object wins.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def _records(addr: tuple[str, int], name: str, rtype: str) -> set[str]:
     return {rd.to_text() for rrset in r.answer for rd in rrset}
 
 
-@pytest.mark.parametrize(("kind", "n"), [("endpoints", 100_000), ("ports", 30_000)])
+@pytest.mark.parametrize(("kind", "n"), [("endpoints", 100_000), ("ports", 30_000), ("services", 20_000)])
 def test_large_object_does_not_stall_answers(tmp_path: Path, kind: str, n: int) -> None:
     d = tmp_path / "manifests"
     d.mkdir()
@@ -49,7 +50,9 @@ def test_large_object_does_not_stall_answers(tmp_path: Path, kind: str, n: int) 
         assert wait_for(lambda: answers(srv.addr, name, rtype) == want, timeout=90, interval=0.05)
         stall = gaps.stop()
         assert gaps.answered > 100
-        if kind == "ports":
+        if kind == "services":
+            assert _records(srv.addr, f"s0.bench.svc.{ZONE}", "A") == {"10.64.0.0"}
+        elif kind == "ports":
             assert _records(srv.addr, f"_p0._tcp.big.bench.svc.{ZONE}", "SRV") == {
                 f"0 100 1 big.bench.svc.{ZONE}."}
             assert _records(srv.addr, f"big.bench.svc.{ZONE}", "A") == {"10.1.0.1"}

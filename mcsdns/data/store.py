@@ -4,9 +4,10 @@ Sources call `upsert`, `delete` and `replace` (a full list of one kind) on the
 event-loop thread. Every call ends by telling subscribers which services
 changed, so only those are rebuilt.
 
-An object of more than BIG_ITEMS endpoints or ports is parsed off the event loop (in
-the loop's executor, once `loop` is set) and stored when that is done, unless a later
-event for the same object came first; `idle` is False meanwhile.
+Once `loop` is set, one call parses at most about BIG_ITEMS endpoints and ports on the
+event loop: a larger object, and the objects past that budget, are parsed in the loop's
+executor and stored when that is done, unless a later event for the same object came
+first; `idle` is False meanwhile.
 
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
@@ -60,6 +61,13 @@ def parsed_size(si: ServiceImport | None, slices: Iterable[EndpointSlice]) -> in
     return len(ports) + sum(len(s.endpoints) + len(s.ports) for s in slices)
 
 
+Deferred = tuple[str, ObjKey, object, dict[str, Any], Parsed | None]  # kind, key, token, raw, stored
+
+
+def _parse_all(job: list[Deferred]) -> list[tuple[Parsed | Malformed, bool]]:
+    return [_parse(kind, obj, old) for kind, _, _, obj, old in job]
+
+
 def _parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:
     """(the parsed object or why it is malformed, whether it equals `old`), off the loop."""
     try:
@@ -100,6 +108,8 @@ class Store:
         self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
         self.loop: asyncio.AbstractEventLoop | None = None  # set: big objects are parsed off it
         self.pending: dict[tuple[str, ObjKey], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
+        self._later: list[Deferred] = []  # deferred by the current call, not yet submitted
+        self._budget = BIG_ITEMS  # items the current call may still parse on the loop
 
     @property
     def idle(self) -> bool:
@@ -111,6 +121,7 @@ class Store:
         again what was pending, on this process's `loop`."""
         for (kind, key), (_, obj) in list(self.pending.items()):
             self._defer(kind, key, obj)
+        self._submit()
 
     def publish(self, put: Put) -> None:
         for k, v in list(self.skipped.items()):
@@ -131,22 +142,28 @@ class Store:
     # ---- mutations ----
 
     def upsert(self, obj: dict[str, Any]) -> None:
-        self._notify(self._upsert(obj))
+        self._budget = BIG_ITEMS
+        changed = self._upsert(obj)
+        self._submit()
+        self._notify(changed)
 
     def delete(self, obj: dict[str, Any]) -> None:
         self._notify(self._delete(str(obj.get("kind", "")), obj_key(obj)))
 
     def apply(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, ObjKey]]) -> None:
         """Apply several changes, then notify once."""
+        self._budget = BIG_ITEMS
         changed: set[ServiceKey] = set()
         for kind, key in deletes:
             changed |= self._delete(kind, key)
         for obj in upserts:
             changed |= self._upsert(obj)
+        self._submit()
         self._notify(changed)
 
     def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
         """Make the objects of `kind` exactly `objs` (after a list or relist)."""
+        self._budget = BIG_ITEMS
         changed: set[ServiceKey] = set()
         seen: set[ObjKey] = set()
         for obj in objs:
@@ -157,16 +174,19 @@ class Store:
             list(self.slices) if kind == ENDPOINT_SLICE else [])
         for k in [k for k in existing if k not in seen]:
             changed |= self._delete(kind, k)
+        self._submit()
         self._notify(changed)
 
     def restore(self, objs: Iterable[dict[str, Any]]) -> None:
         """Load saved objects (malformed ones skipped as usual), marked as restored."""
         events = Counter(self.events)
         changed: set[ServiceKey] = set()
+        loop, self.loop = self.loop, None  # parsed here, all of it: they are marked restored below
         try:
             for obj in objs:
                 changed |= self._upsert(obj)
         finally:
+            self.loop = loop
             self.events = events  # restored objects are not watch events
             self.restored = {(SERVICE_IMPORT, k) for k in self.imports}
             self.restored |= {(ENDPOINT_SLICE, k) for k in self.slices}
@@ -190,9 +210,12 @@ class Store:
         if self.pending:
             self.pending.pop((str(kind), key), None)  # this event supersedes the one being parsed
         if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
-            if self.loop is not None and size(obj) > BIG_ITEMS:
-                self._defer(kind, key, obj)
-                return set()
+            if self.loop is not None:
+                items = size(obj) + 1
+                if items > self._budget or items > BIG_ITEMS:
+                    self._defer(kind, key, obj)
+                    return set()
+                self._budget -= items
             old = self._current(kind, key)
             new, same = _parse(kind, obj, old)
             return self._put(kind, key, new, same)
@@ -236,27 +259,46 @@ class Store:
         return changed | {svc}
 
     def _defer(self, kind: str, key: ObjKey, obj: dict[str, Any]) -> None:
-        """Parse `obj` (and compare it with the stored one) in the loop's executor; store
-        it on the loop when done, unless a later event for it came first."""
-        assert self.loop is not None
+        """Parse `obj` off the loop (with the rest of this call's `_later`); it is stored
+        when done, unless a later event for it came first."""
         token = object()
         self.pending[(kind, key)] = (token, obj)
-        old = self._current(kind, key)
-        gcpause.hold()
-        fut = self.loop.run_in_executor(None, _parse, kind, obj, old)
+        self._later.append((kind, key, token, obj, self._current(kind, key)))
 
-        def done(f: asyncio.Future[tuple[Parsed | Malformed, bool]]) -> None:
+    def _submit(self) -> None:
+        """Hand what this call deferred to the loop's executor, about BIG_ITEMS per job."""
+        later, self._later = self._later, []
+        job: list[Deferred] = []
+        items = 0
+        for d in later:
+            job.append(d)
+            items += size(d[3]) + 1
+            if items > BIG_ITEMS or d is later[-1]:
+                self._run(job)
+                job, items = [], 0
+
+    def _run(self, job: list[Deferred]) -> None:
+        assert self.loop is not None
+        gcpause.hold()
+        fut = self.loop.run_in_executor(None, _parse_all, job)
+
+        def done(f: asyncio.Future[list[tuple[Parsed | Malformed, bool]]]) -> None:
             gcpause.release()
-            entry = self.pending.get((kind, key))
-            if entry is None or entry[0] is not token or f.cancelled():
-                return  # superseded, or shutting down
-            del self.pending[(kind, key)]
+            if f.cancelled():
+                return  # shutting down
             try:
-                new, same = f.result()
-            except Exception:  # pragma: no cover - the parser raises only Malformed
-                log.exception("parsing %s %s/%s failed", kind, *key)
-                return
-            self._notify(self._put(kind, key, new, same and self._current(kind, key) is old))
+                results = f.result()
+            except Exception:  # pragma: no cover - the parsers raise only Malformed
+                log.exception("parsing %d objects failed", len(job))
+                results = [(Malformed("parser failed"), False)] * len(job)
+            changed: set[ServiceKey] = set()
+            for (kind, key, token, _, old), (new, same) in zip(job, results, strict=True):
+                entry = self.pending.get((kind, key))
+                if entry is None or entry[0] is not token:
+                    continue  # superseded by a later event
+                del self.pending[(kind, key)]
+                changed |= self._put(kind, key, new, same and self._current(kind, key) is old)
+            self._notify(changed)
 
         fut.add_done_callback(done)
 

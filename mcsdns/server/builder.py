@@ -1,7 +1,8 @@
 """Service records built off the event loop when they are large, then swapped in.
 
 `Builder.rebuild` builds the changed services' records on the loop, as one step,
-when they hold at most BIG_ITEMS endpoints and ports together (nearly every change).
+when they cost at most BIG_ITEMS (endpoints and ports, plus SERVICE_COST per service;
+nearly every change).
 Larger changes are built in the loop's executor: the records (`zone.records`), what
 they change in the zone (`Zone.stage`) and the digest and journal difference
 (`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
@@ -29,6 +30,7 @@ from .publisher import ZonePublisher
 log = logging.getLogger("mcsdns.builder")
 
 SWAP_NAMES = 20_000  # names swapped in per loop turn (whole services: a larger one alone)
+SERVICE_COST = 8  # what building one service costs beyond its items, in items (about 100 us)
 
 Inputs = list[tuple[ServiceKey, ServiceImport | None, list[EndpointSlice]]]
 Work = list[tuple[Staged, Worked]]
@@ -68,7 +70,7 @@ class Builder:
                 self.building[key] = True
                 continue
             si, slices = self.store.service(key)
-            cost += parsed_size(si, slices) + 1
+            cost += parsed_size(si, slices) + SERVICE_COST
             inputs.append((key, si, slices))
         if not inputs:
             return
@@ -117,7 +119,7 @@ class Builder:
         while work and names < SWAP_NAMES:
             st, w = work.pop()
             batch.append((st, w))
-            names += len(st.gone) + len(st.put) + 1
+            names += len(st.gone) + len(st.put) + SERVICE_COST
         self.publisher.swap(batch)
         again = {st.key for st, _ in batch if self.building.pop(st.key, False)}
         assert self.loop is not None

@@ -61,12 +61,12 @@ class ZonePublisher:
 
     def swap(self, work: Iterable[tuple[Staged, Worked]]) -> None:
         """As `apply`, for changes staged and worked out off the loop (server.builder)."""
-        touched: set[bytes] | None = None
+        sets: list[set[bytes]] = []
         for st, worked in work:
             change = self.zone.commit(st)
             self.versions.record(change, worked)
-            touched = change.names if touched is None else touched | change.names  # one: no copy
-        self._invalidate(touched or set())
+            sets.append(change.names)
+        self._invalidate(sets[0] if len(sets) == 1 else set().union(*sets))  # one: not copied
         self.commit()
 
     def _invalidate(self, touched: set[bytes]) -> None:
