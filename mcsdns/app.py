@@ -13,6 +13,7 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,9 +175,11 @@ class App:
         self.builder.rebuild(keys, loc)
 
     def off_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """From now on, parse large objects and build large services off `loop`; in a
-        forked worker, redo what the parent was doing off its loop."""
+        """From now on, parse large objects and build large services off `loop`, in one
+        thread of this process's own (one: the loop competes for the GIL with it alone);
+        in a forked worker, redo what the parent was doing off its loop."""
         self.store.loop = self.builder.loop = loop
+        self.store.executor = self.builder.executor = ThreadPoolExecutor(1, "mcsdns-apply")
         self.store.resume()
         self.builder.resume()
 
@@ -411,6 +414,8 @@ class App:
         for h in self._http:
             h.close()
         self.publisher.close(loop)
+        if self.store.executor is not None:
+            self.store.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def bind_listen(listen: list[tuple[str, int]], reuse_port: bool) -> list[tuple[str, int, socket.socket]]:

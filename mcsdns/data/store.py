@@ -1,13 +1,13 @@
 """The object store: what the sources last said, grouped by service.
 
-Sources call `upsert`, `delete` and `replace` (a full list of one kind) on the
-event-loop thread. Every call ends by telling subscribers which services
-changed, so only those are rebuilt.
+Sources call `upsert`, `delete`, `apply` and `replace` (a full list of one kind) on
+the event-loop thread. Subscribers are told which services changed, so only those
+are rebuilt.
 
-Once `loop` is set, one call parses at most about BIG_ITEMS endpoints and ports on the
-event loop: a larger object, and the objects past that budget, are parsed in the loop's
-executor and stored when that is done, unless a later event for the same object came
-first; `idle` is False meanwhile.
+Once `loop` is set, the loop parses about TURN_ITEMS endpoints and ports per turn: a
+larger batch goes on over the next turns, in order; an object of more than BIG_ITEMS
+is parsed in `executor` and stored when that is done, unless a later event for the
+same object came first. `idle` is False meanwhile.
 
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
 from typing import Any, TypeAlias
 
 from ..kube.keys import Key, key_of
@@ -45,6 +46,7 @@ ObjKey = Key  # an object's within one kind
 Listener = Callable[[set[ServiceKey]], None]
 
 BIG_ITEMS = 2000  # endpoints + ports of one object above which it is parsed off the event loop
+TURN_ITEMS = 1000  # endpoints + ports (+1 per object) parsed on the loop per turn
 Parsed: TypeAlias = ServiceImport | EndpointSlice
 
 
@@ -92,9 +94,10 @@ class Store:
     """What the sources last said: ServiceImports and EndpointSlices by key, and the
     slices of each service.
 
-    Invariants: `by_service` indexes exactly the slices in `slices`; every mutation ends
-    with one notification naming the services it changed (none: no notification);
-    malformed objects are never stored, only counted in `skipped`.
+    Invariants: `by_service` indexes exactly the slices in `slices`; operations apply in
+    the order of the calls, and each change is notified once, naming the services it
+    changed (none: no notification); malformed objects are never stored, only counted
+    in `skipped`.
     """
 
     def __init__(self) -> None:
@@ -108,20 +111,26 @@ class Store:
         self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
         self.loop: asyncio.AbstractEventLoop | None = None  # set: big objects are parsed off it
         self.pending: dict[tuple[str, ObjKey], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
-        self._later: list[Deferred] = []  # deferred by the current call, not yet submitted
-        self._budget = BIG_ITEMS  # items the current call may still parse on the loop
+        self._later: list[Deferred] = []  # deferred, not yet submitted
+        self._ops: deque[Iterator[None]] = deque()  # operations queued or under way
+        self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
+        self._turn_scheduled = False
+        self.executor: Executor | None = None  # with `loop`: where large objects are parsed
 
     @property
     def idle(self) -> bool:
-        """No object is being parsed off the loop."""
-        return not self.pending
+        """Every operation has been applied, nothing is being parsed off the loop."""
+        return not self.pending and not self._ops
 
     def resume(self) -> None:
-        """In a forked process (its parent's parsing threads did not come along): parse
-        again what was pending, on this process's `loop`."""
+        """In a forked process (its parent's parsing thread and scheduled turns did not
+        come along): parse again what was pending, and go on with queued operations, on
+        this process's `loop`."""
         for (kind, key), (_, obj) in list(self.pending.items()):
             self._defer(kind, key, obj)
         self._submit()
+        self._turn_scheduled = False
+        self._next_turn()
 
     def publish(self, put: Put) -> None:
         for k, v in list(self.skipped.items()):
@@ -140,42 +149,95 @@ class Store:
         return sorted(self.imports)
 
     # ---- mutations ----
+    # Each call is an operation, run to its end at once when nothing is queued and it fits
+    # in this turn's budget (nearly always); otherwise it continues on the next turns, in
+    # order, the services changed so far notified at each pause.
 
     def upsert(self, obj: dict[str, Any]) -> None:
-        self._budget = BIG_ITEMS
-        changed = self._upsert(obj)
-        self._submit()
-        self._notify(changed)
+        self._run(self._apply_op([obj], ()))
 
     def delete(self, obj: dict[str, Any]) -> None:
-        self._notify(self._delete(str(obj.get("kind", "")), obj_key(obj)))
+        self._run(self._apply_op((), [(str(obj.get("kind", "")), obj_key(obj))]))
 
     def apply(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, ObjKey]]) -> None:
-        """Apply several changes, then notify once."""
-        self._budget = BIG_ITEMS
-        changed: set[ServiceKey] = set()
-        for kind, key in deletes:
-            changed |= self._delete(kind, key)
-        for obj in upserts:
-            changed |= self._upsert(obj)
-        self._submit()
-        self._notify(changed)
+        """Apply several changes, then notify."""
+        self._run(self._apply_op(upserts, deletes))
 
     def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
         """Make the objects of `kind` exactly `objs` (after a list or relist)."""
-        self._budget = BIG_ITEMS
+        self._run(self._replace_op(kind, objs))
+
+    def _apply_op(self, upserts: Iterable[dict[str, Any]],
+                  deletes: Iterable[tuple[str, ObjKey]]) -> Iterator[None]:
+        changed: set[ServiceKey] = set()
+        for kind, key in deletes:
+            changed |= self._delete(kind, key)
+            if self._spend(1):
+                changed = self._pause(changed)
+                yield
+        for obj in upserts:
+            changed |= self._upsert(obj)
+            if self._budget <= 0:
+                changed = self._pause(changed)
+                yield
+        self._pause(changed)
+
+    def _replace_op(self, kind: str, objs: Iterable[dict[str, Any]]) -> Iterator[None]:
         changed: set[ServiceKey] = set()
         seen: set[ObjKey] = set()
         for obj in objs:
             obj.setdefault("kind", kind)
             seen.add(obj_key(obj))
             changed |= self._upsert(obj)
+            if self._budget <= 0:
+                changed = self._pause(changed)
+                yield
         existing: list[ObjKey] = list(self.imports) if kind == SERVICE_IMPORT else (
             list(self.slices) if kind == ENDPOINT_SLICE else [])
         for k in [k for k in existing if k not in seen]:
             changed |= self._delete(kind, k)
+        self._pause(changed)
+
+    def _pause(self, changed: set[ServiceKey]) -> set[ServiceKey]:
+        """Hand what was deferred to the executor and notify what changed so far."""
         self._submit()
         self._notify(changed)
+        return set()
+
+    def _run(self, op: Iterator[None]) -> None:
+        if self.loop is None:  # no loop (tools, tests): all at once
+            for _ in op:
+                pass
+            return
+        self._ops.append(op)
+        if len(self._ops) == 1:
+            self._drive()
+
+    def _drive(self) -> None:
+        """Run queued operations while this turn's budget lasts."""
+        while self._ops and self._budget > 0:
+            try:
+                next(self._ops[0])
+            except StopIteration:
+                self._ops.popleft()
+
+    def _spend(self, items: int) -> bool:
+        """Count work done on the loop; True once this turn's budget is spent (the next
+        turn, with a new budget, is then scheduled)."""
+        if self.loop is None:
+            return False
+        self._budget -= items
+        if self._budget > 0:
+            return False
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.loop.call_soon(self._next_turn)
+        return True
+
+    def _next_turn(self) -> None:
+        self._turn_scheduled = False
+        self._budget = TURN_ITEMS
+        self._drive()
 
     def restore(self, objs: Iterable[dict[str, Any]]) -> None:
         """Load saved objects (malformed ones skipped as usual), marked as restored."""
@@ -212,10 +274,11 @@ class Store:
         if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
             if self.loop is not None:
                 items = size(obj) + 1
-                if items > self._budget or items > BIG_ITEMS:
+                if items > BIG_ITEMS:
+                    self._spend(1)
                     self._defer(kind, key, obj)
                     return set()
-                self._budget -= items
+                self._spend(items)
             old = self._current(kind, key)
             new, same = _parse(kind, obj, old)
             return self._put(kind, key, new, same)
@@ -266,7 +329,7 @@ class Store:
         self._later.append((kind, key, token, obj, self._current(kind, key)))
 
     def _submit(self) -> None:
-        """Hand what this call deferred to the loop's executor, about BIG_ITEMS per job."""
+        """Hand what was deferred to the executor, about BIG_ITEMS per job."""
         later, self._later = self._later, []
         job: list[Deferred] = []
         items = 0
@@ -274,13 +337,13 @@ class Store:
             job.append(d)
             items += size(d[3]) + 1
             if items > BIG_ITEMS or d is later[-1]:
-                self._run(job)
+                self._start(job)
                 job, items = [], 0
 
-    def _run(self, job: list[Deferred]) -> None:
+    def _start(self, job: list[Deferred]) -> None:
         assert self.loop is not None
         gcpause.hold()
-        fut = self.loop.run_in_executor(None, _parse_all, job)
+        fut = self.loop.run_in_executor(self.executor, _parse_all, job)
 
         def done(f: asyncio.Future[list[tuple[Parsed | Malformed, bool]]]) -> None:
             gcpause.release()

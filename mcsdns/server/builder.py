@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 from ..data.objects import EndpointSlice, ServiceImport
 from ..data.store import BIG_ITEMS, ServiceKey, Store, parsed_size
-from ..ops import gcpause, process
+from ..ops import gcpause
 from ..zone.journal import Worked, work_out
 from ..zone.locality import Locality
 from ..zone.records import Names, service_records
@@ -29,7 +30,7 @@ from .publisher import ZonePublisher
 
 log = logging.getLogger("mcsdns.builder")
 
-SWAP_NAMES = 20_000  # names swapped in per loop turn (whole services: a larger one alone)
+SWAP_NAMES = 10_000  # names swapped in per loop turn (whole services: a larger one alone)
 SERVICE_COST = 8  # what building one service costs beyond its items, in items (about 100 us)
 
 Inputs = list[tuple[ServiceKey, ServiceImport | None, list[EndpointSlice]]]
@@ -52,7 +53,8 @@ class Builder:
                  again: Callable[[set[ServiceKey]], None]) -> None:
         self.store, self.zone, self.publisher = store, zone, publisher
         self.again = again  # rebuild services that changed while they were being built
-        self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
+        self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it,
+        self.executor: Executor | None = None  # in this
         self.building: dict[ServiceKey, bool] = {}  # service -> changed again meanwhile
         self.offloaded = 0  # builds run off the loop
 
@@ -81,7 +83,7 @@ class Builder:
             self.building[key] = False
         self.offloaded += 1
         gcpause.hold()
-        fut = self.loop.run_in_executor(None, self._work, inputs, loc)
+        fut = self.loop.run_in_executor(self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
     def resume(self) -> None:
@@ -122,10 +124,8 @@ class Builder:
             names += len(st.gone) + len(st.put) + SERVICE_COST
         self.publisher.swap(batch)
         again = {st.key for st, _ in batch if self.building.pop(st.key, False)}
-        assert self.loop is not None
         if work:
+            assert self.loop is not None
             self.loop.call_soon(self._swap, work)
-        else:  # the build's temporaries are gone: hand their pages back (ctypes drops the GIL)
-            self.loop.run_in_executor(None, process.release_free_memory)
         if again:
             self.again(again)
