@@ -66,14 +66,16 @@ def test_large_object_does_not_stall_answers(tmp_path: Path, kind: str, n: int) 
     assert stall < bound, f"answers stalled {stall:.3f} s while applying (idle worst {idle:.3f} s)"
 
 
-def test_large_import_from_the_api_does_not_stall_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_large_import_from_the_api_does_not_stall_answers(tmp_path: Path, workers: int) -> None:
     """The same through the Kubernetes source: a 30k-port ServiceImport (about 1.5 MB,
-    what fits in etcd; the CRD sets no maxItems) arrives on the watch."""
+    what fits in etcd; the CRD sets no maxItems) arrives on the watch; with --workers,
+    relayed by the supervisor to the workers that answer."""
     objs, name, rtype, want = objects("ports", 30_000)
     with KubeAPI() as api:
         api.put(_si("web", False, [], ["10.0.0.1"]))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        with run_server(["--kubeconfig", str(kubeconfig)], tmp_path) as srv:
+        with run_server(["--kubeconfig", str(kubeconfig), "--workers", str(workers)], tmp_path) as srv:
             gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}")
             time.sleep(1.0)
             idle = gaps.worst
