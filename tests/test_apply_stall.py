@@ -4,7 +4,7 @@ A real server answers a client asking another name every 2 ms while a 100k-endpo
 slice, a 30k-port ServiceImport or a file of 30k ServiceImports is applied: the longest
 time between two answers stays bounded (main: seconds), then the large service is
 served. Objects parsed off the loop keep the order of events: a later event for the
-same object wins.
+same object wins, and a large object that keeps changing still lands.
 """
 
 from __future__ import annotations
@@ -116,5 +116,10 @@ def test_later_event_wins_over_a_large_object_being_parsed() -> None:
             await asyncio.sleep(0.01)
         assert len(store.slices[("bench", "big-c1")].endpoints) == BIG_ITEMS + 1
         assert seen[-1] == {("bench", "big")}
+        for n in range(BIG_ITEMS + 2, BIG_ITEMS + 7):  # large versions faster than they parse
+            store.upsert(_slice(n))
+        while not store.idle:
+            await asyncio.sleep(0.01)
+        assert len(store.slices[("bench", "big-c1")].endpoints) == BIG_ITEMS + 6  # the last lands
 
     asyncio.run(run())

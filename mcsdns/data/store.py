@@ -6,8 +6,9 @@ are rebuilt.
 
 Once `loop` is set, the loop parses about TURN_ITEMS endpoints and ports per turn: a
 larger batch goes on over the next turns, in order; an object of more than BIG_ITEMS
-is parsed in `executor` and stored when that is done, unless a later event for the
-same object came first. `idle` is False meanwhile.
+is parsed in `executor` and stored when that is done, unless a later small event or a
+deletion of the same object came first (a later large one is parsed next, so each
+lands). `idle` is False meanwhile.
 
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
@@ -111,6 +112,7 @@ class Store:
         self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
         self.loop: asyncio.AbstractEventLoop | None = None  # set: big objects are parsed off it
         self.pending: dict[tuple[str, ObjKey], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
+        self.waiting: dict[tuple[str, ObjKey], dict[str, Any]] = {}  # raw, after the one being parsed
         self._later: list[Deferred] = []  # deferred, not yet submitted
         self._ops: deque[Iterator[None]] = deque()  # operations queued or under way
         self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
@@ -269,16 +271,20 @@ class Store:
         self.events[str(kind)] += 1
         if self.restored:
             self.restored.discard((str(kind), key))
-        if self.pending:
-            self.pending.pop((str(kind), key), None)  # this event supersedes the one being parsed
         if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
             if self.loop is not None:
                 items = size(obj) + 1
                 if items > BIG_ITEMS:
                     self._spend(1)
-                    self._defer(kind, key, obj)
+                    if (kind, key) in self.pending:  # parsed once the one under way is stored:
+                        self.waiting[(kind, key)] = obj  # each lands, however often it changes
+                    else:
+                        self._defer(kind, key, obj)
                     return set()
                 self._spend(items)
+            if self.pending:  # this event supersedes the ones being parsed
+                self.pending.pop((kind, key), None)
+                self.waiting.pop((kind, key), None)
             old = self._current(kind, key)
             new, same = _parse(kind, obj, old)
             return self._put(kind, key, new, same)
@@ -360,7 +366,11 @@ class Store:
                 if entry is None or entry[0] is not token:
                     continue  # superseded by a later event
                 del self.pending[(kind, key)]
+                newer = self.waiting.pop((kind, key), None)
                 changed |= self._put(kind, key, new, same and self._current(kind, key) is old)
+                if newer is not None:
+                    self._defer(kind, key, newer)
+            self._submit()
             self._notify(changed)
 
         fut.add_done_callback(done)
@@ -370,6 +380,7 @@ class Store:
             self.restored.discard((kind, key))
         if self.pending:
             self.pending.pop((kind, key), None)
+            self.waiting.pop((kind, key), None)
         if kind == SERVICE_IMPORT:
             return {key} if self.imports.pop(key, None) is not None else set()
         if kind == ENDPOINT_SLICE:
