@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import threading
 from typing import Any
 
@@ -58,3 +59,18 @@ def release() -> None:
             gc.freeze()
             if _was_enabled:
                 gc.enable()
+
+
+def _after_fork() -> None:
+    """In a forked child: the parent's holders did not come along (their threads are
+    gone; what they held is redone there), so none is held."""
+    global _lock, _holds
+    _lock = threading.Lock()
+    if _holds:
+        _holds = 0
+        gc.freeze()
+        if _was_enabled:
+            gc.enable()
+
+
+os.register_at_fork(after_in_child=_after_fork)
