@@ -117,7 +117,7 @@ class Store:
         self._ops: deque[Iterator[None]] = deque()  # operations queued or under way
         self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
         self._turn_scheduled = False
-        self.executor: Executor | None = None  # with `loop`: where large objects are parsed
+        self.executor: Executor | None = None  # where large objects are parsed (None: the loop's default)
 
     @property
     def idle(self) -> bool:

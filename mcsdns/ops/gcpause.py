@@ -35,6 +35,7 @@ def loads(data: str | bytes) -> Any:
     finally:
         release()
 
+
 _lock = threading.Lock()
 _holds = 0
 _was_enabled = False

@@ -2,8 +2,7 @@
 
 `Builder.rebuild` builds the changed services' records on the loop, as one step,
 when they cost at most BIG_ITEMS (endpoints and ports, plus SERVICE_COST per service;
-nearly every change).
-Larger changes are built in the loop's executor: the records (`zone.records`), what
+nearly every change). Larger changes are built in `executor`: the records (`zone.records`), what
 they change in the zone (`Zone.stage`) and the digest and journal difference
 (`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
 about SWAP_NAMES names per turn, so a query sees a service before or after its
@@ -53,10 +52,9 @@ class Builder:
                  again: Callable[[set[ServiceKey]], None]) -> None:
         self.store, self.zone, self.publisher = store, zone, publisher
         self.again = again  # rebuild services that changed while they were being built
-        self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it,
-        self.executor: Executor | None = None  # in this
+        self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
+        self.executor: Executor | None = None  # where they run (None: the loop's default)
         self.building: dict[ServiceKey, bool] = {}  # service -> changed again meanwhile
-        self.offloaded = 0  # builds run off the loop
 
     @property
     def idle(self) -> bool:
@@ -81,7 +79,6 @@ class Builder:
             return
         for key, _, _ in inputs:
             self.building[key] = False
-        self.offloaded += 1
         gcpause.hold()
         fut = self.loop.run_in_executor(self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
