@@ -116,6 +116,27 @@ class _Loader(_BoundedComposer, _Parser, SafeConstructor, Resolver):  # type: ig
         Resolver.__init__(self)
         _BoundedComposer.__init__(self)
 
+    def construct_document(self, node: Node) -> Any:
+        data = super().construct_document(node)
+        _dismantle(node)
+        return data
+
+
+def _dismantle(node: Node) -> None:
+    """Free a composed document's nodes one at a time, in Python steps between which the
+    GIL is handed over: dropped whole, a 100k-endpoint document's million nodes were
+    freed in one C cascade that held it for 180 ms."""
+    stack = [node]
+    while stack:
+        value = stack.pop().value
+        if isinstance(value, list):
+            while value:
+                item = value.pop()
+                if isinstance(item, tuple):  # a mapping's (key, value)
+                    stack.extend(item)
+                else:
+                    stack.append(item)
+
 
 def _full_key(obj: dict[str, Any]) -> FullKey | None:
     meta = obj.get("metadata")
