@@ -17,6 +17,7 @@ named ports), `services` (N ClusterSetIP ServiceImports of one port, in one file
 batch of many small objects).
 
     python bench/apply_cost.py [--sizes 2000,8000,32000,100000] [--kinds endpoints,shared,ports]
+        [--update]     # then each again with one item more (a change of a large object)
         [--root DIR]   # the mcsdns checkout to run (default: this one)
 """
 
@@ -171,48 +172,66 @@ def _start(root: Path, d: Path) -> tuple[subprocess.Popen[bytes], tuple[str, int
     raise RuntimeError("the server did not start")
 
 
-def run_one(root: Path, kind: str, n: int, limit: float = 120.0) -> dict[str, Any]:
-    """One fresh server, one large object applied; the figures of the module docstring."""
+def _files(tmp: Path, kind: str, n: int) -> tuple[list[Path], str, str, int]:
+    """The large objects written in `tmp`, in files of at most FILE_OBJECTS objects
+    (--max-manifest-bytes is 16 MiB); the name to ask, its type and record count."""
+    objs, name, rtype, want = objects(kind, n)
+    out = []
+    for i in range(0, len(objs), FILE_OBJECTS):
+        out.append(Path(tmp, f"big-{i}.json"))
+        write_json(out[-1], objs[i:i + FILE_OBJECTS])
+    return out, name, rtype, want
+
+
+def _measure(proc: subprocess.Popen[bytes], addr: tuple[str, int], d: Path, kind: str, n: int,
+             limit: float) -> dict[str, Any]:
+    """Write the large objects into `d` (renamed into place) and measure until answered."""
+    with tempfile.TemporaryDirectory(prefix="apply-cost-") as tmp:
+        bigs, name, rtype, want = _files(Path(tmp), kind, n)
+        gaps = Gaps(addr, f"web.bench.svc.{ZONE}")
+        time.sleep(1.0)
+        idle = gaps.worst
+        rss0, cpu0 = _proc_rss(proc.pid), _proc_cpu(proc.pid)
+        gaps.reset()
+        for big in bigs:
+            big.rename(d / big.name)
+        start = time.monotonic()
+        done = False
+        # a batch of services is applied in no given order: wait for 20 spread over it
+        step = max(1, n // 20)
+        names = [f"s{i}.bench.svc.{ZONE}" for i in range(0, n, step)] if kind == "services" else []
+        while time.monotonic() - start < limit:
+            if answers(addr, name, rtype, timeout=2.0) == want:
+                names = [x for x in names if answers(addr, x, "A") != 1]
+                if not names:
+                    done = True
+                    break
+            time.sleep(0.02)
+        cpu = _proc_cpu(proc.pid) - cpu0
+        wall = time.monotonic() - start
+        stall = gaps.stop()
+        rss = _proc_rss(proc.pid) - rss0
+    return {"kind": kind, "n": n, "done": done, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "stall_ms": round(stall * 1000), "idle_ms": round(idle * 1000), "rss_mib": round(rss, 1)}
+
+
+def run_one(root: Path, kind: str, n: int, limit: float = 120.0,
+            update: bool = False) -> list[dict[str, Any]]:
+    """One fresh server, N large objects applied (`update`: then again, one item more);
+    the figures of the module docstring for each."""
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as tmp:
         d = Path(tmp, "manifests")
         d.mkdir()
         write_json(d / "web.json", [_si("web", False, [], ["10.0.0.1"])])
-        objs, name, rtype, want = objects(kind, n)
-        bigs = []  # files of at most FILE_OBJECTS objects (--max-manifest-bytes is 16 MiB)
-        for i in range(0, len(objs), FILE_OBJECTS):
-            bigs.append(Path(tmp, f"big-{i}.json"))
-            write_json(bigs[-1], objs[i:i + FILE_OBJECTS])
-        del objs
         proc, addr = _start(root, d)
         try:
-            gaps = Gaps(addr, f"web.bench.svc.{ZONE}")
-            time.sleep(1.0)
-            idle = gaps.worst
-            rss0, cpu0 = _proc_rss(proc.pid), _proc_cpu(proc.pid)
-            gaps.reset()
-            for big in bigs:
-                big.rename(d / big.name)
-            start = time.monotonic()
-            done = False
-            # a batch of services is applied in no given order: wait for 20 spread over it
-            step = max(1, n // 20)
-            names = [f"s{i}.bench.svc.{ZONE}" for i in range(0, n, step)] if kind == "services" else []
-            while time.monotonic() - start < limit:
-                if answers(addr, name, rtype, timeout=2.0) == want:
-                    names = [x for x in names if answers(addr, x, "A") != 1]
-                    if not names:
-                        done = True
-                        break
-                time.sleep(0.02)
-            cpu = _proc_cpu(proc.pid) - cpu0
-            wall = time.monotonic() - start
-            stall = gaps.stop()
-            rss = _proc_rss(proc.pid) - rss0
+            out = [_measure(proc, addr, d, kind, n, limit)]
+            if update and out[0]["done"]:
+                out.append(_measure(proc, addr, d, kind, n + 1, limit))
         finally:
             proc.terminate()
             proc.wait()
-    return {"kind": kind, "n": n, "done": done, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "stall_ms": round(stall * 1000), "idle_ms": round(idle * 1000), "rss_mib": round(rss, 1)}
+    return out
 
 
 def main() -> None:
@@ -221,14 +240,16 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     ap.add_argument("--limit", type=float, default=120.0, help="seconds to wait for one apply")
+    ap.add_argument("--update", action="store_true", help="then apply them again with one item more")
     args = ap.parse_args()
     print(f"{'kind':10} {'n':>7} {'cpu_s':>7} {'wall_s':>7} {'stall_ms':>9} {'idle_ms':>8} {'rss_mib':>8}")
     for kind in args.kinds.split(","):
         for n in (int(x) for x in args.sizes.split(",")):
-            r = run_one(args.root, kind, n, args.limit)
-            flag = "" if r["done"] else f"  (not applied within {args.limit:g} s)"
-            print(f"{kind:10} {n:>7} {r['cpu_s']:>7} {r['wall_s']:>7} {r['stall_ms']:>9} {r['idle_ms']:>8} "
-                  f"{r['rss_mib']:>8}{flag}", flush=True)
+            for r, what in zip(run_one(args.root, kind, n, args.limit, args.update), ("", " (update)"),
+                               strict=False):
+                flag = "" if r["done"] else f"  (not applied within {args.limit:g} s)"
+                print(f"{kind:10} {r['n']:>7} {r['cpu_s']:>7} {r['wall_s']:>7} {r['stall_ms']:>9} "
+                      f"{r['idle_ms']:>8} {r['rss_mib']:>8}{what}{flag}", flush=True)
 
 
 if __name__ == "__main__":
