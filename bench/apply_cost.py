@@ -76,7 +76,7 @@ def objects(kind: str, n: int) -> tuple[list[dict[str, Any]], str, str, int]:
           "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": eps}
     port = [{"name": "http", "protocol": "TCP", "port": 80}]
     if kind == "shared":
-        host, want = f"h{(n - 1) // 2}", 2
+        host, want = f"h{(n - 1) // 2}", 2 - n % 2  # the last host has one endpoint when n is odd
     else:
         host, want = _ip(n - 1).replace(".", "-"), 1
     return [_si("big", True, port, []), sl], f"{host}.c1.big.bench.svc.{ZONE}", "A", want
