@@ -2,8 +2,8 @@
 
 For each kind and size, a fresh `python -m mcsdns serve --manifests DIR` holding one
 small service (`web`) is started; a client asks `web` A every 2 ms over UDP; then one
-large object is written into DIR (JSON, renamed into place) and the client waits until
-the large service answers. Printed per run:
+large object is written into DIR (JSON or YAML, renamed into place) and the client
+waits until the large service answers. Printed per run:
 
 - cpu_s: the server's CPU seconds from the write until the large service answered
   (reading the file, parsing, building the records, publishing);
@@ -18,6 +18,7 @@ batch of many small objects).
 
     python bench/apply_cost.py [--sizes 2000,8000,32000,100000] [--kinds endpoints,shared,ports]
         [--update]     # then each again with one item more (a change of a large object)
+        [--format yaml]  # manifests written as YAML (default JSON)
         [--root DIR]   # the mcsdns checkout to run (default: this one)
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 
 import dns.message
 import dns.rcode
+import yaml
 
 ZONE = "clusterset.local"
 KINDS = ("endpoints", "shared", "ports", "services")
@@ -172,22 +174,30 @@ def _start(root: Path, d: Path) -> tuple[subprocess.Popen[bytes], tuple[str, int
     raise RuntimeError("the server did not start")
 
 
-def _files(tmp: Path, kind: str, n: int) -> tuple[list[Path], str, str, int]:
-    """The large objects written in `tmp`, in files of at most FILE_OBJECTS objects
-    (--max-manifest-bytes is 16 MiB); the name to ask, its type and record count."""
+def write_yaml(path: Path, objs: list[dict[str, Any]]) -> None:
+    """Write `objs` as a multi-document YAML manifest, renamed into place."""
+    tmp = path.with_name("." + path.name)
+    tmp.write_text(yaml.safe_dump_all(objs))
+    tmp.rename(path)
+
+
+def _files(tmp: Path, kind: str, n: int, fmt: str) -> tuple[list[Path], str, str, int]:
+    """The large objects written in `tmp` as `fmt` (json, yaml), in files of at most
+    FILE_OBJECTS objects (--max-manifest-bytes is 16 MiB); the name to ask, its type and
+    record count."""
     objs, name, rtype, want = objects(kind, n)
     out = []
     for i in range(0, len(objs), FILE_OBJECTS):
-        out.append(Path(tmp, f"big-{i}.json"))
-        write_json(out[-1], objs[i:i + FILE_OBJECTS])
+        out.append(Path(tmp, f"big-{i}.{fmt}"))
+        (write_yaml if fmt == "yaml" else write_json)(out[-1], objs[i:i + FILE_OBJECTS])
     return out, name, rtype, want
 
 
 def _measure(proc: subprocess.Popen[bytes], addr: tuple[str, int], d: Path, kind: str, n: int,
-             limit: float) -> dict[str, Any]:
+             limit: float, fmt: str) -> dict[str, Any]:
     """Write the large objects into `d` (renamed into place) and measure until answered."""
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as tmp:
-        bigs, name, rtype, want = _files(Path(tmp), kind, n)
+        bigs, name, rtype, want = _files(Path(tmp), kind, n, fmt)
         gaps = Gaps(addr, f"web.bench.svc.{ZONE}")
         time.sleep(1.0)
         idle = gaps.worst
@@ -216,7 +226,7 @@ def _measure(proc: subprocess.Popen[bytes], addr: tuple[str, int], d: Path, kind
 
 
 def run_one(root: Path, kind: str, n: int, limit: float = 120.0,
-            update: bool = False) -> list[dict[str, Any]]:
+            update: bool = False, fmt: str = "json") -> list[dict[str, Any]]:
     """One fresh server, N large objects applied (`update`: then again, one item more);
     the figures of the module docstring for each."""
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as tmp:
@@ -225,9 +235,9 @@ def run_one(root: Path, kind: str, n: int, limit: float = 120.0,
         write_json(d / "web.json", [_si("web", False, [], ["10.0.0.1"])])
         proc, addr = _start(root, d)
         try:
-            out = [_measure(proc, addr, d, kind, n, limit)]
+            out = [_measure(proc, addr, d, kind, n, limit, fmt)]
             if update and out[0]["done"]:
-                out.append(_measure(proc, addr, d, kind, n + 1, limit))
+                out.append(_measure(proc, addr, d, kind, n + 1, limit, fmt))
         finally:
             proc.terminate()
             proc.wait()
@@ -241,12 +251,13 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     ap.add_argument("--limit", type=float, default=120.0, help="seconds to wait for one apply")
     ap.add_argument("--update", action="store_true", help="then apply them again with one item more")
+    ap.add_argument("--format", choices=("json", "yaml"), default="json", help="of the manifests written")
     args = ap.parse_args()
     print(f"{'kind':10} {'n':>7} {'cpu_s':>7} {'wall_s':>7} {'stall_ms':>9} {'idle_ms':>8} {'rss_mib':>8}")
     for kind in args.kinds.split(","):
         for n in (int(x) for x in args.sizes.split(",")):
-            for r, what in zip(run_one(args.root, kind, n, args.limit, args.update), ("", " (update)"),
-                               strict=False):
+            runs = run_one(args.root, kind, n, args.limit, args.update, args.format)
+            for r, what in zip(runs, ("", " (update)"), strict=False):
                 flag = "" if r["done"] else f"  (not applied within {args.limit:g} s)"
                 print(f"{kind:10} {r['n']:>7} {r['cpu_s']:>7} {r['wall_s']:>7} {r['stall_ms']:>9} "
                       f"{r['idle_ms']:>8} {r['rss_mib']:>8}{what}{flag}", flush=True)
