@@ -13,6 +13,7 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from .ops.logs import flush_throttles
 from .ops.metrics import render
 from .ops.stats import Put, Snapshot, Stats, define
 from .server import stop_tcp_intake, stop_udp_intake
+from .server.builder import Builder
 from .server.cache import CACHE_BYTES, ResponseCache
 from .server.handler import Handler
 from .server.notify import Notifier
@@ -38,9 +40,8 @@ from .server.xfr import Transfers
 from .sources import Source
 from .sources.relay import Hub, RelaySource, Tee
 from .zone.journal import Versions
-from .zone.leftout import LeftOut, LeftOutLog
+from .zone.leftout import LeftOutLog
 from .zone.locality import OFF, Locality
-from .zone.records import Names, service_records
 from .zone.serial import SerialClock
 from .zone.zone import Zone
 
@@ -116,6 +117,7 @@ class App:
         # Transfers: serial per content, journal, TSIG, NOTIFY (zone.journal, server.xfr/notify)
         self.versions = Versions(self.zone, SerialClock(cfg.serial_path()))
         self.publisher = ZonePublisher(self.zone, self.versions, self.cache, cfg.serial_path())
+        self.builder = Builder(self.store, self.zone, self.publisher, self.rebuild, self.left_out.report)
         self.handler.tsig_keys.update((k.name, k) for k in cfg.tsig_keys)
         self.transfers = Transfers(self.zone, self.versions, cfg.allow_transfer, cfg.tsig_keys)
         self.tcp_state.stream = self.transfers.stream
@@ -174,17 +176,23 @@ class App:
         if loc != self._built_with:  # the cluster ID arrived or changed: rebuild everything
             self._built_with = loc
             keys = set(keys) | set(self.store.imports) | set(self.zone.svc_names)
-        self.publisher.apply((key, self._records(key, loc)) for key in keys)
+        self.builder.rebuild(keys, loc)
 
-    def _records(self, key: ServiceKey, loc: Locality) -> Names:
-        si, slices = self.store.service(key)
-        left = LeftOut()
-        names = service_records(si, slices, self.zone.origin, loc, left) if si else {}
-        self.left_out.report(key, left)
-        return names
+    def off_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on, parse large objects and build large services off `loop`, in one
+        thread of this process's own (one: the loop competes for the GIL with it alone);
+        in a forked worker, redo what the parent was doing off its loop."""
+        self.store.loop = self.builder.loop = loop
+        self.store.executor = self.builder.executor = ThreadPoolExecutor(1, "mcsdns-apply")
+        self.store.resume()
+        self.builder.resume()
 
     def synced(self) -> bool:
-        """Every source has applied its first full view."""
+        """Every source has applied its first full view, and it is all in the zone."""
+        return self.sources_synced() and self.store.idle and self.builder.idle
+
+    def sources_synced(self) -> bool:
+        """Every source has applied its first full view (to the store)."""
         return bool(self.sources) and all(s.synced for s in self.sources)
 
     def ready(self) -> bool:
@@ -225,6 +233,7 @@ class App:
         self._pause_gc(loop)
         if self.keeper is not None and self.keeper.restore():
             self._set_loaded()
+        self.off_loop(loop)
         if not self.sources:
             self.prepare_sources()
         await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self._http)
@@ -249,7 +258,7 @@ class App:
         on `conn`; answer from the inherited zone at once. The supervisor's tasks, threads
         and file watches did not come along: start this process's own."""
         loop = asyncio.get_running_loop()
-        synced = self.synced()
+        synced = self.sources_synced()
         self.cfg = dataclasses.replace(self.cfg, state_write=False)
         self.keeper = None  # the supervisor keeps --state-dir
         loaded, self._loaded = self._loaded.is_set(), asyncio.Event()
@@ -259,6 +268,7 @@ class App:
         self.sources = [RelaySource(self.store, conn, synced=synced)]
         self.stats = self._stats(serving=False)
         self.publisher.forget_watch()
+        self.off_loop(loop)
         await self._bind()
         await self.start_sources(loop)
         if not synced:
@@ -409,6 +419,8 @@ class App:
             h.close()
         self.publisher.close(loop)
         flush_throttles()  # what rate-limited log lines held back
+        if self.store.executor is not None:
+            self.store.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def bind_listen(listen: list[tuple[str, int]], reuse_port: bool) -> list[tuple[str, int, socket.socket]]:

@@ -1,8 +1,14 @@
 """The object store: what the sources last said, grouped by service.
 
-Sources call `upsert`, `delete` and `replace` (a full list of one kind) on the
-event-loop thread. Every call ends by telling subscribers which services
-changed, so only those are rebuilt.
+Sources call `upsert`, `delete`, `apply` and `replace` (a full list of one kind) on
+the event-loop thread. Subscribers are told which services changed, so only those
+are rebuilt.
+
+Once `loop` is set, the loop parses about TURN_ITEMS endpoints and ports per turn: a
+larger batch goes on over the next turns, in order; an object of more than BIG_ITEMS
+is parsed in `executor` and stored when that is done, unless a later small event or a
+deletion of the same object came first (a later large one is parsed next, so each
+lands). `idle` is False meanwhile.
 
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
@@ -11,17 +17,21 @@ marked as restored until a source upserts or deletes it, and
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
+from typing import Any, TypeAlias
 
 from ..kube.keys import Key, key_of
+from ..ops import gcpause
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
 from .objects import (
     EndpointSlice,
     Malformed,
+    Port,
     ServiceImport,
     parse_cluster_id,
     parse_endpoint_slice,
@@ -38,6 +48,40 @@ ServiceKey = Key  # a ServiceImport's, naming the service
 ObjKey = Key  # an object's within one kind
 Listener = Callable[[set[ServiceKey]], None]
 
+BIG_ITEMS = 2000  # endpoints + ports of one object above which it is parsed off the event loop
+TURN_ITEMS = 1000  # endpoints + ports (+1 per object) parsed on the loop per turn
+Parsed: TypeAlias = ServiceImport | EndpointSlice
+
+
+def size(obj: dict[str, Any]) -> int:
+    """Endpoints and ports of a raw ServiceImport or EndpointSlice (0 where malformed)."""
+    spec = obj.get("spec")
+    parts = (obj.get("endpoints"), obj.get("ports"), spec.get("ports") if isinstance(spec, dict) else None)
+    return sum(len(p) for p in parts if isinstance(p, list))
+
+
+def parsed_size(si: ServiceImport | None, slices: Iterable[EndpointSlice]) -> int:
+    """Endpoints and ports of a parsed service (what its records cost to build)."""
+    ports: tuple[Port, ...] = si.ports if si is not None else ()
+    return len(ports) + sum(len(s.endpoints) + len(s.ports) for s in slices)
+
+
+Deferred = tuple[str, ObjKey, object, dict[str, Any], Parsed | None]  # kind, key, token, raw, stored
+
+
+def _parse_all(job: list[Deferred]) -> list[tuple[Parsed | Malformed, bool]]:
+    return [_parse(kind, obj, old) for kind, _, _, obj, old in job]
+
+
+def _parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:
+    """(the parsed object or why it is malformed, whether it equals `old`), off the loop."""
+    try:
+        new: Parsed = parse_service_import(obj) if kind == SERVICE_IMPORT else parse_endpoint_slice(obj)
+    except Malformed as e:
+        return e, False
+    return new, old == new
+
+
 SKIPPED = define("mcsdns_skipped_objects_total", "counter",
                  "Malformed Kubernetes objects or parts skipped.", ("kind",))
 EVENTS = define("mcsdns_watch_events_total", "counter", "Object events applied to the store.", ("kind",))
@@ -53,9 +97,10 @@ class Store:
     """What the sources last said: ServiceImports and EndpointSlices by key, and the
     slices of each service.
 
-    Invariants: `by_service` indexes exactly the slices in `slices`; every mutation ends
-    with one notification naming the services it changed (none: no notification);
-    malformed objects are never stored, only counted in `skipped`.
+    Invariants: `by_service` indexes exactly the slices in `slices`; operations apply in
+    the order of the calls, and each change is notified once, naming the services it
+    changed (none: no notification); malformed objects are never stored, only counted
+    in `skipped`.
     """
 
     def __init__(self) -> None:
@@ -68,6 +113,29 @@ class Store:
         self._listeners: list[Listener] = []
         self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
         self._skip_log = Throttle(log, "skipped malformed objects")  # per namespace
+        self.loop: asyncio.AbstractEventLoop | None = None  # set: big objects are parsed off it
+        self.pending: dict[tuple[str, ObjKey], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
+        self.waiting: dict[tuple[str, ObjKey], dict[str, Any]] = {}  # raw, after the one being parsed
+        self._later: list[Deferred] = []  # deferred, not yet submitted
+        self._ops: deque[Iterator[None]] = deque()  # operations queued or under way
+        self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
+        self._turn_scheduled = False
+        self.executor: Executor | None = None  # where large objects are parsed (None: the loop's default)
+
+    @property
+    def idle(self) -> bool:
+        """Every operation has been applied, nothing is being parsed off the loop."""
+        return not self.pending and not self._ops
+
+    def resume(self) -> None:
+        """In a forked process (its parent's parsing thread and scheduled turns did not
+        come along): parse again what was pending, and go on with queued operations, on
+        this process's `loop`."""
+        for (kind, key), (_, obj) in list(self.pending.items()):
+            self._defer(kind, key, obj)
+        self._submit()
+        self._turn_scheduled = False
+        self._next_turn()
 
     def publish(self, put: Put) -> None:
         for k, v in list(self.skipped.items()):
@@ -86,44 +154,106 @@ class Store:
         return sorted(self.imports)
 
     # ---- mutations ----
+    # Each call is an operation, run to its end at once when nothing is queued and it fits
+    # in this turn's budget (nearly always); otherwise it continues on the next turns, in
+    # order, the services changed so far notified at each pause.
 
     def upsert(self, obj: dict[str, Any]) -> None:
-        self._notify(self._upsert(obj))
+        self._run(self._apply_op([obj], ()))
 
     def delete(self, obj: dict[str, Any]) -> None:
-        self._notify(self._delete(str(obj.get("kind", "")), obj_key(obj)))
+        self._run(self._apply_op((), [(str(obj.get("kind", "")), obj_key(obj))]))
 
     def apply(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, ObjKey]]) -> None:
-        """Apply several changes, then notify once."""
-        changed: set[ServiceKey] = set()
-        for kind, key in deletes:
-            changed |= self._delete(kind, key)
-        for obj in upserts:
-            changed |= self._upsert(obj)
-        self._notify(changed)
+        """Apply several changes, then notify."""
+        self._run(self._apply_op(upserts, deletes))
 
     def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
         """Make the objects of `kind` exactly `objs` (after a list or relist)."""
+        self._run(self._replace_op(kind, objs))
+
+    def _apply_op(self, upserts: Iterable[dict[str, Any]],
+                  deletes: Iterable[tuple[str, ObjKey]]) -> Iterator[None]:
+        changed: set[ServiceKey] = set()
+        for kind, key in deletes:
+            changed |= self._delete(kind, key)
+            if self._spend(1):
+                changed = self._pause(changed)
+                yield
+        for obj in upserts:
+            changed |= self._upsert(obj)
+            if self._budget <= 0:
+                changed = self._pause(changed)
+                yield
+        self._pause(changed)
+
+    def _replace_op(self, kind: str, objs: Iterable[dict[str, Any]]) -> Iterator[None]:
         changed: set[ServiceKey] = set()
         seen: set[ObjKey] = set()
         for obj in objs:
             obj.setdefault("kind", kind)
             seen.add(obj_key(obj))
             changed |= self._upsert(obj)
+            if self._budget <= 0:
+                changed = self._pause(changed)
+                yield
         existing: list[ObjKey] = list(self.imports) if kind == SERVICE_IMPORT else (
             list(self.slices) if kind == ENDPOINT_SLICE else [])
         for k in [k for k in existing if k not in seen]:
             changed |= self._delete(kind, k)
+        self._pause(changed)
+
+    def _pause(self, changed: set[ServiceKey]) -> set[ServiceKey]:
+        """Hand what was deferred to the executor and notify what changed so far."""
+        self._submit()
         self._notify(changed)
+        return set()
+
+    def _run(self, op: Iterator[None]) -> None:
+        if self.loop is None:  # no loop (tools, tests): all at once
+            for _ in op:
+                pass
+            return
+        self._ops.append(op)
+        if len(self._ops) == 1:
+            self._drive()
+
+    def _drive(self) -> None:
+        """Run queued operations while this turn's budget lasts."""
+        while self._ops and self._budget > 0:
+            try:
+                next(self._ops[0])
+            except StopIteration:
+                self._ops.popleft()
+
+    def _spend(self, items: int) -> bool:
+        """Count work done on the loop; True once this turn's budget is spent (the next
+        turn, with a new budget, is then scheduled)."""
+        if self.loop is None:
+            return False
+        self._budget -= items
+        if self._budget > 0:
+            return False
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.loop.call_soon(self._next_turn)
+        return True
+
+    def _next_turn(self) -> None:
+        self._turn_scheduled = False
+        self._budget = TURN_ITEMS
+        self._drive()
 
     def restore(self, objs: Iterable[dict[str, Any]]) -> None:
         """Load saved objects (malformed ones skipped as usual), marked as restored."""
         events = Counter(self.events)
         changed: set[ServiceKey] = set()
+        loop, self.loop = self.loop, None  # parsed here, all of it: they are marked restored below
         try:
             for obj in objs:
                 changed |= self._upsert(obj)
         finally:
+            self.loop = loop
             self.events = events  # restored objects are not watch events
             self.restored = {(SERVICE_IMPORT, k) for k in self.imports}
             self.restored |= {(ENDPOINT_SLICE, k) for k in self.slices}
@@ -144,27 +274,24 @@ class Store:
         self.events[str(kind)] += 1
         if self.restored:
             self.restored.discard((str(kind), key))
+        if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
+            if self.loop is not None:
+                items = size(obj) + 1
+                if items > BIG_ITEMS:
+                    self._spend(1)
+                    if (kind, key) in self.pending:  # parsed once the one under way is stored:
+                        self.waiting[(kind, key)] = obj  # each lands, however often it changes
+                    else:
+                        self._defer(kind, key, obj)
+                    return set()
+                self._spend(items)
+            if self.pending:  # this event supersedes the ones being parsed
+                self.pending.pop((kind, key), None)
+                self.waiting.pop((kind, key), None)
+            old = self._current(kind, key)
+            new, same = _parse(kind, obj, old)
+            return self._put(kind, key, new, same)
         try:
-            if kind == SERVICE_IMPORT:
-                si = parse_service_import(obj)
-                if self.imports.get(key) == si:
-                    return set()
-                self.imports[key] = si
-                return {key}
-            if kind == ENDPOINT_SLICE:
-                sl = parse_endpoint_slice(obj)
-                if sl.n_dropped:
-                    more = sl.n_dropped - len(sl.dropped)
-                    self._skip(kind, f"{who(*key)}: {sl.n_dropped} parts: {'; '.join(sl.dropped)}"
-                               + (f" (and {more} more)" if more else ""), key[0], sl.n_dropped)
-                old = self.slices.get(key)
-                if old == sl:
-                    return set()
-                changed = self._delete(kind, key)
-                self.slices[key] = sl
-                svc = (sl.namespace, sl.service)
-                self.by_service.setdefault(svc, set()).add(key)
-                return changed | {svc}
             if kind == CLUSTER_PROPERTY:
                 cid = parse_cluster_id(obj)
                 if cid is not None and cid != self.cluster_id:
@@ -179,9 +306,86 @@ class Store:
         self._skip(str(kind), f"{who(*key)}: unknown kind {show(kind)}", key[0])
         return set()
 
+    def _current(self, kind: str, key: ObjKey) -> Parsed | None:
+        return self.imports.get(key) if kind == SERVICE_IMPORT else self.slices.get(key)
+
+    def _put(self, kind: str, key: ObjKey, new: Parsed | Malformed, same: bool) -> set[ServiceKey]:
+        """Store a parsed object (`same`: it equals the stored one), or stop serving one
+        that became malformed; returns the services changed."""
+        if isinstance(new, Malformed):
+            self._skip(kind, str(new), key[0])
+            return self._delete(kind, key)  # its current state is unusable: stop serving the old one
+        if isinstance(new, ServiceImport):
+            if same:
+                return set()
+            self.imports[key] = new
+            return {key}
+        if new.n_dropped:
+            more = new.n_dropped - len(new.dropped)
+            self._skip(kind, f"{who(*key)}: {new.n_dropped} parts: {'; '.join(new.dropped)}"
+                       + (f" (and {more} more)" if more else ""), key[0], new.n_dropped)
+        if same:
+            return set()
+        changed = self._delete(kind, key)
+        self.slices[key] = new
+        svc = (new.namespace, new.service)
+        self.by_service.setdefault(svc, set()).add(key)
+        return changed | {svc}
+
+    def _defer(self, kind: str, key: ObjKey, obj: dict[str, Any]) -> None:
+        """Parse `obj` off the loop (with the rest of this call's `_later`); it is stored
+        when done, unless a later event for it came first."""
+        token = object()
+        self.pending[(kind, key)] = (token, obj)
+        self._later.append((kind, key, token, obj, self._current(kind, key)))
+
+    def _submit(self) -> None:
+        """Hand what was deferred to the executor, about BIG_ITEMS per job."""
+        later, self._later = self._later, []
+        job: list[Deferred] = []
+        items = 0
+        for d in later:
+            job.append(d)
+            items += size(d[3]) + 1
+            if items > BIG_ITEMS or d is later[-1]:
+                self._start(job)
+                job, items = [], 0
+
+    def _start(self, job: list[Deferred]) -> None:
+        assert self.loop is not None
+        gcpause.hold()
+        fut = self.loop.run_in_executor(self.executor, _parse_all, job)
+
+        def done(f: asyncio.Future[list[tuple[Parsed | Malformed, bool]]]) -> None:
+            gcpause.release()
+            if f.cancelled():
+                return  # shutting down
+            try:
+                results = f.result()
+            except Exception:  # pragma: no cover - the parsers raise only Malformed
+                log.exception("parsing %d objects failed", len(job))
+                results = [(Malformed("parser failed"), False)] * len(job)
+            changed: set[ServiceKey] = set()
+            for (kind, key, token, _, old), (new, same) in zip(job, results, strict=True):
+                entry = self.pending.get((kind, key))
+                if entry is None or entry[0] is not token:
+                    continue  # superseded by a later event
+                del self.pending[(kind, key)]
+                newer = self.waiting.pop((kind, key), None)
+                changed |= self._put(kind, key, new, same and self._current(kind, key) is old)
+                if newer is not None:
+                    self._defer(kind, key, newer)
+            self._submit()
+            self._notify(changed)
+
+        fut.add_done_callback(done)
+
     def _delete(self, kind: str, key: ObjKey) -> set[ServiceKey]:
         if self.restored:
             self.restored.discard((kind, key))
+        if self.pending:
+            self.pending.pop((kind, key), None)
+            self.waiting.pop((kind, key), None)
         if kind == SERVICE_IMPORT:
             return {key} if self.imports.pop(key, None) is not None else set()
         if kind == ENDPOINT_SLICE:

@@ -18,7 +18,6 @@ API path, which also tells `Reflector.request`: what RBAC must allow).
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -30,6 +29,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError, ReadTimeoutError
 
+from ..ops import gcpause
 from .errors import Request, WatchError, describe
 
 log = logging.getLogger("mcsdns.kube")
@@ -206,7 +206,7 @@ class Reflector:
                 if e.status == 410:
                     raise Expired(f"list continue token expired: {e.reason}") from e
                 raise
-            data = json.loads(resp.data)
+            data = gcpause.loads(resp.data)
             for obj in data.get("items") or []:
                 if isinstance(obj, dict):
                     if self.kind is not None:
@@ -259,7 +259,7 @@ class Reflector:
 
     def _event(self, line: bytes) -> None:
         try:
-            ev = json.loads(line)
+            ev = gcpause.loads(line)
             typ, obj = ev["type"], ev["object"]
             meta = obj.get("metadata") or {}
         except (ValueError, KeyError, TypeError, AttributeError):

@@ -19,14 +19,15 @@ from collections.abc import Callable, Iterable
 
 from ..data.store import ServiceKey
 from ..ops.inotify import DirWatch, dir_watch
-from ..zone.journal import Versions
+from ..zone.journal import Versions, Worked
 from ..zone.records import Names
-from ..zone.zone import Zone
+from ..zone.zone import Staged, Zone
 from .cache import ResponseCache
 
 log = logging.getLogger("mcsdns.serial")
 
 RETRY = 0.5  # seconds before trying again when the serial state cannot be used
+INVALIDATE_ALL_ABOVE = 1024  # names touched by one change above which the whole cache may go
 FALLBACK_POLL = 1.0  # seconds between looks at a shared serial file where inotify is missing
 
 
@@ -55,8 +56,29 @@ class ZonePublisher:
             change = self.zone.set_service(key, names)
             self.versions.record(change)
             touched |= change.names
-        self.cache.invalidate(touched)
+        self._invalidate(touched)
         self.commit()
+
+    def swap(self, work: Iterable[tuple[Staged, Worked]]) -> None:
+        """As `apply`, for changes staged and worked out off the loop (server.builder)."""
+        sets: list[set[bytes]] = []
+        for st, worked in work:
+            change = self.zone.commit(st)
+            self.versions.record(change, worked)
+            sets.append(change.names)
+        self._invalidate(sets[0] if len(sets) == 1 else set().union(*sets))  # one: not copied
+        self.commit()
+
+    def _invalidate(self, touched: set[bytes]) -> None:
+        """Drop what the cache kept for `touched`; or everything, when a large change
+        touches more names than the cache holds (its cost is bounded by the cache then)."""
+        cache = self.cache
+        if len(touched) > INVALIDATE_ALL_ABOVE:
+            held = len(cache.positive) + len(cache.negative) + sum(len(k) for k in cache.keys)
+            if len(touched) > held:
+                cache.invalidate(None)
+                return
+        cache.invalidate(touched)
 
     def load(self) -> None:
         """The zone holds all the data (first sync, or restored state): answer from it."""

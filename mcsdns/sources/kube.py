@@ -68,6 +68,7 @@ class Collection:
     required: bool  # counts for `synced`
     sole: bool  # the only collection of its kind: a relist may use Store.replace
     listed: bool = False  # a first list reached the Store (set on the loop)
+    count: int = 0  # objects in its last list
     healthy: bool = False
     reflector: Reflector | None = field(default=None, repr=False)
 
@@ -320,6 +321,7 @@ class KubeSource:
             self._apply_run(run)
             run = {}
             items, deletes = payload
+            c.count = len(items)
             try:
                 if c.sole:
                     self.store.replace(c.kind, _consume(items))
@@ -331,8 +333,9 @@ class KubeSource:
         self._apply_run(run)
         if not self._synced and all(c.listed for c in self.collections if c.required) and any(
                 c.required for c in self.collections):
-            self._synced = True
-            imports, slices = len(self.store.imports), len(self.store.slices)
+            self._synced = True  # the Store may go on applying the lists over a few loop turns
+            imports = sum(c.count for c in self.collections if c.kind == SERVICE_IMPORT)
+            slices = sum(c.count for c in self.collections if c.kind == ENDPOINT_SLICE)
             log.info("initial sync complete: %d ServiceImports, %d EndpointSlices", imports, slices,
                      extra={"event": "synced", "source": "kubernetes", "service_imports": imports,
                             "endpoint_slices": slices})

@@ -76,8 +76,7 @@ class _Channel:
 
 
 def _tap(objs: Iterable[Obj], blobs: list[bytes]) -> Iterator[Obj]:
-    """Each object, once, after what the workers' Stores read of it is pickled into `blobs`
-    (so that the source's lists are still freed object by object as the Store parses)."""
+    """Each object, once, after what the workers' Stores read of it is pickled into `blobs`."""
     for o in objs:
         blobs.append(pickle.dumps(essentials(o), pickle.HIGHEST_PROTOCOL))
         yield o
@@ -168,7 +167,7 @@ class Tee:
             self.store.replace(kind, objs)
             return
         blobs: list[bytes] = []
-        self.store.replace(kind, _tap(objs, blobs))
+        self.store.replace(kind, list(_tap(objs, blobs)))  # all packed now: the store may go on later
         self.hub.replace(kind, blobs)
 
     def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
@@ -177,7 +176,7 @@ class Tee:
             return
         blobs: list[bytes] = []
         gone = list(deletes)
-        self.store.apply(_tap(upserts, blobs), gone)
+        self.store.apply(list(_tap(upserts, blobs)), gone)
         self.hub.apply(blobs, gone)
 
 

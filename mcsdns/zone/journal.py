@@ -14,6 +14,7 @@ import hashlib
 import logging
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..data.store import ServiceKey
 from ..dns.names import decode_name
@@ -63,6 +64,19 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
     return removed, added
 
 
+class Worked(NamedTuple):
+    """A service change's digest and difference, worked out ahead (off the loop)."""
+
+    digest: int
+    removed: list[Record]
+    added: list[Record]
+
+
+def work_out(key: ServiceKey, old: Names, new: Names) -> Worked:
+    """What `Versions.record` computes for a change from `old` to `new`."""
+    return Worked(service_digest(key, new), *diff(old, new))
+
+
 @dataclass(frozen=True, slots=True)
 class Delta:
     """The change from serial `old` to serial `new`."""
@@ -95,15 +109,16 @@ class Versions:
     def publish(self, put: Put) -> None:
         put(ZONE_SERIAL, self.zone.serial if self.established else 0)
 
-    def record(self, change: Change) -> None:
-        """Fold one service change into the digest (and, once established, the pending diff)."""
+    def record(self, change: Change, worked: Worked | None = None) -> None:
+        """Fold one service change into the digest (and, once established, the pending diff);
+        `worked`: its digest and difference, computed ahead."""
         key, old, new = change.key, change.old, change.new
-        d = service_digest(key, new)
+        d = worked.digest if worked is not None else service_digest(key, new)
         self.digest ^= self.svc_digest.pop(key, 0) ^ d
         if d:
             self.svc_digest[key] = d
         if self.established and not self.pending_overflow:
-            r, a = diff(old, new)
+            r, a = (worked.removed, worked.added) if worked is not None else diff(old, new)
             self.pending_removed += r
             self.pending_added += a
             if len(self.pending_removed) + len(self.pending_added) > JOURNAL_MAX_RRS:

@@ -7,7 +7,9 @@ cache (server/cache.py), never in the zone. The SOA serial of a negative answer
 is written into each response sent (`Answer.serial_at`), so a new serial
 invalidates none of them.
 Updates run on the event-loop thread in one synchronous step, so a query sees
-the zone either before or after a service change, never half of one.
+the zone either before or after a service change, never half of one; a large
+service's change is worked out first (`stage`, off the loop) and then swapped
+in by dict updates alone (`commit`).
 
 Until `set_loaded()` (first full sync, or state restored) every name in the
 zone answers SERVFAIL, as CoreDNS does before its first sync: never an
@@ -36,9 +38,6 @@ _REFUSED_TYPES = (RRType.AXFR, RRType.IXFR)  # answered by transfers, over TCP
 _CLASSES = (RRClass.IN, RRClass.ANY)
 
 
-
-
-
 class Change(NamedTuple):
     """What one `set_service` did: the names whose answers changed, and the service's
     records before and after (for the digest and the journal)."""
@@ -47,6 +46,18 @@ class Change(NamedTuple):
     old: Names
     new: Names
     names: set[bytes]
+
+
+class Staged(NamedTuple):
+    """One service's change worked out by `Zone.stage`, for `Zone.commit`: the names it
+    had (`before`), its new names, those that go, those whose RRsets are new, and both."""
+
+    key: ServiceKey
+    before: Names
+    new: Names
+    gone: list[bytes]
+    put: Names
+    changed: set[bytes]
 
 
 def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
@@ -121,24 +132,37 @@ class Zone:
 
     def set_service(self, key: ServiceKey, new: Names) -> Change:
         """Replace the names of one service (empty `new` removes it)."""
-        old = self.svc_names.pop(key, ())
+        return self.commit(self.stage(key, new))
+
+    def stage(self, key: ServiceKey, new: Names) -> Staged:
+        """What replacing `key`'s names with `new` changes, computed without changing the
+        zone: may run off the loop while this service's names stay as they are."""
+        old = self.svc_names.get(key, ())
         names = self.names
         before = {n: names[n] for n in old}
-        changed = {n for n in old if n not in new}
-        for n in changed:
+        gone = [n for n in old if n not in new]
+        put = {n: rrsets for n, rrsets in new.items() if names.get(n) != rrsets}
+        changed = set(gone)
+        changed.update(put)
+        return Staged(key, before, new, gone, put, changed)
+
+    def commit(self, st: Staged) -> Change:
+        """Apply a `stage`d change (on the loop; nothing of the service changed since):
+        C-level dict updates only, so a large service swaps in one short step."""
+        key, new, names = st.key, st.new, self.names
+        had = self.svc_names.pop(key, None) is not None
+        for n in st.gone:
             del names[n]
-        for n, rrsets in new.items():
-            if names.get(n) != rrsets:
-                names[n] = rrsets
-                changed.add(n)
-        if old and not new:
+        names.update(st.put)
+        changed = st.changed
+        if had and not new:
             self.ns_refs[key[0]] -= 1
             if not self.ns_refs[key[0]]:
                 del self.ns_refs[key[0]]
                 ns_name = prefix((key[0],), self.svc)  # fits: the service's names did
                 del names[ns_name]
                 changed.add(ns_name)
-        elif new and not old:
+        elif new and not had:
             self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
             ns_name = prefix((key[0],), self.svc)
             if ns_name not in names:
@@ -147,7 +171,7 @@ class Zone:
         if new:
             self.svc_names[key] = tuple(new)
         self.version += 1
-        return Change(key, before, new, changed)
+        return Change(key, st.before, new, changed)
 
     def set_serial(self, serial: int) -> bytes:
         """Serve a new SOA serial at the apex; returns the apex, whose answers changed."""

@@ -1,0 +1,144 @@
+"""Service records built off the event loop when they are large, then swapped in.
+
+`Builder.rebuild` builds the changed services' records on the loop, as one step,
+when they cost at most BIG_ITEMS (endpoints and ports, plus SERVICE_COST per service;
+nearly every change). Larger changes are built in `executor`: the records (`zone.records`), what
+they change in the zone (`Zone.stage`) and the digest and journal difference
+(`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
+about SWAP_NAMES names per turn, so a query sees a service before or after its
+change, never half, and answering never waits for the build (the GIL is handed back
+every switch interval, 0.5 ms in `serve`; the GC is held off meanwhile, ops/gcpause.py).
+A service changed again while its build runs is built again after the swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+
+from ..data.objects import EndpointSlice, ServiceImport
+from ..data.store import BIG_ITEMS, ServiceKey, Store, parsed_size
+from ..ops import gcpause
+from ..zone.journal import Worked, work_out
+from ..zone.leftout import LeftOut
+from ..zone.locality import Locality
+from ..zone.records import Names, service_records
+from ..zone.zone import Staged, Zone
+from .publisher import ZonePublisher
+
+log = logging.getLogger("mcsdns.builder")
+
+SWAP_NAMES = 10_000  # names swapped in per loop turn (whole services: a larger one alone)
+SERVICE_COST = 8  # what building one service costs beyond its items, in items (about 100 us)
+
+Inputs = list[tuple[ServiceKey, ServiceImport | None, list[EndpointSlice]]]
+Work = list[tuple[Staged, Worked, LeftOut]]
+Report = Callable[[ServiceKey, LeftOut], None]  # the names a build of a service left out
+
+
+def records(zone: Zone, si: ServiceImport | None, slices: list[EndpointSlice], loc: Locality,
+            left: LeftOut) -> Names:
+    """A service's names and RRsets in `zone` (none without its ServiceImport); the names
+    it cannot serve are noted in `left`."""
+    return service_records(si, slices, zone.origin, loc, left) if si is not None else {}
+
+
+class Builder:
+    """Builds changed services into the zone through the publisher.
+
+    Invariants: a service is in `building` from the moment its inputs are taken until
+    its change is swapped in, and no other change of it reaches the zone meanwhile.
+    """
+
+    def __init__(self, store: Store, zone: Zone, publisher: ZonePublisher,
+                 again: Callable[[set[ServiceKey]], None], report: Report) -> None:
+        self.store, self.zone, self.publisher = store, zone, publisher
+        self.report = report  # on the loop, after each build of a service
+        self.again = again  # rebuild services that changed while they were being built
+        self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
+        self.executor: Executor | None = None  # where they run (None: the loop's default)
+        self.building: dict[ServiceKey, bool] = {}  # service -> changed again meanwhile
+
+    @property
+    def idle(self) -> bool:
+        """No build is running or waiting to be swapped in."""
+        return not self.building
+
+    def rebuild(self, keys: set[ServiceKey], loc: Locality) -> None:
+        """Bring the zone's records of `keys` up to the store's objects."""
+        inputs: Inputs = []
+        cost = 0
+        for key in keys:
+            if key in self.building:
+                self.building[key] = True
+                continue
+            si, slices = self.store.service(key)
+            cost += parsed_size(si, slices) + SERVICE_COST
+            inputs.append((key, si, slices))
+        if not inputs:
+            return
+        if self.loop is None or cost <= BIG_ITEMS:
+            self.publisher.apply(self._built_here(inputs, loc))
+            return
+        for key, _, _ in inputs:
+            self.building[key] = False
+        gcpause.hold()
+        fut = self.loop.run_in_executor(self.executor, self._work, inputs, loc)
+        fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
+
+    def resume(self) -> None:
+        """In a forked process (the parent's build threads did not come along): build
+        again what was being built, on this process's `loop`."""
+        keys, self.building = set(self.building), {}
+        if keys:
+            self.again(keys)
+
+    def _built_here(self, inputs: Inputs, loc: Locality) -> Iterator[tuple[ServiceKey, Names]]:
+        """On the loop: each service's names, its left-out names reported."""
+        for key, si, slices in inputs:
+            left = LeftOut()
+            names = records(self.zone, si, slices, loc, left)
+            self.report(key, left)
+            yield key, names
+
+    def _work(self, inputs: Inputs, loc: Locality) -> Work:
+        """Off the loop: each service's staged zone change, its digest and difference, and
+        the names it left out."""
+        out: Work = []
+        for key, si, slices in inputs:
+            left = LeftOut()
+            st = self.zone.stage(key, records(self.zone, si, slices, loc, left))
+            out.append((st, work_out(key, st.before, st.new), left))
+        return out
+
+    def _built(self, fut: asyncio.Future[Work], keys: list[ServiceKey]) -> None:
+        gcpause.release()
+        if fut.cancelled():
+            return  # shutting down
+        try:
+            work = fut.result()
+        except Exception:  # pragma: no cover - a bug in the builders: keep the old records
+            log.exception("building %d services failed", len(keys))
+            for key in keys:
+                self.building.pop(key, None)
+            return
+        self._swap(work)
+
+    def _swap(self, work: Work) -> None:
+        """Swap in whole services, about SWAP_NAMES names this turn; the rest next turn."""
+        batch: list[tuple[Staged, Worked]] = []
+        names = 0
+        while work and names < SWAP_NAMES:
+            st, w, left = work.pop()
+            batch.append((st, w))
+            self.report(st.key, left)
+            names += len(st.gone) + len(st.put) + SERVICE_COST
+        self.publisher.swap(batch)
+        again = {st.key for st, _ in batch if self.building.pop(st.key, False)}
+        if work:
+            assert self.loop is not None
+            self.loop.call_soon(self._swap, work)
+        if again:
+            self.again(again)
