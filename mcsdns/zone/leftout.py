@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from ..data.store import ServiceKey, Store
 from ..dns.limits import RECORDS_OCTETS
 from ..dns.names import decode_name
+from ..dns.types import RRType
 from ..ops.logs import Throttle, show
 from ..ops.stats import Put, define
 
@@ -37,12 +38,12 @@ class LeftOut:
     """The names one `service_records` call left out, by the object that implies them, and
     how many of its RRsets it cut."""
 
-    __slots__ = ("counts", "first", "capped")
+    __slots__ = ("counts", "first", "cuts")
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], Counter[str]] = {}  # (kind, ns/name) -> what -> names
         self.first: dict[tuple[str, str], bytes] = {}  # (kind, ns/name) -> the first such name
-        self.capped = 0  # RRsets cut to one message's records
+        self.cuts: list[tuple[int, int, int]] = []  # RRsets cut to one message: (type, kept, had)
 
     def add(self, kind: str, obj: str, what: str, name: bytes) -> None:
         key = (kind, obj)
@@ -54,6 +55,12 @@ class LeftOut:
 
     def total(self) -> int:
         return sum(c.total() for c in self.counts.values())
+
+    def cut_text(self) -> str:
+        """The RRsets cut, for a log line or a diagnose finding."""
+        each = ", ".join(f"{RRType(t).name} {kept} of {had}" for t, kept, had in self.cuts)
+        return (f"{len(self.cuts)} RRset{'s' if len(self.cuts) > 1 else ''} cut to the records one DNS "
+                f"message holds ({RECORDS_OCTETS} octets): {each}")
 
     def lines(self) -> Iterator[Line]:
         """One (kind, namespace/name, message) per object."""
@@ -77,8 +84,8 @@ class LeftOutLog:
         self._cut_log = Throttle(log, "cut RRsets", window=600.0)
 
     def report(self, key: ServiceKey, left: LeftOut) -> None:
-        if left.capped:
-            self._capped(key, left.capped)
+        if left.cuts:
+            self._capped(key, left)
         if not left.counts:
             self.now.pop(key, None)
             return
@@ -89,12 +96,11 @@ class LeftOutLog:
             self.store.skipped[kind] += 1
             log.warning("%s %s: %s", kind, obj, msg)
 
-    def _capped(self, key: ServiceKey, n: int) -> None:
+    def _capped(self, key: ServiceKey, left: LeftOut) -> None:
+        n = len(left.cuts)
         self.capped += n
         ns, name = key
-        self._cut_log.log(ns, logging.WARNING,
-                          "service %s/%s: %d RRsets cut to the records one DNS message holds (%d octets)",
-                          ns, name, n, RECORDS_OCTETS,
+        self._cut_log.log(ns, logging.WARNING, "service %s/%s: %s", ns, name, left.cut_text(),
                           extra={"event": "rrset_capped", "namespace": ns, "service": name, "rrsets": n})
 
     def publish(self, put: Put) -> None:

@@ -24,7 +24,7 @@ from ..dns.types import RRType
 from .leftout import IMPORT, SLICE, LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
-_cuts = threading.local()  # .n: RRsets this thread has cut (services build on and off the loop)
+_cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -44,11 +44,13 @@ class RRset:
 
 def _cap(rrset: RRset) -> None:
     """Keep the first records of `rrset` that fit one message (dns.limits), and its tiers'
-    sizes up to them; counted in this thread's `_cuts` (for `service_records`)."""
+    sizes up to them; noted in the LeftOut of this thread's `service_records` call."""
     n = fitting(rrset.rdatas)
     if n == len(rrset.rdatas):
         return
-    _cuts.n = getattr(_cuts, "n", 0) + 1
+    into = getattr(_cuts, "into", None)
+    if into is not None:
+        into.append((rrset.rtype, n, len(rrset.rdatas)))
     rrset.rdatas = rrset.rdatas[:n]
     if rrset.groups:
         groups, left = [], n
@@ -156,17 +158,18 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
     """All names and RRsets for one service; empty if the service has no name. A name that
     cannot be sent is left out, with the records it owns or targets, and noted in `left`
     (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
-    message are cut (dns.limits), and how many in `left.capped`."""
+    message are cut (dns.limits) and noted in `left.cuts`."""
     left = LeftOut() if left is None else left
     try:
         svc_name = prefix((si.name, si.namespace, "svc"), zone)
     except NameTooLong as e:
         left.add(IMPORT, f"{si.namespace}/{si.name}", "service", e.name)
         return {}
-    before = getattr(_cuts, "n", 0)
-    names = _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
-    left.capped += getattr(_cuts, "n", 0) - before
-    return names
+    outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
+    try:
+        return _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
+    finally:
+        _cuts.into = outer
 
 
 def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:
