@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import copy_example, free_port, run_server, stop_process, tool  # noqa: E402
+from helpers import copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
 from test_secondaries import KEY, knotd  # noqa: E402
 
 from robustness.query_of_death import BARE, Bystander, ask, big_slice, cpu_seconds, flood  # noqa: E402
@@ -164,3 +164,34 @@ def test_a_cut_rrset_keeps_the_nearest_tier_first() -> None:
     assert len(a.rdatas) == RECORDS_OCTETS // (RR_FIXED + 4) == 4000
     assert all(rd[1] == 1 for rd in a.rdatas[:3000]) and all(rd[1] == 2 for rd in a.rdatas[3000:])
     assert a.groups == (3000, 1000)
+
+
+def test_a_service_cut_on_every_rebuild_is_counted_each_time_and_logged_rate_limited(tmp_path: Path) -> None:
+    """A large service rebuilt again and again (its slice changes) cuts its RRset on every
+    build: the counter counts each build, the log names it at most 5 times per namespace
+    per 10 minutes (before, one line per rebuild), and another namespace is still named."""
+    d = copy_example(tmp_path / "m")
+
+    def write(name: str, endpoints: int, ns: str = "qod") -> None:
+        tmp = d / f".{name}.tmp"  # renamed into place: the scan never reads half a file
+        tmp.write_text(big_slice(endpoints, 10, name=name, ns=ns))  # 1,200 SRV at the name: cut
+        tmp.rename(d / f"{name}.yaml")
+
+    write("many", 120)
+    rebuilds = 12
+    with run_server(["--manifests", str(d)], tmp_path, timeout=60) as srv:
+        capped = "mcsdns_zone_rrsets_capped_total"
+        assert srv.metric(capped) == 1
+        for i in range(rebuilds):
+            write("many", 121 + i % 2)
+            assert wait_for(lambda want=2 + i: srv.metric(capped) >= want, 20), srv.logs()
+        assert srv.metric(capped) == 1 + rebuilds
+        write("other", 120, ns="elsewhere")
+        assert wait_for(lambda: srv.metric(capped) == 2 + rebuilds, 20), srv.logs()
+        time.sleep(0.5)  # a build counted twice would show by now
+        assert srv.metric(capped) == 2 + rebuilds
+        logs = srv.logs()
+    cut = [ln for ln in logs.splitlines() if "cut to the records one DNS message holds" in ln]
+    assert sum("service qod/many:" in ln for ln in cut) == 5, cut
+    assert sum("service elsewhere/other:" in ln for ln in cut) == 1, cut
+    assert logs.count("cut RRsets: rate limit reached") == 1, logs

@@ -5,6 +5,7 @@ its check, and by nothing else."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -193,6 +194,38 @@ def test_stale_slice_from_a_cluster_that_is_gone(healthy: tuple[Cluster, Cluster
     rc, report = diagnose(*clusterset(a, b))
     assert rc == 1 and fails(report) == {("stale-slices", "b", "shop/web")}
     assert "web-gone from south" in next(r["message"] for r in report["results"] if r["status"] == "FAIL")
+
+
+def warnings(report: Report) -> dict[tuple[str, str, str], str]:
+    """(check, cluster, subject) -> message of every WARN."""
+    return {(r["check"], r["cluster"], r["subject"]): r["message"] for r in report["results"]
+            if r["status"] == "WARN"}
+
+
+def test_rrsets_cut_to_one_message_are_reported(healthy: tuple[Cluster, Cluster]) -> None:
+    """A headless service of 1,200 endpoints (two valid slices of 600) and one named port has
+    1,200 SRV records at its name and at _http._tcp: more than one message holds, so
+    `mcsdns serve` cuts both RRsets and clients see part of them: diagnose warns, in every
+    member that imports it."""
+    a, b = healthy
+    a.kube.service("shop", "wide", headless=True)
+    for half in range(2):
+        a.kube.endpoints("shop", "wide", f"wide-{half}",
+                         [(f"10.4.{half * 3 + i // 250}.{i % 250 + 1}", f"pod-{half * 600 + i}")
+                          for i in range(600)])
+    a.kube.export("shop", "wide")
+    sync(a, b)
+    rc, report = diagnose(*clusterset(a, b))
+    assert rc == 0 and not fails(report), fails(report)
+    warned = warnings(report)
+    assert set(warned) == {("names", "a", "shop/wide"), ("names", "b", "shop/wide")}, warned
+    for msg in warned.values():
+        assert msg.startswith("2 RRsets cut to the records one DNS message holds (64000 octets): SRV "), msg
+        kept = [int(n) for n in re.findall(r"SRV (\d+) of 1200", msg)]
+        assert len(kept) == 2 and all(0 < n < 1200 for n in kept), msg
+    # the other services are not cut: no finding for them
+    rc, report = diagnose(*clusterset(a, b), "web.shop")
+    assert rc == 0 and not warnings(report)
 
 
 def test_dns_server_answering_from_other_objects(healthy: tuple[Cluster, Cluster], tmp_path: Path) -> None:

@@ -223,7 +223,8 @@ def _served_slices(s: Snapshot, key: Key) -> Iterator[EndpointSlice]:
 
 def name_checks(snaps: list[Snapshot], key: Key, zone: bytes) -> Iterator[Result]:
     """The names of this service `mcsdns serve` would leave out of `zone` (a label over 63
-    octets or a name over 255), found by building its records as the server does."""
+    octets or a name over 255), and its RRsets it would cut to what one DNS message holds,
+    found by building its records as the server does."""
     subject = f"{key[0]}/{key[1]}"
     for s in snaps:
         si = s.imports.get(key)
@@ -239,6 +240,11 @@ def name_checks(snaps: list[Snapshot], key: Key, zone: bytes) -> Iterator[Result
             yield Result(FAIL, "names", s.name, subject,
                          f"{kind} {obj}: {message}; shorten the namespace, service, hostname, port name "
                          "or cluster ID")
+        if left.cuts:
+            yield Result(WARN, "names", s.name, subject,
+                         f"{left.cut_text()}; every client and secondary gets only these first records "
+                         "(nearest locality tier first): split the service or use fewer named ports if "
+                         "clients need every endpoint")
 
 
 def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:

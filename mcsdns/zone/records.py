@@ -9,7 +9,7 @@ bare service name, gives one record.
 
 from __future__ import annotations
 
-import logging
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,15 +17,14 @@ from types import MappingProxyType
 from typing import Any
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
-from ..dns.limits import RECORDS_OCTETS, SAFE_COUNT, fitting
+from ..dns.limits import SAFE_COUNT, fitting
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType
 from .leftout import IMPORT, SLICE, LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
-log = logging.getLogger("mcsdns.zone")
-capped = 0  # RRsets cut to one message's records since start (published by the zone)
+_cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -45,12 +44,13 @@ class RRset:
 
 def _cap(rrset: RRset) -> None:
     """Keep the first records of `rrset` that fit one message (dns.limits), and its tiers'
-    sizes up to them; counted in `capped` (and logged by `service_records`)."""
+    sizes up to them; noted in the LeftOut of this thread's `service_records` call."""
     n = fitting(rrset.rdatas)
     if n == len(rrset.rdatas):
         return
-    global capped
-    capped += 1
+    into = getattr(_cuts, "into", None)
+    if into is not None:
+        into.append((rrset.rtype, n, len(rrset.rdatas)))
     rrset.rdatas = rrset.rdatas[:n]
     if rrset.groups:
         groups, left = [], n
@@ -158,21 +158,18 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
     """All names and RRsets for one service; empty if the service has no name. A name that
     cannot be sent is left out, with the records it owns or targets, and noted in `left`
     (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
-    message are cut (dns.limits), logged here once per build."""
+    message are cut (dns.limits) and noted in `left.cuts`."""
     left = LeftOut() if left is None else left
     try:
         svc_name = prefix((si.name, si.namespace, "svc"), zone)
     except NameTooLong as e:
         left.add(IMPORT, f"{si.namespace}/{si.name}", "service", e.name)
         return {}
-    before = capped
-    names = _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
-    if capped != before:
-        log.warning("service %s/%s: %d RRsets cut to the records one DNS message holds (%d octets)",
-                    si.namespace, si.name, capped - before, RECORDS_OCTETS,
-                    extra={"event": "rrset_capped", "namespace": si.namespace, "service": si.name,
-                           "rrsets": capped - before})
-    return names
+    outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
+    try:
+        return _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
+    finally:
+        _cuts.into = outer
 
 
 def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:

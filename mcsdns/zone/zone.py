@@ -28,7 +28,6 @@ from ..dns.names import encode_name, is_subdomain, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..ops.stats import Put, define
-from . import records
 from .records import Names, RRset, RRsets
 
 DNS_SCHEMA_VERSION = "1.0.0"
@@ -78,8 +77,6 @@ def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
 
 NAMES = define("mcsdns_zone_names", "gauge", "Names in the zone.")
 CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applied to the zone.")
-CAPPED = define("mcsdns_zone_rrsets_capped_total", "counter",
-                "RRsets cut to the records one DNS message holds (64,000 octets; see README, Limits).")
 
 
 class Zone:
@@ -126,7 +123,6 @@ class Zone:
     def publish(self, put: Put) -> None:
         put(NAMES, len(self.names))
         put(CHANGES, self.version)
-        put(CAPPED, records.capped)
 
     # ---- updates ----
 
