@@ -60,9 +60,14 @@ def release() -> None:
     with _lock:
         _holds -= 1
         if _holds == 0:
-            gc.freeze()
-            if _was_enabled:
-                gc.enable()
+            _resume()
+
+
+def _resume() -> None:
+    """What the last `release` does: freeze what is alive, collect as before the hold."""
+    gc.freeze()
+    if _was_enabled:
+        gc.enable()
 
 
 def _after_fork() -> None:
@@ -72,9 +77,7 @@ def _after_fork() -> None:
     _lock = threading.Lock()
     if _holds:
         _holds = 0
-        gc.freeze()
-        if _was_enabled:
-            gc.enable()
+        _resume()
 
 
 os.register_at_fork(after_in_child=_after_fork)

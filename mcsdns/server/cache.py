@@ -38,6 +38,7 @@ NEGATIVE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
 CANNED_MAX = 50_000  # response cache entries per transport
 CACHE_BYTES = 32 << 20  # default response cache budget, both transports together
 ENTRY_COST = 320  # octets a response cache entry costs beyond its key and response (measured)
+INVALIDATE_ALL_ABOVE = 1024  # names of one change above which the whole cache may go
 MAX_GROUPS = 1024  # groups of response cache entries of one size per transport (then: of one size bucket)
 _XFR = (RRType.AXFR, RRType.IXFR)
 
@@ -249,7 +250,11 @@ class ResponseCache:
 
     def invalidate(self, names: Collection[bytes] | None) -> None:
         """The zone changed: forget what was kept for `names` (None: everything),
-        keeping the counts."""
+        keeping the counts. More than INVALIDATE_ALL_ABOVE names, and more than the
+        cache holds, forget everything: the cost is bounded by the cache then."""
+        if names is not None and len(names) > INVALIDATE_ALL_ABOVE and len(names) > (
+                len(self.positive) + len(self.negative) + sum(len(k) for k in self.keys)):
+            names = None
         if names is None:
             self.positive.clear()
             self.negative.clear()

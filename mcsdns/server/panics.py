@@ -26,7 +26,7 @@ log = logging.getLogger("mcsdns.query")
 LOG_EVERY = 60.0  # seconds between two logged internal errors
 PANICS = define("mcsdns_panics_total", "counter",
                 "Internal errors while answering (each query answered SERVFAIL where it parsed "
-                "as one); see docs/operations.md, McsdnsInternalErrors.")
+                "as one); see docs/operations.md, MCSDNSInternalErrors.")
 
 
 def servfail(query: bytes) -> bytes | None:

@@ -27,7 +27,6 @@ from .cache import ResponseCache
 log = logging.getLogger("mcsdns.serial")
 
 RETRY = 0.5  # seconds before trying again when the serial state cannot be used
-INVALIDATE_ALL_ABOVE = 1024  # names touched by one change above which the whole cache may go
 FALLBACK_POLL = 1.0  # seconds between looks at a shared serial file where inotify is missing
 
 
@@ -56,7 +55,7 @@ class ZonePublisher:
             change = self.zone.set_service(key, names)
             self.versions.record(change)
             touched |= change.names
-        self._invalidate(touched)
+        self.cache.invalidate(touched)
         self.commit()
 
     def swap(self, work: Iterable[tuple[Staged, Worked]]) -> None:
@@ -66,19 +65,8 @@ class ZonePublisher:
             change = self.zone.commit(st)
             self.versions.record(change, worked)
             sets.append(change.names)
-        self._invalidate(sets[0] if len(sets) == 1 else set().union(*sets))  # one: not copied
+        self.cache.invalidate(sets[0] if len(sets) == 1 else set().union(*sets))  # one: not copied
         self.commit()
-
-    def _invalidate(self, touched: set[bytes]) -> None:
-        """Drop what the cache kept for `touched`; or everything, when a large change
-        touches more names than the cache holds (its cost is bounded by the cache then)."""
-        cache = self.cache
-        if len(touched) > INVALIDATE_ALL_ABOVE:
-            held = len(cache.positive) + len(cache.negative) + sum(len(k) for k in cache.keys)
-            if len(touched) > held:
-                cache.invalidate(None)
-                return
-        cache.invalidate(touched)
 
     def load(self) -> None:
         """The zone holds all the data (first sync, or restored state): answer from it."""

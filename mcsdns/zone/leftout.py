@@ -23,8 +23,6 @@ from ..ops.stats import Put, define
 
 log = logging.getLogger("mcsdns.zone")
 
-IMPORT, SLICE = "ServiceImport", "EndpointSlice"
-
 LEFT_OUT = define("mcsdns_zone_names_left_out", "gauge",
                   "Endpoints, ports and services of the objects whose names the zone leaves out "
                   "(a label over 63 octets or a name over 255), counted per object.")

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport
+from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport, who
+from ..data.store import ENDPOINT_SLICE, SERVICE_IMPORT
 from ..dns.limits import SAFE_COUNT, fitting
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType
-from .leftout import IMPORT, SLICE, LeftOut
+from .leftout import LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
 _cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
@@ -163,7 +164,7 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
     try:
         svc_name = prefix((si.name, si.namespace, "svc"), zone)
     except NameTooLong as e:
-        left.add(IMPORT, f"{si.namespace}/{si.name}", "service", e.name)
+        left.add(SERVICE_IMPORT, who(si.namespace, si.name), "service", e.name)
         return {}
     outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
     try:
@@ -183,7 +184,7 @@ def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:
         first.setdefault((p.name, p.protocol), p.port)
     owners, bad = _srv_names(svc_name, si.ports)
     for name in bad.values():
-        left.add(IMPORT, f"{si.namespace}/{si.name}", "port", name)
+        left.add(SERVICE_IMPORT, who(si.namespace, si.name), "port", name)
     for key, owner in owners.items():
         rd = srv_wire(0, 100, first[key], svc_name)
         names[owner] = One(RRset(RRType.SRV, (rd,), extra))
@@ -223,7 +224,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
         host = host_of.get(key)
         if host is None:
             if key in host_of:
-                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", too_long[key])
+                left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "endpoint", too_long[key])
                 continue
             cn = cluster_names.get(sl.cluster)
             try:
@@ -235,7 +236,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
                 if cn is None:
                     name = bytes((len(ep.hostname),)) + ep.hostname.encode() + name
                 host_of[key], too_long[key] = None, name
-                left.add(SLICE, f"{sl.namespace}/{sl.name}", "endpoint", name)
+                left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "endpoint", name)
                 continue
             names.setdefault(cn, EMPTY)  # <clusterid>.<svc>: never has records
             hosts[host] = ep.addresses  # shared with the store: no copy per host
@@ -274,7 +275,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
     if bad:
         for sl in slices:
             for k in dict.fromkeys((p.name, p.protocol) for p in sl.ports if (p.name, p.protocol) in bad):
-                left.add(SLICE, f"{sl.namespace}/{sl.name}", "port", bad[k])
+                left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "port", bad[k])
     for key, owner in srv_owners.items():
         targets = port_targets[key]
         per_tier = Counter(targets.values())
