@@ -17,16 +17,18 @@ from pathlib import Path
 
 import dns.message
 
-from mcsdns.app import App, Config
+from mcsdns.app import Config
+from mcsdns.roles.loader import loader_for
 from mcsdns.server import _batchio
+from mcsdns.server.pipeline import Pipeline
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusterset"
 
 
-async def load(manifests: Path) -> App:
-    app = App(Config(listen=[], manifests=str(manifests)))
-    assert not await app.load_once(10.0)
-    return app
+async def load(manifests: Path) -> Pipeline:
+    loader = loader_for(Config(listen=[], manifests=str(manifests)))
+    assert not await loader.load_once(10.0)
+    return loader.pipeline
 
 
 def main() -> int:

@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dns.message  # noqa: E402
 
 from bench.gen_clusterset import generate  # noqa: E402
-from mcsdns.app import App, Config  # noqa: E402
+from mcsdns.app import Config  # noqa: E402
+from mcsdns.roles.loader import loader_for  # noqa: E402
 from mcsdns.server import _batchio  # noqa: E402
 from mcsdns.server.udp import DURATION_BOUNDS_NS, RequestTimer  # noqa: E402
 
@@ -47,11 +48,11 @@ def queries(path: Path, n: int) -> list[bytes]:
 async def measure(a: argparse.Namespace) -> None:
     data = a.data
     generate(data, 1000, 10000, 3)
-    app = App(Config(listen=[], manifests=str(data / "manifests")))
-    app.sources = app.make_sources()
-    for s in app.sources:
+    loader = loader_for(Config(listen=[], manifests=str(data / "manifests")))
+    app = loader.pipeline
+    for s in loader.sources:
         await s.start(asyncio.get_running_loop())
-    while not app.synced():  # answer from the data, not SERVFAIL
+    while not loader.synced():  # answer from the data, not SERVFAIL
         await asyncio.sleep(0.01)
     app.zone.set_loaded()
     respond, cache = app.handler.respond, app.handler.cache.tables[False]
@@ -112,7 +113,7 @@ async def measure(a: argparse.Namespace) -> None:
         cost = observe_ns / burst
         print(f"| {burst} | {off:,.0f} | {on:,.0f} | {on - off:+,.0f} | {cost:,.0f} "
               f"| {100 * cost / off:.2f}% |")
-    for s in app.sources:
+    for s in loader.sources:
         await s.stop()
 
 

@@ -105,16 +105,17 @@ def change_latency(proc: Proc, data: Path, n: int) -> list[float]:
 
 def apply_cost(data: Path, n: int) -> tuple[float, float]:
     """(seconds to load everything, median seconds to apply one changed service) in-process."""
-    from mcsdns.app import App, Config
+    from mcsdns.app import Config
+    from mcsdns.roles.loader import loader_for
 
     async def go() -> tuple[float, float]:
-        app = App(Config(manifests=str(data / "manifests")))
-        app.sources = app.make_sources()
+        loader = loader_for(Config(manifests=str(data / "manifests")))
+        app = loader.pipeline
         t0 = time.perf_counter()
-        for s in app.sources:
+        for s in loader.sources:
             await s.start(asyncio.get_running_loop())
         load = time.perf_counter() - t0
-        for s in app.sources:
+        for s in loader.sources:
             await s.stop()
         meta = json.loads((data / "meta.json").read_text())
         items = json.loads((data / meta["churn"]["file"]).read_text())["items"]

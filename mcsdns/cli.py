@@ -9,7 +9,7 @@ import os
 import sys
 
 from . import flags
-from .app import App, Config, run, run_loop, tell
+from .app import Config
 from .controller.cli import add_parser as add_controller
 from .diagnose.cli import add_parser as add_diagnose
 from .dns import tsig
@@ -63,6 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", action="append", type=flags.host_port, metavar="HOST:PORT",
                    help="UDP+TCP address (repeatable; default 0.0.0.0:53)")
     _add_source_args(s)
+    _add_serve_args(s)
+    _add_transfer_args(s)
+    r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
+    _add_source_args(r)
+    r.add_argument("--timeout", type=flags.seconds, default=30,
+                   help="seconds to wait for the first sync, then exit 1 (default 30)")
+    add_controller(sub)
+    add_diagnose(sub)
+    return p
+
+
+def _add_serve_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--health", type=flags.host_port, metavar="HOST:PORT", help="/health and /ready")
     s.add_argument("--metrics", type=flags.host_port, metavar="HOST:PORT", help="Prometheus /metrics")
     s.add_argument("--tcp-max-conns", type=flags.positive, default=1000,
@@ -94,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "them after a restart until the API answers; the SOA serial in DIR/serial")
     s.add_argument("--state-interval", type=flags.seconds_or_zero, default=10.0, metavar="SECONDS",
                    help="write the state at most this often while changes arrive (default 10)")
+
+
+def _add_transfer_args(s: argparse.ArgumentParser) -> None:
     x = s.add_argument_group("zone transfers (AXFR/IXFR over TCP, NOTIFY; default: all REFUSED)")
     x.add_argument("--allow-transfer", action="append", default=[], type=flags.cidr, metavar="CIDR",
                    help="clients allowed AXFR/IXFR (repeatable; default none)")
@@ -109,13 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TSIG key on the command line (repeatable; visible in ps: prefer a file)")
     x.add_argument("--tsig-allow-weak", action="store_true",
                    help="accept hmac-md5 and hmac-sha1 keys (refused by default)")
-    r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
-    _add_source_args(r)
-    r.add_argument("--timeout", type=flags.seconds, default=30,
-                   help="seconds to wait for the first sync, then exit 1 (default 30)")
-    add_controller(sub)
-    add_diagnose(sub)
-    return p
 
 
 def config_from(args: argparse.Namespace) -> Config:
@@ -135,25 +143,26 @@ def config_from(args: argparse.Namespace) -> Config:
                                    args.tcp_max_conns_per_client)
         cfg.state_dir, cfg.state_interval = args.state_dir, max(0.0, args.state_interval)
         cfg.allow_transfer, cfg.notify = args.allow_transfer, args.notify
-        cfg.reuse_port = cfg.bind_when_ready = args.reuse_port
+        cfg.reuse_port = args.reuse_port
         cfg.lameduck = max(0.0, args.lameduck)
     return cfg
 
 
 async def print_records(cfg: Config, timeout: float) -> int:
+    from .roles.loader import loader_for
     from .zone.zonefile import zone_text
 
-    app = App(cfg)
+    loader = loader_for(cfg, serving=False, keep_state=False)
 
     def waiting() -> None:
-        what = "; ".join(tell(s, "target") for s in app.sources)
+        what = "; ".join(s.target() for s in loader.sources)
         print(f"mcsdns: waiting up to {timeout:g}s for {what}", file=sys.stderr)
 
-    missing = await app.load_once(timeout, serving=False, waiting=waiting)
+    missing = await loader.load_once(timeout, waiting=waiting, answer=False)
     if missing:
         print(f"mcsdns: no first sync within {timeout:g}s: {'; '.join(missing)}", file=sys.stderr)
         return 1
-    sys.stdout.write(zone_text(app.zone))
+    sys.stdout.write(zone_text(loader.pipeline.zone))
     return 0
 
 
@@ -184,8 +193,9 @@ def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
             "--tsig-key shows the secret to anyone who can list processes: prefer --tsig-key-file "
             "or $%s", tsig.ENV)
     if cfg.workers > 1:
-        from .workers import supervise
+        from .roles.supervisor import Supervisor
 
-        return supervise(cfg)
-    run_loop(lambda: run(cfg))
-    return 0
+        return Supervisor(cfg).run()
+    from .roles.single import SingleProcess
+
+    return SingleProcess(cfg).run()

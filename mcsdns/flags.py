@@ -20,9 +20,9 @@ from typing import NoReturn
 
 from .data.objects import is_dns_label, valid_cluster_id
 from .dns.names import NameTooLong, encode_name
-from .ops.errors import EXIT_CONFIG, ConfigError, os_reason
+from .ops.errors import EXIT_CONFIG, ConfigError, os_reason, show_addr
 
-__all__ = ["EXIT_CONFIG", "ConfigError", "os_reason"]  # re-exported for the CLIs
+__all__ = ["EXIT_CONFIG", "ConfigError", "os_reason", "show_addr"]  # re-exported for the CLIs
 
 MAX_TTL = (1 << 31) - 1  # RFC 2181 section 8
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -33,11 +33,6 @@ def fail(message: object) -> int:
     """Print `mcsdns: message` as one line on stderr; returns the exit status, 2."""
     print("mcsdns: " + " ".join(str(message).split()), file=sys.stderr)
     return EXIT_CONFIG
-
-
-def show_addr(host: str, port: int) -> str:
-    """HOST:PORT as given on the command line ([v6]:PORT for IPv6)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def http_addrs(health: tuple[str, int] | None,

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from mcsdns.app import App, Config  # noqa: E402
+from mcsdns.server.pipeline import Pipeline  # noqa: E402
 from mcsdns.sources.files import FileSource  # noqa: E402
 from robustness.packets import hostile  # noqa: E402
 
@@ -49,7 +49,7 @@ def check(msg: bytes, out: bytes | None, tcp: bool) -> str | None:
 
 
 async def in_process(n: int, seed: int) -> dict[str, float]:
-    app = App(Config(manifests=str(EXAMPLE)))
+    app = Pipeline()
     await FileSource(app.store, str(EXAMPLE)).poll(asyncio.get_running_loop())
     rng = random.Random(seed)
     respond = app.handler.respond

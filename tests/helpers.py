@@ -20,8 +20,10 @@ import dns.query
 import dns.rdatatype
 import pytest
 
-from mcsdns.app import App, Config
+from mcsdns.app import Config
+from mcsdns.roles.loader import loader_for
 from mcsdns.server.handler import Handler
+from mcsdns.server.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"
@@ -165,11 +167,11 @@ def drain(sock: socket.socket) -> list[bytes]:
             return out
 
 
-def example_app() -> App:
+def example_app() -> Pipeline:
     """The example clusterset loaded, its sources stopped (changes go through app.store)."""
-    app = App(Config(listen=[], manifests=str(EXAMPLE)))
-    assert not asyncio.run(app.load_once(10.0))
-    return app
+    loader = loader_for(Config(listen=[], manifests=str(EXAMPLE)))
+    assert not asyncio.run(loader.load_once(10.0))
+    return loader.pipeline
 
 
 def example_handlers() -> tuple[Handler, Handler]:

@@ -32,10 +32,10 @@ from controller_env import eventually, run_controller
 from helpers import EXAMPLE, REPO, run_server, tool
 from kubeapi import KubeAPI
 
-from mcsdns.app import HANDOFF
 from mcsdns.cli import build_parser
 from mcsdns.dns import tsig
 from mcsdns.kube import permissions
+from mcsdns.server.listeners import HANDOFF
 from mcsdns.sources.files import load_file
 
 Obj = dict[str, Any]

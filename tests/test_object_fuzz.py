@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcsdns.app import App, Config
 from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT
 from mcsdns.dns.names import decode_name
+from mcsdns.server.pipeline import Pipeline
 
 ZONE = "clusterset.local."
 STATIC = {ZONE, "dns-version." + ZONE, "svc." + ZONE, "dns." + ZONE, "ns.dns." + ZONE}
@@ -71,7 +71,7 @@ def endpoint_slice(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def _owned(app: App) -> None:
+def _owned(app: Pipeline) -> None:
     """Every zone name is static, a namespace node, or inside its own service's subtree."""
     owner: dict[str, tuple[str, str]] = {}
     for key, names in app.zone.svc_names.items():
@@ -91,7 +91,7 @@ def _owned(app: App) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(service_import(), endpoint_slice()), max_size=12))
 def test_hostile_objects_never_crash_or_leak(objs: list[dict[str, Any]]) -> None:
-    app = App(Config())
+    app = Pipeline()
     for o in objs:
         app.store.upsert(o)
     _owned(app)
@@ -101,7 +101,7 @@ def test_hostile_objects_never_crash_or_leak(objs: list[dict[str, Any]]) -> None
 
 
 def test_huge_object_is_handled() -> None:
-    app = App(Config())
+    app = Pipeline()
     eps = [{"addresses": [f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"], "hostname": f"p{i}"}
            for i in range(60_000)]
     app.store.upsert({"kind": SERVICE_IMPORT, "metadata": {"name": "big", "namespace": "ns"},
@@ -114,7 +114,7 @@ def test_huge_object_is_handled() -> None:
 
 
 def test_dotted_hostname_cannot_reach_another_service() -> None:
-    app = App(Config())
+    app = Pipeline()
     for name in ("victim", "attacker"):
         app.store.upsert({"kind": SERVICE_IMPORT, "metadata": {"name": name, "namespace": "ns"},
                           "spec": {"type": "Headless"}})

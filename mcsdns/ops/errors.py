@@ -18,3 +18,8 @@ def os_reason(e: OSError) -> str:
     if e.errno is not None and e.errno > 0:
         return os.strerror(e.errno)
     return e.strerror or str(e)
+
+
+def show_addr(host: str, port: int) -> str:
+    """HOST:PORT as given on the command line ([v6]:PORT for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

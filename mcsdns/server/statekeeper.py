@@ -110,8 +110,7 @@ class StateKeeper:
     def _confirmed_at(self) -> float:
         """When the store was last known to match the source: now while connected."""
         now = time.time()
-        return min((now if getattr(s, "connected", True) else float(getattr(s, "last_sync", 0) or now)
-                    for s in self.sources()), default=now)
+        return min((now if s.connected else s.last_sync or now for s in self.sources()), default=now)
 
     async def save(self) -> None:
         """Write the snapshot (serialised and written off the event loop)."""

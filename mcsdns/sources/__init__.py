@@ -39,13 +39,21 @@ class Sink(Protocol):
 
 
 class Source(Protocol):
-    """Where objects come from (files or a Kubernetes API); it feeds the Store."""
+    """Where objects come from (files or a Kubernetes API); it feeds the Store. Everything
+    a caller (the roles, the state keeper, `mcsdns records`) uses of a source is here."""
 
     name: str
+    connected: bool  # reading works now (every watch established, the directory listed)
+    last_sync: float  # unix time of the last successful read (0: none yet)
+    last_error: str  # the last error, for a person ("" if none)
 
     @property
     def synced(self) -> bool:
         """True once a first full view of every kind has been applied."""
+        ...
+
+    def configure(self) -> None:
+        """Load what the source needs before anything starts; ConfigError if it cannot."""
         ...
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -53,6 +61,18 @@ class Source(Protocol):
         ...
 
     async def stop(self) -> None:
+        ...
+
+    def reload(self) -> None:
+        """Read everything again (SIGHUP)."""
+        ...
+
+    def target(self) -> str:
+        """What the source reads from, for a person."""
+        ...
+
+    def pending(self) -> str:
+        """What the first sync still lacks, and the last error, for a person ("" once synced)."""
         ...
 
     def publish(self, put: Put) -> None:

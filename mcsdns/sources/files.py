@@ -245,6 +245,7 @@ class FileSource:
         self.errors: Counter[str] = Counter()
         self.connected = True  # metrics: False while the directory cannot be listed
         self.last_sync = 0.0  # unix time of the last completed poll
+        self.last_error = ""  # why the directory could not be listed, last time it could not
         self._synced = False
         self._task: asyncio.Task[None] | None = None
         self._watch = dir_watch()  # wakes the poller at once on Linux
@@ -268,9 +269,18 @@ class FileSource:
         if self._watch is not None and self._watch.drain():
             self._wake.set()
 
+    def configure(self) -> None:
+        """Nothing to load: the directory is checked when the flag is parsed, and at start."""
+
     def reload(self) -> None:
         """Re-read every file at the next poll."""
         self.sigs.clear()
+
+    def target(self) -> str:
+        return f"the manifests in {self.dir}"
+
+    def pending(self) -> str:
+        return "" if self._synced else f"the first read of the manifests in {self.dir}"
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -351,6 +361,7 @@ class FileSource:
             if first:
                 raise
             self.errors["dir_unreadable"] += 1
+            self.last_error = f"{self.dir}: {os_reason(e)}"
             if self.connected:
                 self.connected = False
                 log.warning("manifest directory %s cannot be read (%s): serving the last good "

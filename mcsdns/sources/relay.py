@@ -203,6 +203,12 @@ class RelaySource:
     def publish(self, put: Put) -> None:
         """Nothing: the supervisor publishes its source's series once for all workers."""
 
+    def configure(self) -> None:
+        """Nothing to load: the supervisor's source did."""
+
+    def reload(self) -> None:
+        """Nothing: the supervisor's source relists on SIGHUP, and the changes arrive here."""
+
     def target(self) -> str:
         return "ServiceImports and EndpointSlices from the supervisor's Kubernetes API source"
 

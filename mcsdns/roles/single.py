@@ -1,0 +1,46 @@
+"""The one-process role (`mcsdns serve` without --workers): the zone, its source, the
+listeners, /health /ready /metrics, --state-dir and NOTIFY, all in this process."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..app import Config, run_loop
+from ..server.notify import Notifier
+from .endpoints import serve_endpoints
+from .loader import loader_for
+from .serving import Serving, listeners_for
+
+
+class SingleProcess(Serving):
+    """Answers on --listen from its own source. With --reuse-port it binds only once the
+    zone is loaded (a server starting next to another takes no queries before). NOTIFY
+    follows the serials this process serves."""
+
+    def __init__(self, cfg: Config) -> None:
+        loader = loader_for(cfg)
+        super().__init__(cfg, loader, listeners_for(cfg, loader, cfg.reuse_port))
+        self.notifier: Notifier | None = None
+        if cfg.notify:
+            self.notifier = Notifier(self.pipeline.zone.origin, cfg.ttl, cfg.notify,
+                                     next(iter(cfg.tsig_keys), None))
+            notifier = self.notifier
+            self.pipeline.publisher.on_serial.append(lambda serial, _new: notifier.update(serial))
+            self.stats.register(notifier.publish)
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; the exit status."""
+        run_loop(self.main)
+        return 0
+
+    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loader.prepare(loop)  # a kubeconfig that does not load: ConfigError before binding
+        await serve_endpoints(self.cfg, self.serving, lambda: [self.stats.snapshot()], self.http)
+        await self.bind(loop, now=not self.cfg.reuse_port)
+        await self.loader.start(loop)
+        if self.notifier is not None:
+            self.notifier.start()
+
+    async def close(self) -> None:
+        if self.notifier is not None:
+            await self.notifier.stop()
