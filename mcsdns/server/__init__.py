@@ -1,10 +1,11 @@
-"""Serving: answering (`handler`, with the `cache` of responses), the one owner of
-the zone version (`publisher`), the UDP and TCP listeners (`udp`, `tcp`, and the C
-extension `_batchio` for batched UDP), zone transfers (`xfr`), NOTIFY (`notify`) and
-the --state-dir writer (`statekeeper`). This file: socket helpers for the listeners.
+"""Serving: the socket-free zone `pipeline` (store → records via `builder` → the one
+owner of the zone version, `publisher` → the `cache` of responses → `handler`), the
+`listeners` (UDP and TCP: `udp`, `tcp`, and the C extension `_batchio` for batched
+UDP), zone transfers (`xfr`), NOTIFY (`notify`) and the --state-dir writer
+(`statekeeper`). This file: socket helpers for the listeners.
 
 May import mcsdns.dns, mcsdns.zone, mcsdns.data, mcsdns.sources (sync status) and
-mcsdns.ops; imported only by the binaries (app, workers, the CLIs)."""
+mcsdns.ops; imported only by the roles and the CLIs."""
 
 from __future__ import annotations
 
