@@ -1,4 +1,5 @@
-"""The HTTP endpoints of a role: /health, /ready and /metrics on --health and --metrics."""
+"""What a role shows the outside: /health, /ready and /metrics on --health and --metrics,
+and NOTIFY to the --notify secondaries."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import logging
 from collections.abc import Callable
 
 from ..app import Config
+from ..dns.names import encode_name
 from ..flags import http_addrs
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.http import HTTPEndpoints, HTTPErrors, HTTPServer, serve_http
 from ..ops.metrics import render
 from ..ops.stats import Snapshot, Stats
+from ..server.notify import Notifier
 
 log = logging.getLogger("mcsdns")
 
@@ -30,3 +33,12 @@ async def serve_endpoints(cfg: Config, ready: Callable[[], bool], snaps: Callabl
             raise ConfigError(f"{flag} {show_addr(*addr)}: {os_reason(e)}") from None
         log.info("HTTP /health /ready /metrics on %s:%d", *addr,
                  extra={"event": "listening_http", "address": addr[0], "port": addr[1]})
+
+
+def notifier_for(cfg: Config) -> Notifier | None:
+    """The NOTIFY sender for --notify (signed with the first TSIG key), or None. A role
+    feeds it the serial it serves (`Notifier.update`), from one event: the one process
+    its publisher's new serial, the supervisor the serial all its workers report."""
+    if not cfg.notify:
+        return None
+    return Notifier(encode_name(cfg.zone), cfg.ttl, cfg.notify, next(iter(cfg.tsig_keys), None))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ..app import Config, run_loop
-from ..server.notify import Notifier
-from .endpoints import serve_endpoints
+from .endpoints import notifier_for, serve_endpoints
 from .loader import loader_for
 from .serving import Serving, listeners_for
 
@@ -20,11 +19,8 @@ class SingleProcess(Serving):
     def __init__(self, cfg: Config) -> None:
         loader = loader_for(cfg)
         super().__init__(cfg, loader, listeners_for(cfg, loader, cfg.reuse_port))
-        self.notifier: Notifier | None = None
-        if cfg.notify:
-            self.notifier = Notifier(self.pipeline.zone.origin, cfg.ttl, cfg.notify,
-                                     next(iter(cfg.tsig_keys), None))
-            notifier = self.notifier
+        self.notifier = notifier = notifier_for(cfg)
+        if notifier is not None:
             self.pipeline.publisher.on_serial.append(lambda serial, _new: notifier.update(serial))
             self.stats.register(notifier.publish)
 

@@ -41,16 +41,14 @@ import signal
 import tempfile
 
 from ..app import Config, run_loop
-from ..dns.names import encode_name
 from ..ops import process
 from ..ops.errors import ConfigError
 from ..ops.http import HTTPServer
 from ..ops.logs import flush_throttles
 from ..ops.stats import Snapshot, Stats
 from ..server.listeners import HANDOFF, bind_listen
-from ..server.notify import Notifier
 from ..sources.relay import Hub
-from .endpoints import serve_endpoints
+from .endpoints import notifier_for, serve_endpoints
 from .loader import Loader, loader_for
 from .pool import CONTEXT, Pool
 from .worker import work_forked, work_own
@@ -84,10 +82,8 @@ class Supervisor:
             self.loader = loader_for(cfg, serial_file=self.serial_file, hub=self.hub)
             for publish in self.loader.publishers():
                 self.stats.register(publish)
-        self.notifier: Notifier | None = None
-        if cfg.notify:
-            self.notifier = Notifier(encode_name(cfg.zone), cfg.ttl, cfg.notify,
-                                     next(iter(cfg.tsig_keys), None))
+        self.notifier = notifier_for(cfg)
+        if self.notifier is not None:
             self.stats.register(self.notifier.publish)
 
     def run(self) -> int:
