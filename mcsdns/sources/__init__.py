@@ -4,8 +4,8 @@ A source is started with the Store and the event loop. It must call Store
 methods (`upsert`, `delete`, `replace`, `apply`) only on the event-loop
 thread (its threads hand over through an `Inbox`), and set `synced` once it
 has applied a first complete view of every kind it serves. Sources: `files`
-(--manifests), `kube` (the API), `relay` (a --workers worker, fed by its
-supervisor's `kube`).
+(--manifests; `manifest` reads one file, bounded), `kube` (the API), `relay` (a
+--workers worker, fed by its supervisor's `kube`).
 """
 
 from __future__ import annotations
