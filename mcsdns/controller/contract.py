@@ -84,6 +84,8 @@ class Contract(ABC):
     kind: ClassVar[Kind]
     resource: ClassVar[str]  # the plural, also the informer cache our writes go into
     reads: ClassVar[Reads]
+    # Fields of a desired object the view deliberately does not compare (a path and all below it).
+    unviewed: ClassVar[tuple[str, ...]] = ("apiVersion", "kind", "metadata.name", "metadata.namespace")
 
     @abstractmethod
     def api_version(self, m: MemberClient) -> str: ...

@@ -56,6 +56,8 @@ class EndpointSlices(Contract):
     reads: ClassVar[Reads] = {"endpointslices": (
         "addressType", *(f"endpoints.{f}" for f in ENDPOINT_READS), *(f"ports.{f}" for f in PORT_READS))}
 
+    unviewed = (*Contract.unviewed, "metadata.ownerReferences.controller")
+
     def api_version(self, m: MemberClient) -> str:
         return DISCOVERY
 

@@ -26,6 +26,9 @@ class DerivedService(Contract):
     kind = Kind.SERVICE
     resource = "services"
     reads: ClassVar[Reads] = {"services": ()}  # of a Service with a derived name: whose it is
+    unviewed = (*Contract.unviewed, "spec.ipFamilies", "spec.ipFamilyPolicy",  # set at creation only
+                "metadata.ownerReferences.apiVersion", "metadata.ownerReferences.controller",
+                "metadata.ownerReferences.blockOwnerDeletion")
 
     def api_version(self, m: MemberClient) -> str:
         return CORE

@@ -56,6 +56,8 @@ class ServiceExport(Contract):
     resource = "serviceexports"
     # all of an export (the status write's body starts from it), and what `read_export` reads of its Service
     reads: ClassVar[Reads] = {"serviceexports": None, "services": SERVICE_READS}
+    # the export's own fields, and when a condition last changed: only our conditions are compared
+    unviewed = (*Contract.unviewed, "metadata", "spec", "status.conditions.lastTransitionTime")
 
     def api_version(self, m: MemberClient) -> str:
         return m.mcs_api_version()
@@ -87,7 +89,8 @@ class ServiceExport(Contract):
                 c = dict(c, lastTransitionTime=before.get("lastTransitionTime") or c["lastTransitionTime"])
             new.append(c)
         new.extend(c for t, c in old.items() if t not in OURS)
-        return dict(want, status=dict(want["status"], conditions=new))
+        return dict(have, apiVersion=want["apiVersion"], kind="ServiceExport",
+                    status=dict(have.get("status") or {}, conditions=new))
 
     def sync(self, eng: Engine, ex: ExportState, merged: Merged | None) -> None:
         """Written when our conditions changed; its failure does not fail the import."""

@@ -22,6 +22,7 @@ class ServiceImport(Contract):
     reads: ClassVar[Reads] = {"serviceimports": ()}  # of someone else's import: whose it is
     # The annotations we set: compared, and replaced (others' kept) on update.
     ANNOTATIONS: ClassVar[tuple[str, ...]] = (DERIVED_ANNOTATION,)
+    unviewed = (*Contract.unviewed, "status")  # compared by `status_equal`
 
     def api_version(self, m: MemberClient) -> str:
         return m.mcs_api_version()
