@@ -17,14 +17,13 @@ from mcsdns.controller.contract import Contract, Kind, Target, Verb
 from mcsdns.controller.derived import DERIVED_ANNOTATION
 from mcsdns.controller.engine import POLICY, Engine, Result
 from mcsdns.controller.exports import ExportState
-from mcsdns.controller.kinds import ENDPOINT_SLICES, KINDS, SERVICE, SERVICE_IMPORT
-from mcsdns.controller.kinds.serviceexport import ServiceExport, conditions
+from mcsdns.controller.kinds import ENDPOINT_SLICES, KINDS, SERVICE, SERVICE_EXPORT, SERVICE_IMPORT
+from mcsdns.controller.kinds.serviceexport import conditions
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, Merged, PortSpec, serving_ports
 from mcsdns.kube.errors import Request, RequestError
 
 Obj = dict[str, Any]
 KEY = ("shop", "web")
-EXPORT_STATUS = ServiceExport()
 M = FakeMember("b", "west")
 
 ports = st.lists(st.builds(PortSpec, st.sampled_from(["", "http", "grpc"]), st.sampled_from(["TCP", "UDP"]),
@@ -71,7 +70,7 @@ def desired(c: Contract, t: Target) -> list[Obj]:
     if c is ENDPOINT_SLICES:
         return list(ENDPOINT_SLICES.desired(M, KEY, t).values())
     ex = t.exports[0]
-    return [EXPORT_STATUS.desired(M, ex, conditions(ex, t.merged, []))]
+    return [SERVICE_EXPORT.desired(M, ex, conditions(ex, t.merged, []))]
 
 
 def as_served(obj: Obj) -> Obj:
@@ -125,7 +124,7 @@ def test_an_update_keeps_foreign_metadata(c: Contract, t: Target, other: Target)
             assert (md["resourceVersion"], md["uid"], md["finalizers"]) == ("41", "u-7", ["someone/else"])
             assert FOREIGN_LABELS.items() <= (md.get("labels") or {}).items()
             assert FOREIGN_ANNOTATIONS.items() <= (md.get("annotations") or {}).items()
-            if c is EXPORT_STATUS:
+            if c is SERVICE_EXPORT:
                 assert {"type": "Theirs", "status": "True"} in body["status"]["conditions"]
 
 
@@ -173,10 +172,10 @@ def test_an_unchanged_export_status_is_not_written() -> None:
     se = v.seed("serviceexports", {"apiVersion": "x", "kind": "ServiceExport",
                                    "metadata": {"name": "web", "namespace": "shop"}})
     ex = ExportState(se, None, ("NoService", "Service not found."))
-    EXPORT_STATUS.sync(Engine(v, KEY, Result()), ex, None)
+    SERVICE_EXPORT.sync(Engine(v, KEY, Result()), ex, None)
     assert v.member.writes == [("PUT status", "serviceexports", "web")]
     ex.obj = v.member.get("serviceexports", *KEY) or {}
-    EXPORT_STATUS.sync(Engine(v, KEY, Result()), ex, None)
+    SERVICE_EXPORT.sync(Engine(v, KEY, Result()), ex, None)
     assert len(v.member.writes) == 1
 
 

@@ -23,14 +23,13 @@ from .contract import Target
 from .engine import Engine, Result
 from .exports import ExportState, read_export
 from .ipam import Allocator
-from .kinds import ServiceExport, member_removal, member_sync
+from .kinds import MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
 from .member import MemberView
 from .merge import Merged, PortSpec, merge, serving_ports, unserved_message
 
 log = logging.getLogger("mcsdns.controller")
 
 Exports = list[tuple[MemberView, ExportState]]
-EXPORT_STATUS = ServiceExport()
 
 
 class Reconciler:
@@ -47,7 +46,6 @@ class Reconciler:
         self.members = members
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
                                        thread_name_prefix="member-write")
-        self.mode = mode
         self.strategy = strategy(mode, allocator)
         self.ttl = endpoint_ttl
         self.clock = clock
@@ -109,7 +107,7 @@ class Reconciler:
                 self._sync_member(mc, key, merged, exports, ips, r)
         for mc, ex in exports:
             if mc in targets:
-                EXPORT_STATUS.sync(Engine(mc, key, r), ex, merged)
+                SERVICE_EXPORT.sync(Engine(mc, key, r), ex, merged)
         return r
 
     def _note_unserved(self, key: Key, exports: Exports, m: Merged | None) -> None:
@@ -134,12 +132,12 @@ class Reconciler:
         belongs here, each kind's objects of ours deleted."""
         eng = Engine(mc, key, r)
         if merged is None or not mc.has_namespace(key[0]):
-            for remove in member_removal():
+            for remove in MEMBER_REMOVAL:
                 remove(eng)
             return
         t = Target(merged, [ex for _, ex in exports], ips)
         self.strategy.plan(mc, key, t)
-        for step in member_sync():
+        for step in MEMBER_SYNC:
             if not step(eng, t):
                 return
 

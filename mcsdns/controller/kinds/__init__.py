@@ -1,11 +1,6 @@
 """The controller's kinds, one contract each (`contract.Contract`), and the order in which a
-member's sync and removal go through them.
-
-Member sync: the ServiceImport (ours, or stop), the derived Service's claim, the import
-written (or stop: it owns the rest), the derived Service (its ClusterIPs go to the import),
-the import again with them, its status, the imported EndpointSlices. Removal: the slices,
-the derived Services, the import. Each export's status follows, once every member is done.
-"""
+member's sync and removal go through them. Each export's status (`ServiceExport`) follows,
+once every member is done."""
 
 from __future__ import annotations
 
@@ -21,16 +16,23 @@ from .serviceimport import ServiceImport
 Step = Callable[[Engine, Target], bool]  # False: stop this member's sync
 
 SERVICE_IMPORT, SERVICE, ENDPOINT_SLICES = ServiceImport(), DerivedService(), EndpointSlices()
-KINDS: tuple[Contract, ...] = (SERVICE_IMPORT, SERVICE, ENDPOINT_SLICES, ServiceExport())
+SERVICE_EXPORT = ServiceExport()
+KINDS: tuple[Contract, ...] = (SERVICE_IMPORT, SERVICE, ENDPOINT_SLICES, SERVICE_EXPORT)
 
 
-def member_sync() -> tuple[Step, ...]:
-    return (SERVICE_IMPORT.claim, SERVICE.claim, SERVICE_IMPORT.sync, SERVICE.sync, SERVICE_IMPORT.resync,
-            SERVICE_IMPORT.sync_status, ENDPOINT_SLICES.sync)
+# A member's sync: each step in turn; a step returning False stops the rest.
+MEMBER_SYNC: tuple[Step, ...] = (
+    SERVICE_IMPORT.claim,  # ours, or someone else's: stop
+    SERVICE.claim,  # someone else's Service where the derived one goes: named, not a stop
+    SERVICE_IMPORT.sync,  # created or updated, or stop: it owns the rest
+    SERVICE.sync,  # its ClusterIPs go to the import
+    SERVICE_IMPORT.resync,  # with them
+    SERVICE_IMPORT.sync_status,
+    ENDPOINT_SLICES.sync,
+)
+# Nothing of the service belongs in a member: ours deleted, what the import owns first.
+MEMBER_REMOVAL: tuple[Callable[[Engine], None], ...] = (
+    ENDPOINT_SLICES.remove, SERVICE.remove, SERVICE_IMPORT.remove)
 
 
-def member_removal() -> tuple[Callable[[Engine], None], ...]:
-    return ENDPOINT_SLICES.remove, SERVICE.remove, SERVICE_IMPORT.remove
-
-
-__all__ = ["KINDS", "ServiceExport", "member_sync", "member_removal"]
+__all__ = ["KINDS", "MEMBER_SYNC", "MEMBER_REMOVAL", "SERVICE_EXPORT"]
