@@ -26,9 +26,6 @@ def derived_name(key: Key) -> str:
     return "derived-" + base64.b32hexencode(digest).decode().rstrip("=").lower()[:10]
 
 
-CLUSTER_IP_READS = ("spec.clusterIP", "spec.clusterIPs", "spec.ipFamilies")  # what `cluster_ips` reads
-
-
 def cluster_ips(svc: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(ClusterIPs, ipFamilies) of a Service; empty while none is allocated."""
     spec = svc.get("spec") or {}
