@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mcsdns.controller.ipam import Allocator, Exhausted
+from mcsdns.controller.kinds.endpointslice import slice_ports
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, merge, serving_ports
-from mcsdns.controller.views import slice_ports
 
 HTTP = PortSpec("http", "TCP", 80)
 GRPC = PortSpec("grpc", "TCP", 9090)

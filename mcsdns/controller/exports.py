@@ -1,4 +1,5 @@
-"""Labels, keys and ServiceExport validation shared by the controller's modules."""
+"""Who owns an object (our managed-by labels), and what one cluster's ServiceExport and its
+Service contribute (`read_export`, with the Service fields it reads declared)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, ports_from_service
+from .paths import DISCOVERY, resource_path
 
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 APP_MANAGED_BY = "app.kubernetes.io/managed-by"
 CONTROLLER = "mcsdns-controller"
 SERVICE_NAME = "kubernetes.io/service-name"
 
-SLICES = "/apis/discovery.k8s.io/v1/endpointslices"
+SLICES = resource_path(DISCOVERY, "endpointslices")  # every namespace's
+
+# What `read_export` reads of the exporting cluster's Service.
+SERVICE_READS = ("spec.type", "spec.clusterIP", "spec.ports.name", "spec.ports.protocol",
+                 "spec.ports.port", "spec.ports.appProtocol", "spec.sessionAffinity",
+                 "spec.sessionAffinityConfig", "spec.ipFamilies")
 
 
 def labels(obj: dict[str, Any]) -> dict[str, str]:

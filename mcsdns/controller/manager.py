@@ -63,7 +63,7 @@ class Manager:
     # --- callbacks from member threads ----------------------------------------------------
     def _service_key(self, k: Key) -> Key:
         """A Service named like a derived Service (ours or someone else's) affects that import."""
-        return self.rec.derived_keys.get(k, k)
+        return self.rec.service_key(k)
 
     def _enqueue_namespace(self, ns: str) -> None:
         if self.gate_open:
