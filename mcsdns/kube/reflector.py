@@ -10,7 +10,7 @@
 - every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
 - errors back off with full jitter; `on_health(ok, error)` reports each list/watch outcome.
 
-The collection is a path read through the one client (`client.Client.open`), with an
+The collection is a path read through the one client (`Client.open`, `Client.watch`), with an
 optional label selector; `Reflector.request` is what RBAC must allow for it.
 """
 
@@ -35,6 +35,7 @@ from .keys import Key, key_of
 log = logging.getLogger("mcsdns.kube")
 
 Obj = dict[str, Any]
+
 
 @dataclass
 class Backoff:
