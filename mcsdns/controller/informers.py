@@ -1,9 +1,11 @@
 """Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports.
 
-Each collection is listed once and then watched, and kept packed (mcsdns/kube/cache.py);
-every change is turned into the (namespace, name) keys of the services it
-affects and handed to `enqueue`. A member is reachable while every one of its
-watches is healthy; `last_ok` is when it last was.
+Each member runs the one informer set (mcsdns/kube/informers.py): discovery of its
+cluster ID and MCS API version, then each collection listed once and watched, kept
+packed (mcsdns/kube/cache.py); every change is turned into the (namespace, name) keys
+of the services it affects and handed to `enqueue`. A member is reachable while the
+set is healthy (every watch is); `last_ok` is when it last was; each problem is
+logged once.
 """
 
 from __future__ import annotations
