@@ -18,8 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from .data.objects import is_dns_label, valid_cluster_id
 from .dns.names import NameTooLong, encode_name
+from .kube.names import is_dns_label, valid_cluster_id
 from .ops.errors import EXIT_CONFIG, ConfigError, os_reason, show_addr
 
 __all__ = ["EXIT_CONFIG", "ConfigError", "os_reason", "show_addr"]  # re-exported for the CLIs

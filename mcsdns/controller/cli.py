@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any
 
 from .. import flags
-from ..data.objects import valid_cluster_id
+from ..kube.names import valid_cluster_id
 from ..ops.errors import ConfigError
 from ..ops.http import HTTPEndpoints, serve_http
 from ..ops.logs import setup_logging

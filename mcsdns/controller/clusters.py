@@ -1,47 +1,26 @@
-"""Member clusters: one API client each, the MCS API version it serves, its cluster ID."""
+"""Member clusters: one API client each (`kube.client.Client`), the MCS API version it
+serves, its cluster ID, and the count of its writes. The errors its requests raise are
+the one taxonomy of `kube.errors`, importable from here as before."""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ..data.objects import valid_cluster_id
-from ..kube.config import KubeconfigError, client_configuration
-from ..kube.errors import VERBS, Request, RequestError
-from ..kube.names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, MCS_GROUP, PREFERRED
+from ..kube.client import Client
+from ..kube.clusterid import read_cluster_id
+from ..kube.config import KubeconfigError, parse_cluster
+from ..kube.errors import VERBS, ApiError, Conflict, NotFound, Request, Unreachable
+from ..kube.names import MCS_GROUP, PREFERRED
+from ..kube.resources import MCS
 from ..ops.errors import ConfigError
 
+__all__ = ["ApiError", "Conflict", "Member", "NotFound", "Unreachable"]
+
 log = logging.getLogger("mcsdns.controller")
-
-TIMEOUT = (3.0, 10.0)  # connect, read
-
-
-def resource_of(path: str) -> str:
-    """The resource (and subresource) an object path names: `serviceimports/status`."""
-    parts = [p for p in path.split("/") if p]
-    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if parts[:1] == ["namespaces"] and len(parts) > 2:
-        parts = parts[2:]
-    return "/".join(parts[:1] + parts[2:3])
-
-
-class NotFound(Exception):
-    """HTTP 404."""
-
-
-class Conflict(Exception):
-    """HTTP 409: the object changed (or exists) since we read it."""
-
-
-class Unreachable(Exception):
-    """The API server could not be reached or answered with a server error."""
 
 
 @dataclass
@@ -52,7 +31,7 @@ class Member:
     kubeconfig: str
     context: str | None = None
     cluster_id: str | None = None
-    api: Any = None
+    client: Client | None = None
     mcs_version: str | None = None
     writes: int = 0
     write_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, verb)
@@ -62,90 +41,53 @@ class Member:
     @classmethod
     def parse(cls, spec: str) -> Member:
         """NAME=KUBECONFIG[@CONTEXT]."""
-        name, sep, rest = spec.partition("=")
-        if not sep or not name or not rest:
-            raise ConfigError(f"--cluster {spec}: expected NAME=KUBECONFIG[@CONTEXT]")
-        path, _, ctx = rest.partition("@")
-        return cls(name=name, kubeconfig=path, context=ctx or None)
+        name, path, ctx = parse_cluster(spec)
+        return cls(name=name, kubeconfig=path, context=ctx)
 
     def connect(self, pool: int = 32) -> None:
         """Build the API client from the kubeconfig (no request is made), with up to `pool`
         kept connections (the reconcile workers' writes and the watches share them)."""
         try:
-            cfg = client_configuration(self.kubeconfig, self.context)
+            self.client = Client.load(self.kubeconfig, self.context, pool=pool, name=self.name)
         except KubeconfigError as e:
             ctx = f"@{self.context}" if self.context else ""
             raise ConfigError(f"--cluster {self.name}={self.kubeconfig}{ctx}: cannot load kubeconfig: "
                               f"{e}") from e
-        cfg.connection_pool_maxsize = pool
-        self.api = client.ApiClient(cfg)
 
-    # --- raw REST, JSON in and out -------------------------------------------------
-    def _call(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
-              timeout: tuple[float, float]) -> Any:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        req = self.api.param_serialize(method, path, query_params=query, header_params=headers,
-                                       body=body, auth_settings=["BearerToken"])
-        return self.api.call_api(*req, _request_timeout=timeout)
+    @property
+    def api(self) -> Any:
+        """The official client's ApiClient under the client (its configuration, `close`)."""
+        return self._client().api
 
+    def _client(self) -> Client:
+        if self.client is None:
+            raise RuntimeError(f"cluster {self.name}: not connected")
+        return self.client
+
+    # --- requests: JSON in and out, the errors of kube.errors ----------------------------
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, str] | None = None) -> Any:
-        """One API call; returns the decoded JSON body."""
-        write = method in ("POST", "PUT", "PATCH", "DELETE")
+        """One API call; returns the decoded JSON body. Writes are counted, failed or not."""
         try:
-            resp = self._call(method, path, list((query or {}).items()), body, TIMEOUT)
-            data = resp.read()
-        except ApiException as e:
-            raise Unreachable(f"{self.name}: {method} {path}: {e.status} {e.reason}") from e
-        except Exception as e:  # urllib3 connection errors, timeouts
-            raise Unreachable(f"{self.name}: {method} {path}: {e}") from e
+            return self._client().request(method, path, body, query)
         finally:
-            if write:
+            if method in VERBS:
+                req = Request.of(path, method=method)
                 with self.lock:
                     self.writes += 1
-                    self.write_counts[(resource_of(path), VERBS[method])] += 1
-        status = resp.status
-        if status == 404:
-            raise NotFound(path)
-        if status == 409:
-            raise Conflict(f"{method} {path}: {resp.reason}")
-        if status >= 500 or status == 429:
-            raise Unreachable(f"{self.name}: {method} {path}: {status} {resp.reason}")
-        if status >= 300:  # a real error (400, 403, 422): the caller logs it (`explain`)
-            raise RequestError(status, resp.reason, data, Request.of(path, method=method))
-        return json.loads(data) if data else None
+                    self.write_counts[(req.resource if req else path, VERBS[method])] += 1
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:
         return self.request("GET", path, query=query)
 
     def items(self, path: str, selector: str | None = None) -> list[dict[str, Any]]:
         """A list call's items (all pages)."""
-        out: list[dict[str, Any]] = []
-        query: dict[str, str] = {"limit": "500"}
-        if selector:
-            query["labelSelector"] = selector
-        while True:
-            data = self.get(path, query)
-            out.extend(data.get("items") or [])
-            cont = (data.get("metadata") or {}).get("continue")
-            if not cont:
-                return out
-            query["continue"] = cont
+        return self._client().list(path, selector)
 
     # --- discovery -----------------------------------------------------------------
     def group_version(self, group: str, prefer: tuple[str, ...] = PREFERRED) -> str | None:
         """The preferred served version of an API group, None when not served."""
-        try:
-            data = self.get(f"/apis/{group}")
-        except NotFound:
-            return None
-        served = [v.get("version") for v in data.get("versions") or []]
-        for v in prefer:
-            if v in served:
-                return v
-        return None
+        return self._client().preferred(group, prefer)
 
     def discover(self) -> None:
         """Find the MCS API version (v1beta1 preferred)."""
@@ -155,36 +97,12 @@ class Member:
             log.warning("cluster %s does not serve %s (ServiceExport/ServiceImport CRDs missing)",
                         self.name, MCS_GROUP)
 
-    def find_cluster_id(self, version: str) -> tuple[str, str] | None:
-        """(ClusterProperty name, value) of the cluster ID property, read with about.k8s.io
-        `version`; None when there is none."""
-        for prop in CLUSTER_PROPERTY_ID:
-            try:
-                obj = self.get(f"/apis/{ABOUT_GROUP}/{version}/clusterproperties/{prop}")
-            except NotFound:
-                continue
-            return prop, str((obj.get("spec") or {}).get("value") or "")
-        return None
-
     def read_cluster_id(self) -> str:
-        """The cluster ID from the about.k8s.io ClusterProperty."""
-        version = self.group_version(ABOUT_GROUP)
-        found = self.find_cluster_id(version) if version is not None else None
-        if found is None:
-            raise ConfigError(f"cluster {self.name}: no ClusterProperty {' or '.join(CLUSTER_PROPERTY_ID)}; "
-                              f"create one or pass --cluster-id {self.name}=ID")
-        prop, value = found
-        if not valid_cluster_id(value):
-            raise ConfigError(f"cluster {self.name}: ClusterProperty {prop} value {value!r} "
-                              "is not a valid cluster ID (a DNS label or two joined by a dot)")
-        return value
+        """The cluster ID from the about.k8s.io ClusterProperty; ConfigError naming the member."""
+        return read_cluster_id(self._client(), f"cluster {self.name}", f"--cluster-id {self.name}=ID")
 
     def mcs_path(self, plural: str, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/apis/{MCS_GROUP}/{self.mcs_version}"
-        if namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{plural}"
-        return f"{base}/{name}" if name else base
+        return MCS[plural].path(namespace, name, version=self.mcs_version)
 
     def mcs_api_version(self) -> str:
         return f"{MCS_GROUP}/{self.mcs_version}"

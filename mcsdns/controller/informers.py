@@ -1,9 +1,11 @@
 """Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports.
 
-Each collection is listed once and then watched, and kept packed (mcsdns/kube/cache.py);
-every change is turned into the (namespace, name) keys of the services it
-affects and handed to `enqueue`. A member is reachable while every one of its
-watches is healthy; `last_ok` is when it last was.
+Each member runs the one informer set (mcsdns/kube/informers.py): discovery of its
+cluster ID and MCS API version, then each collection listed once and watched, kept
+packed (mcsdns/kube/cache.py); every change is turned into the (namespace, name) keys
+of the services it affects and handed to `enqueue`. A member is reachable while the
+set is healthy (every watch is); `last_ok` is when it last was; each problem is
+logged once.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..kube.cache import Cache, Entry
-from ..kube.errors import Problems, explain
+from ..kube.informers import DISCOVERY, Informers
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
-from ..kube.reflector import Backoff, PathLister
-from ..ops.errors import ConfigError
-from .clusters import Member, Unreachable
-from .exports import SERVICE_NAME, SLICES, is_ours, labels
+from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, SERVICES, Resource
+from .clusters import Member
+from .exports import SERVICE_NAME, is_ours, labels
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -99,44 +100,42 @@ class MemberCaches:
         self.on_reachable = on_reachable
         self.watch_timeout = watch_timeout
         self.caches: dict[str, Cache] = {}
-        self.healthy: dict[str, bool] = {}
         self.reachable = False
         self.last_ok: float | None = None  # monotonic; set from the member's Lease at start
-        self.last_sync = 0.0  # unix time of the last list, event or bookmark
-        self.error = ""
-        self.problems = Problems()  # each distinct error of the watches is logged once
-        self.lock = threading.Lock()
+        self.informers: Informers | None = None  # once started
         self.thread: threading.Thread | None = None
+
+    @property
+    def last_sync(self) -> float:
+        """Unix time of the last list, event or bookmark (0: none yet)."""
+        return self.informers.last_sync if self.informers is not None else 0.0
 
     # --- startup ---------------------------------------------------------------------
     def start(self) -> None:
+        assert self.member.client is not None, "connect() first"
+        self.informers = Informers(self.member.client, self.stop, backoff=(0.2, 5.0),
+                                   on_health=self._on_health, on_problem=self._on_problem)
         self.thread = threading.Thread(target=self._start, daemon=True, name=f"member-{self.member.name}")
         self.thread.start()
 
+    def _discover(self) -> bool:
+        """Read the cluster ID and find the MCS API version; True once both are known."""
+        m = self.member
+        if m.cluster_id is None:
+            m.cluster_id = m.read_cluster_id()
+            log.info("cluster %s has cluster ID %s", m.name, m.cluster_id)
+        if m.mcs_version is None:
+            m.discover()
+        return m.mcs_version is not None
+
     def _start(self) -> None:
-        """Discover the MCS API version and the cluster ID (retrying), then start every watch."""
-        backoff, m = Backoff(0.2, 5.0), self.member
-        while not self.stop.is_set():
-            try:
-                if m.cluster_id is None:
-                    m.cluster_id = m.read_cluster_id()
-                    log.info("cluster %s has cluster ID %s", m.name, m.cluster_id)
-                if m.mcs_version is None:
-                    m.discover()
-                if m.mcs_version is not None:
-                    break
-                self.stop.wait(5.0)
-            except (Unreachable, ConfigError) as e:
-                self._set_error(str(e))
-                self.stop.wait(backoff.next())
-            except Exception as e:  # noqa: BLE001 - a 4xx from discovery: retried
-                self._set_error(explain(e))
-                self.stop.wait(backoff.next())
-        if self.stop.is_set():
+        """Discover (retrying), then start every watch."""
+        inf, m = self.informers, self.member
+        assert inf is not None
+        if not inf.discover(self._discover):
             return
-        paths = {"namespaces": "/api/v1/namespaces", "services": "/api/v1/services",
-                 "endpointslices": SLICES, "serviceexports": m.mcs_path("serviceexports"),
-                 "serviceimports": m.mcs_path("serviceimports")}
+        resources: dict[str, Resource] = {"namespaces": NAMESPACES, "services": SERVICES,
+                                          "endpointslices": ENDPOINT_SLICES}
         handlers: dict[str, Callable[[Key, Entry | None, Entry | None], None]] = {
             "namespaces": self._namespace, "services": self._service, "endpointslices": self._slice,
             "serviceexports": self._plain, "serviceimports": self._plain}
@@ -144,46 +143,27 @@ class MemberCaches:
                  "serviceimports": import_index}
         trim = {"namespaces": trim_namespace, "services": trim_service, "endpointslices": trim_slice}
         for kind in self.KINDS:
-            self.healthy[kind] = False
-            self.caches[kind] = Cache(
-                f"{m.name} {kind}", PathLister(m.api, paths[kind]), handlers[kind], self.stop,
-                on_health=self._health_cb(kind), index=index.get(kind), transform=trim.get(kind),
-                watch_timeout=self.watch_timeout,
-                backoff=(0.2, 5.0))
-        for c in self.caches.values():
-            c.start()
-
-    def _set_error(self, err: str) -> None:
-        if err != self.error:
-            log.warning("cluster %s unreachable: %s", self.member.name, err,
-                        extra={"event": "member_unreachable", "cluster": self.member.name, "error": err})
-        self.error = err
+            path = resources[kind].path() if kind in resources else m.mcs_path(kind)
+            self.caches[kind] = inf.cache(kind, path, handlers[kind], index=index.get(kind),
+                                          transform=trim.get(kind), watch_timeout=self.watch_timeout)
+        inf.start()
 
     # --- health ----------------------------------------------------------------------
-    def _health_cb(self, kind: str) -> Callable[[bool, BaseException | None], None]:
-        def cb(ok: bool, err: BaseException | None) -> None:
-            failed = None if ok else err or Exception("unknown error")
-            text = "" if failed is None else explain(failed, self.caches[kind].reflector.request)
-            new = self.problems.update(kind, failed, text)
-            with self.lock:
-                self.healthy[kind] = ok
-                now_ok = all(self.healthy.values()) and len(self.healthy) == len(self.KINDS)
-                changed = now_ok != self.reachable
-                self.reachable = now_ok
-                if now_ok or changed:
-                    self.last_ok = time.monotonic()
-            if ok:
-                self.last_sync = time.time()
-            if changed and now_ok:
-                log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id,
-                         extra={"event": "member_reachable", "cluster": self.member.name,
-                                "cluster_id": self.member.cluster_id})
-                self.error = ""
-            if new:
-                self._set_error(f"{kind}: {text}")
-            if changed:
-                self.on_reachable(self, now_ok)
-        return cb
+    def _on_health(self, ok: bool, changed: bool) -> None:
+        if ok or changed:
+            self.last_ok = time.monotonic()
+        self.reachable = ok
+        if changed and ok:
+            log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id,
+                     extra={"event": "member_reachable", "cluster": self.member.name,
+                            "cluster_id": self.member.cluster_id})
+        if changed:
+            self.on_reachable(self, ok)
+
+    def _on_problem(self, who: str, text: str) -> None:
+        err = text if who == DISCOVERY else f"{who}: {text}"
+        log.warning("cluster %s unreachable: %s", self.member.name, err,
+                    extra={"event": "member_unreachable", "cluster": self.member.name, "error": err})
 
     @property
     def synced(self) -> bool:

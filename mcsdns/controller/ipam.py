@@ -10,8 +10,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
+from ..kube.keys import Key
+
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
-Key = tuple[str, str]  # (namespace, name)
 
 FAMILY = {4: "IPv4", 6: "IPv6"}
 

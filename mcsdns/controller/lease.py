@@ -16,9 +16,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from .clusters import Conflict, Member, NotFound, Unreachable
+from ..kube.errors import ApiError, Conflict, NotFound
+from ..kube.resources import LEASES
+from .clusters import Member
 
 log = logging.getLogger("mcsdns.controller.lease")
 
@@ -44,7 +44,7 @@ class LeaderElector:
 
     @property
     def path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+        return LEASES.path(self.namespace)
 
     def _spec(self, transitions: int, acquire: str | None) -> dict[str, Any]:
         now = _micro_now()
@@ -64,7 +64,7 @@ class LeaderElector:
         """Try to acquire or renew once; returns whether we lead."""
         try:
             self._step()
-        except (Conflict, Unreachable, ApiException) as e:
+        except ApiError as e:
             log.info("lease %s/%s: %s", self.namespace, self.name, e)
             if self.leader and not self.is_leader():
                 log.warning("lost leadership (could not renew lease)")
@@ -76,7 +76,7 @@ class LeaderElector:
         try:
             lease = m.get(f"{self.path}/{self.name}")
         except NotFound:
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            body = {"apiVersion": LEASES.api_version(), "kind": LEASES.kind,
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(0, None)}
             m.request("POST", self.path, body=body)
@@ -155,7 +155,7 @@ class MemberLeases:
 
     @property
     def path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+        return LEASES.path(self.namespace)
 
     def name(self, member: str) -> str:
         safe = "".join(c if c.isalnum() or c in "-." else "-" for c in member.lower()).strip("-.")
@@ -167,7 +167,7 @@ class MemberLeases:
             lease = self.member.get(f"{self.path}/{self.name(member)}")
         except NotFound:
             return None
-        except (Unreachable, ApiException) as e:
+        except ApiError as e:
             log.info("member lease %s: %s", self.name(member), e)
             return None
         self.objs[member] = lease
@@ -184,7 +184,7 @@ class MemberLeases:
         have = self.objs.get(member)
         try:
             if have is None:
-                body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                body = {"apiVersion": LEASES.api_version(), "kind": LEASES.kind,
                         "metadata": {"name": self.name(member), "namespace": self.namespace},
                         "spec": dict(spec, acquireTime=spec["renewTime"])}
                 try:
@@ -200,6 +200,6 @@ class MemberLeases:
             self.objs.pop(member, None)
         except NotFound:
             self.objs.pop(member, None)
-        except (Unreachable, ApiException) as e:
+        except ApiError as e:
             log.info("member lease %s: %s", self.name(member), e)
         return False

@@ -1,71 +1,62 @@
-"""The controller's Prometheus metrics, read from the Manager at scrape time."""
+"""The controller's Prometheus metrics: declared once with `ops.stats.define`, as the
+server's are, and published from the Manager at scrape time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from functools import partial
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
-from ..ops.stats import Stats
+from ..ops.stats import Put, Stats, define
 from .manager import Manager
 
+RECONCILES = define("mcsdns_controller_reconciles_total", "counter",
+                    "Reconciles of one service key, by result (ok, retry: a write failed and the key was "
+                    "re-queued, error).", ("result",))
+QUEUE_DEPTH = define("mcsdns_controller_queue_depth", "gauge", "Service keys waiting (queued or delayed).")
+WRITES = define("mcsdns_controller_writes_total", "counter", "API writes by member, resource and verb.",
+                ("cluster", "resource", "verb"))
+REACHABLE = define("mcsdns_controller_member_reachable", "gauge",
+                   "1 while every watch on the member is healthy.", ("cluster",))
+LAST_SYNC = define("mcsdns_controller_member_last_sync_timestamp_seconds", "gauge",
+                   "Unix time of the member's last list, watch event or bookmark.", ("cluster",))
+UNSERVED = define("mcsdns_controller_unserved_ports", "gauge",
+                  "Exported ports that no port of their merged service serves (their endpoints get no "
+                  "traffic), by exporting member.", ("cluster",))
+LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
+READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
+NAMES = (RECONCILES, QUEUE_DEPTH, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LEADER, READY)
 
-class _Collector:
-    def __init__(self, mgr: Manager) -> None:
-        self.mgr = mgr
 
-    def collect(self) -> Iterator[Metric]:
-        mgr = self.mgr
-        rec = CounterMetricFamily("mcsdns_controller_reconciles", "Reconciles of one service key, by result "
-                                  "(ok, retry: a write failed and the key was re-queued, error).",
-                                  labels=["result"])
-        for result in ("ok", "retry", "error"):
-            rec.add_metric([result], mgr.results[result])
-        yield rec
-        yield GaugeMetricFamily("mcsdns_controller_queue_depth", "Service keys waiting (queued or delayed).",
-                                value=mgr.queue.depth())
-        writes = CounterMetricFamily("mcsdns_controller_writes", "API writes by member, resource and verb.",
-                                     labels=["cluster", "resource", "verb"])
-        reach = GaugeMetricFamily("mcsdns_controller_member_reachable",
-                                  "1 while every watch on the member is healthy.", labels=["cluster"])
-        last = GaugeMetricFamily("mcsdns_controller_member_last_sync_timestamp_seconds",
-                                 "Unix time of the member's last list, watch event or bookmark.",
-                                 labels=["cluster"])
-        unserved = GaugeMetricFamily("mcsdns_controller_unserved_ports",
-                                     "Exported ports that no port of their merged service serves "
-                                     "(their endpoints get no traffic), by exporting member.",
-                                     labels=["cluster"])
-        with mgr.rec.unserved_lock:
-            per_member = [u for by_member in mgr.rec.unserved.values() for u in by_member.items()]
-        for mc in mgr.caches:
-            m = mc.member
-            unserved.add_metric([m.name], sum(len(ports) for name, ports in per_member if name == m.name))
-            with m.lock:
-                counts = sorted(m.write_counts.items())
-            for (resource, verb), n in counts:
-                writes.add_metric([m.name, resource, verb], n)
-            reach.add_metric([m.name], 1.0 if mc.reachable else 0.0)
-            last.add_metric([m.name], mc.last_sync)
-        yield writes
-        yield reach
-        yield last
-        yield unserved
-        yield GaugeMetricFamily("mcsdns_controller_leader", "1 while this replica may write.",
-                                value=1.0 if mgr.leading() else 0.0)
-        yield GaugeMetricFamily("mcsdns_controller_ready", "1 after the first full sync.",
-                                value=1.0 if mgr.ready.is_set() else 0.0)
+def publish(mgr: Manager, put: Put) -> None:
+    """The controller's samples, read from `mgr` now."""
+    for result in ("ok", "retry", "error"):
+        put(RECONCILES, mgr.results[result], result=result)
+    put(QUEUE_DEPTH, mgr.queue.depth())
+    with mgr.rec.unserved_lock:
+        per_member = [u for by_member in mgr.rec.unserved.values() for u in by_member.items()]
+    for mc in mgr.caches:
+        m = mc.member
+        with m.lock:
+            counts = sorted(m.write_counts.items())
+        for (resource, verb), n in counts:
+            put(WRITES, n, cluster=m.name, resource=resource, verb=verb)
+        put(REACHABLE, 1.0 if mc.reachable else 0.0, cluster=m.name)
+        put(LAST_SYNC, mc.last_sync, cluster=m.name)
+        put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), cluster=m.name)
+    put(LEADER, 1.0 if mgr.leading() else 0.0)
+    put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 
 
 def registry(mgr: Manager) -> CollectorRegistry:
     """The controller's series, then mcsdns_build_info and process_* (mcsdns.ops.process)."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(_Collector(mgr))
     stats = Stats()
+    stats.register(partial(publish, mgr))
     stats.register(process.publish)
-    reg.register(SnapshotCollector(stats.snapshot, process.NAMES))
+    reg.register(SnapshotCollector(stats.snapshot, NAMES + process.NAMES))
     return reg
 
 

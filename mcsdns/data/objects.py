@@ -12,11 +12,16 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..kube.names import (
+    CLUSTER_PROPERTY_ID,
+    SERVICE_NAME_LABEL,
+    SOURCE_CLUSTER_LABEL,
+    is_dns_label,
+    valid_cluster_id,
+)
 from ..ops.logs import cut
 from ..ops.logs import show as _show
 
-_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 # Endpoint hostnames and system-assigned labels may start or end with '-'
 # (dashed IPv6 addresses such as "2001-db8--1"), but never contain a dot.
 _HOST_LABEL = re.compile(r"[a-z0-9-]{1,63}\Z")
@@ -31,17 +36,6 @@ class Malformed(ValueError):
 def who(ns: str, name: str) -> str:
     """An object's namespace/name for a message (escaped and cut: they may be anything)."""
     return f"{cut(ns)}/{cut(name)}"
-
-
-def is_dns_label(s: str) -> bool:
-    """RFC 1123 label: lowercase alphanumerics and '-', 1-63 octets."""
-    return bool(_LABEL.match(s))
-
-
-def valid_cluster_id(s: str) -> bool:
-    """A cluster ID is one DNS label, or two joined by a dot (KEP-2149)."""
-    parts = s.split(".")
-    return 1 <= len(parts) <= 2 and all(is_dns_label(p) for p in parts)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower

@@ -14,10 +14,9 @@ from ..data.objects import (
     Malformed,
     parse_endpoint_slice,
     parse_service_import,
-    valid_cluster_id,
 )
 from ..kube.keys import Key
-from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, valid_cluster_id
 from ..zone.leftout import LeftOut
 from ..zone.records import service_records
 from .collect import Snapshot

@@ -10,10 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
 from .. import flags
-from ..controller.clusters import Member
-from ..data.objects import is_dns_label
 from ..dns.names import encode_name
+from ..kube.client import Client
+from ..kube.config import KubeconfigError, parse_cluster
 from ..kube.keys import Key
+from ..kube.names import is_dns_label
 from ..kube.permissions import CONTROLLER, SERVER
 from ..ops.errors import ConfigError
 from . import checks, report
@@ -48,31 +49,38 @@ def add_parser(sub: argparse._SubParsersAction[flags.Parser]) -> None:
     d.set_defaults(func=main)
 
 
-def members(args: argparse.Namespace) -> list[Member]:
-    """The clusters to read, connected; ConfigError names the flag."""
+Clusters = dict[str, Client]  # by name, in the order given
+
+
+def members(args: argparse.Namespace) -> Clusters:
+    """The clusters to read, each with its client; ConfigError names the flag."""
     if args.cluster and (args.kubeconfig or args.context):
         raise ConfigError("--cluster: give either --cluster (a clusterset) or --kubeconfig/--context "
                           "(one cluster), not both")
     if args.cluster:
-        ms = [Member.parse(spec) for spec in args.cluster]
-        names = [m.name for m in ms]
+        specs = [parse_cluster(spec) for spec in args.cluster]
+        names = [name for name, _, _ in specs]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup is not None:
             raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
-        for m in ms:
-            m.connect()
-        return ms
-    path = args.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION
-    m = Member(args.context or "cluster", str(path), args.context)
+        out: Clusters = {}
+        for name, kubeconfig, context in specs:
+            try:
+                out[name] = Client.load(kubeconfig, context, pool=32, name=name)
+            except KubeconfigError as e:
+                ctx = f"@{context}" if context else ""
+                raise ConfigError(f"--cluster {name}={kubeconfig}{ctx}: cannot load kubeconfig: {e}") from e
+        return out
+    path = str(args.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION)
+    name = args.context or "cluster"
     try:
-        m.connect()
-    except ConfigError as e:
+        return {name: Client.load(path, args.context, pool=32, name=name)}
+    except KubeconfigError as e:
         given = f"--context {args.context} (--kubeconfig {path})" if args.context else f"--kubeconfig {path}"
-        raise ConfigError(f"{given}: cannot load kubeconfig: {e.__cause__}") from None
-    return [m]
+        raise ConfigError(f"{given}: cannot load kubeconfig: {e}") from None
 
 
-def dns_targets(args: argparse.Namespace, ms: list[Member]) -> dict[str, tuple[str, int]]:
+def dns_targets(args: argparse.Namespace, ms: Clusters) -> dict[str, tuple[str, int]]:
     """Member name -> the mcsdns address to ask."""
     out: dict[str, tuple[str, int]] = {}
     for spec in args.dns:
@@ -80,9 +88,9 @@ def dns_targets(args: argparse.Namespace, ms: list[Member]) -> dict[str, tuple[s
         if not sep:
             if len(ms) > 1:
                 raise ConfigError(f"--dns {spec}: with --cluster, name the member: NAME=HOST:PORT")
-            name, addr = ms[0].name, spec
-        if name not in {m.name for m in ms}:
-            raise ConfigError(f"--dns {spec}: {name} is not one of the clusters {[m.name for m in ms]}")
+            name, addr = next(iter(ms)), spec
+        if name not in ms:
+            raise ConfigError(f"--dns {spec}: {name} is not one of the clusters {list(ms)}")
         try:
             out[name] = flags.host_port(addr)
         except argparse.ArgumentTypeError as e:
@@ -90,10 +98,10 @@ def dns_targets(args: argparse.Namespace, ms: list[Member]) -> dict[str, tuple[s
     return out
 
 
-def run(args: argparse.Namespace, ms: list[Member], targets: dict[str, tuple[str, int]]) -> list[Result]:
+def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, int]]) -> list[Result]:
     role, needs = ("the controller", CONTROLLER) if args.cluster else ("mcsdns serve", SERVER)
     with ThreadPoolExecutor(max_workers=len(ms)) as pool:
-        snaps: list[Snapshot] = list(pool.map(lambda m: collect(m, needs), ms))
+        snaps: list[Snapshot] = list(pool.map(lambda m: collect(m[0], m[1], needs), ms.items()))
     results: list[Result] = []
     for s in snaps:
         results += checks.cluster_checks(s, role)

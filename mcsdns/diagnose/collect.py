@@ -8,15 +8,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..controller.clusters import Member, NotFound, Unreachable
-from ..kube.errors import RequestError, explain
+from ..kube.client import Client
+from ..kube.clusterid import find_cluster_id
+from ..kube.errors import ApiError, Rejected, explain
 from ..kube.keys import Key, key_of
-from ..kube.names import ABOUT_GROUP, MCS_GROUP
+from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED
 from ..kube.permissions import Rule, show
+from ..kube.resources import (
+    ACCESS_REVIEWS,
+    ENDPOINT_SLICES,
+    NAMESPACES,
+    SERVICE_EXPORTS,
+    SERVICE_IMPORTS,
+    SERVICES,
+)
 
 Obj = dict[str, Any]
-SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-SLICES = "/apis/discovery.k8s.io/v1/endpointslices"
 
 
 @dataclass
@@ -47,81 +54,71 @@ NETWORK = re.compile(r"Failed to establish a new connection: [^'\")]+|Read timed
 def why(e: Exception) -> str:
     """One line: an API error explained (with the RBAC rule for a 403), a network error by
     its cause, else its text."""
-    if isinstance(e, RequestError):
+    if isinstance(e, Rejected):
         return explain(e)
     text = " ".join(str(e).split())
     m = NETWORK.search(text)
     return m.group(0).removeprefix("Failed to establish a new connection: ") if m else text
 
 
-def served_versions(m: Member, group: str) -> list[str]:
-    try:
-        data = m.get(f"/apis/{group}")
-    except NotFound:
-        return []
-    return [str(v.get("version")) for v in data.get("versions") or []]
-
-
-def allowed(m: Member, group: str, resource: str, verb: str) -> bool:
+def allowed(c: Client, group: str, resource: str, verb: str) -> bool:
     """SelfSubjectAccessReview: may this kubeconfig's identity do `verb` on `resource`?"""
     res, _, sub = resource.partition("/")
     attrs = {"group": group, "resource": res, "verb": verb}
     if sub:
         attrs["subresource"] = sub
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+    review = {"apiVersion": ACCESS_REVIEWS.api_version(), "kind": ACCESS_REVIEWS.kind,
               "spec": {"resourceAttributes": attrs}}
-    out = m.request("POST", SSAR, body=review)
+    out = c.request("POST", ACCESS_REVIEWS.path(), body=review)
     return bool((out.get("status") or {}).get("allowed"))
 
 
-def collect(m: Member, needs: tuple[Rule, ...]) -> Snapshot:
-    """Everything the checks look at in one cluster (`m` connected)."""
-    snap = Snapshot(m.name)
+def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
+    """Everything the checks look at in cluster `name`, read through `c`."""
+    snap = Snapshot(name)
     try:
-        snap.version = str(m.get("/version").get("gitVersion") or "")
-    except (Unreachable, RequestError) as e:
-        snap.error = f"{m.api.configuration.host}: {why(e)}"
+        snap.version = str(c.get("/version").get("gitVersion") or "")
+    except ApiError as e:
+        snap.error = f"{c.host}: {why(e)}"
         return snap
     for group, resource, verbs in needs:
         for verb in verbs:
             snap.checked += 1
             try:
-                ok = allowed(m, group, resource, verb)
-            except (Unreachable, RequestError, NotFound) as e:
+                ok = allowed(c, group, resource, verb)
+            except ApiError as e:
                 snap.unread.append(f"SelfSubjectAccessReview: {why(e)}")
                 return snap
             if not ok:
                 snap.missing.append(show(group, resource, verb))
-    snap.mcs_versions = served_versions(m, MCS_GROUP)
-    snap.about_versions = served_versions(m, ABOUT_GROUP)
-    _read_cluster_id(m, snap)
-    snap.namespaces = {key_of(o)[1] for o in _items(m, snap, "/api/v1/namespaces", "namespaces")}
-    snap.services = {key_of(o): o for o in _items(m, snap, "/api/v1/services", "services")}
-    snap.slices = _items(m, snap, SLICES, "endpointslices")
+    snap.mcs_versions = c.versions(MCS_GROUP)
+    snap.about_versions = c.versions(ABOUT_GROUP)
+    _read_cluster_id(c, snap)
+    snap.namespaces = {key_of(o)[1] for o in _items(c, snap, NAMESPACES.path(), "namespaces")}
+    snap.services = {key_of(o): o for o in _items(c, snap, SERVICES.path(), "services")}
+    snap.slices = _items(c, snap, ENDPOINT_SLICES.path(), "endpointslices")
     if snap.mcs_versions:
-        m.mcs_version = "v1beta1" if "v1beta1" in snap.mcs_versions else snap.mcs_versions[0]
-        snap.exports = {key_of(o): o for o in _items(m, snap, m.mcs_path("serviceexports"),
-                                                        "serviceexports")}
-        snap.imports = {key_of(o): o for o in _items(m, snap, m.mcs_path("serviceimports"),
-                                                        "serviceimports")}
+        v = next((v for v in PREFERRED if v in snap.mcs_versions), snap.mcs_versions[0])
+        for r, into in ((SERVICE_EXPORTS, snap.exports), (SERVICE_IMPORTS, snap.imports)):
+            into.update((key_of(o), o) for o in _items(c, snap, r.path(version=v), r.plural))
     return snap
 
 
-def _read_cluster_id(m: Member, snap: Snapshot) -> None:
+def _read_cluster_id(c: Client, snap: Snapshot) -> None:
     if not snap.about_versions:
         return
     try:
-        found = m.find_cluster_id(snap.about_versions[0])
-    except (Unreachable, RequestError) as e:
+        found = find_cluster_id(c, snap.about_versions[0])
+    except ApiError as e:
         snap.unread.append(f"clusterproperties: {why(e)}")
         return
     if found is not None:
         snap.cluster_property, snap.cluster_id = found
 
 
-def _items(m: Member, snap: Snapshot, path: str, what: str) -> list[Obj]:
+def _items(c: Client, snap: Snapshot, path: str, what: str) -> list[Obj]:
     try:
-        return m.items(path)
-    except (Unreachable, RequestError, NotFound) as e:
+        return c.list(path)
+    except ApiError as e:
         snap.unread.append(f"{what}: {why(e)}")
         return []

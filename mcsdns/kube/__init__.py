@@ -1,5 +1,7 @@
 """Kubernetes, once for `mcsdns serve` (sources/kube.py), `mcsdns controller` and
-`mcsdns diagnose`: client configuration (`config`), group and label names (`names`),
-the one key type (`keys`), API errors (`errors`), the list+watch reflector (`reflector`),
-the packed informer cache on it (`cache`) and the RBAC each binary needs
-(`permissions`). Imports nothing else of mcsdns."""
+`mcsdns diagnose`: client configuration (`config`), the one client (`client`) and its one
+error taxonomy (`errors`), the resources and their paths (`resources`), group and label
+names and what a valid cluster ID is (`names`), reading a cluster's ID (`clusterid`), the
+one key type (`keys`), the list+watch reflector (`reflector`), the packed informer cache on
+it (`cache`), the informer set of one server (`informers`) and the RBAC each binary needs
+(`permissions`). Imports nothing of mcsdns but `ops`."""

@@ -12,7 +12,9 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .reflector import Key, Lister, Obj, Reflector, default_key, rv_int
+from .client import Client
+from .keys import Key, key_of
+from .reflector import Obj, Reflector, rv_int
 
 _encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _decode = json.loads
@@ -48,7 +50,7 @@ class Cache:
     resourceVersions compare as integers (they do on etcd-backed servers).
     """
 
-    def __init__(self, label: str, lister: Lister, on_change: OnChange, stop: threading.Event,
+    def __init__(self, label: str, client: Client, path: str, on_change: OnChange, stop: threading.Event,
                  on_health: Callable[[bool, BaseException | None], None] = lambda ok, e: None,
                  index: Callable[[Obj], Hashable | None] | None = None,
                  transform: Callable[[Obj], None] | None = None, **reflector_kw: Any) -> None:
@@ -59,7 +61,7 @@ class Cache:
         self.lock = threading.Lock()
         self.on_change = on_change
         self.synced = threading.Event()
-        self.reflector = Reflector(label, lister, on_list=self._on_list, on_event=self._on_event,
+        self.reflector = Reflector(label, client, path, on_list=self._on_list, on_event=self._on_event,
                                    on_health=on_health, stop=stop, **reflector_kw)
 
     def start(self) -> None:
@@ -133,7 +135,7 @@ class Cache:
         fresh: dict[Key, Entry] = {}
         while items:  # packed as they come: each decoded object is freed at once
             o = items.pop()
-            fresh[default_key(o)] = self._pack(o)
+            fresh[key_of(o)] = self._pack(o)
         with self.lock:
             for k in list(self.objs):
                 if k not in fresh:
@@ -148,7 +150,7 @@ class Cache:
             self.on_change(k, old, new)
 
     def _on_event(self, typ: str, obj: Obj) -> None:
-        k = default_key(obj)
+        k = key_of(obj)
         deleted = typ == "DELETED"
         old, new, applied = self._set(k, None if deleted else obj, deleted)
         if applied and not (old is None and deleted):
@@ -160,4 +162,4 @@ class Cache:
             if key is not None:
                 self._set(key, None, True)
             return
-        self._set(default_key(obj), obj, False)
+        self._set(key_of(obj), obj, False)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from ..ops.errors import ConfigError
+
 
 class KubeconfigError(Exception):
     """The configuration could not be loaded; the message is one line, the loader's reason."""
@@ -30,3 +32,12 @@ def client_configuration(kubeconfig: str | None, context: str | None,
         raise KubeconfigError(" ".join(str(e).split())) from e  # a YAML error spans lines
     cfg.retries = 0
     return cfg
+
+
+def parse_cluster(spec: str) -> tuple[str, str, str | None]:
+    """`--cluster NAME=KUBECONFIG[@CONTEXT]` -> (name, kubeconfig, context or None)."""
+    name, sep, rest = spec.partition("=")
+    if not sep or not name or not rest:
+        raise ConfigError(f"--cluster {spec}: expected NAME=KUBECONFIG[@CONTEXT]")
+    path, _, ctx = rest.partition("@")
+    return name, path, ctx or None

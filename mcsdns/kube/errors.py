@@ -1,7 +1,13 @@
-"""Kubernetes API errors for a person (`explain`): one line with the status, the API's own
-Status reason and message and, for a refusal (403), the RBAC rule that would allow the request
-(`Request.rule`, from the request's path and verbs); `Problems` logs each distinct one once;
-`error_kind` is the metric label."""
+"""The one taxonomy of Kubernetes API errors, and their explanation for a person.
+
+Every failed request raises an `ApiError` (an `ApiException`, so `status`, `reason` and
+`body` are the API's): `NotFound` (404), `Conflict` (409), `Expired` (410 Gone),
+`Unreachable` (no answer: status 0, the cause chained; 429 or a server error), `Rejected`
+(any other error answer: 400, 401, 403, 422...) and `WatchError` (an ERROR event in a watch
+stream). `explain` gives one line with the status, the API's own Status reason and message
+and, for a refusal (403), the RBAC rule that would allow the request (`Request.rule`, from
+the request's path and verbs); `Problems` tells each distinct one once; `error_kind` is
+the metric label."""
 
 from __future__ import annotations
 
@@ -12,12 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import MaxRetryError
+from urllib3.exceptions import HTTPError, MaxRetryError
 
-
-class WatchError(Exception):
-    """The watch stream reported an error other than 410."""
-
+from ..ops.errors import ConfigError
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}  # and GET: get, list
 
@@ -59,13 +62,52 @@ class Request:
                 f"verbs: {flow(self.verbs)}")
 
 
-class RequestError(ApiException):
-    """An HTTP error answer that knows what its request asked for (for `explain`)."""
+class ApiError(ApiException):
+    """A request that failed: the API's answer (`status`, `reason`, `body`), or none (status
+    0, the cause chained); `request` is what it asked for, as RBAC sees it; `str` is
+    `message` when one is given."""
 
-    def __init__(self, status: int, reason: str, body: bytes | str, request: Request | None) -> None:
+    def __init__(self, message: str = "", *, status: int = 0, reason: str = "",
+                 body: bytes | str | None = None, request: Request | None = None) -> None:
         super().__init__(status=status, reason=reason,
                          body=body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+        self.message = message
         self.request = request
+
+    def __str__(self) -> str:
+        return self.message or str(super().__str__())  # type: ignore[no-untyped-call]
+
+
+class NotFound(ApiError):
+    """HTTP 404."""
+
+
+class Conflict(ApiError):
+    """HTTP 409: the object changed (or exists) since we read it."""
+
+
+class Expired(ApiError):
+    """410 Gone: the resourceVersion or continue token is too old; relist."""
+
+
+class Unreachable(ApiError):
+    """No answer (connection error, timeout), or 429 or a server error: worth a retry."""
+
+
+class Rejected(ApiError):
+    """Any other error answer (400, 401, 403, 422...): the request as made fails again."""
+
+
+class WatchError(ApiError):
+    """The watch stream reported an error other than 410."""
+
+
+def error_for(status: int, reason: str, body: bytes | str | None, request: Request | None,
+              message: str) -> ApiError:
+    """The error of an answer with HTTP `status` (300 or more)."""
+    cls: type[ApiError] = {404: NotFound, 409: Conflict, 410: Expired}.get(status) or (
+        Unreachable if status >= 500 or status == 429 else Rejected)
+    return cls(message, status=status, reason=reason, body=body, request=request)
 
 
 def status_of(e: ApiException) -> dict[str, Any]:
@@ -79,32 +121,37 @@ def status_of(e: ApiException) -> dict[str, Any]:
 
 def error_kind(e: BaseException) -> str:
     """A short metric label for a client error."""
-    if isinstance(e, ApiException):
-        return f"http_{e.status}" if e.status else "unreachable"
     if isinstance(e, WatchError):
         return "watch_error"
+    if isinstance(e, ApiException):
+        return f"http_{e.status}" if e.status else "unreachable"
     if isinstance(e, ValueError):
         return "bad_response"
     return "unreachable"
 
 
 def describe(e: BaseException) -> str:
-    """A one-line description of a client error: status, reason and the API's message."""
+    """A one-line description of a client error: status, reason and the API's message; for
+    no answer, its cause."""
     if isinstance(e, ApiException):
         if not e.status:
+            if isinstance(e, ApiError):
+                return describe(e.__cause__) if e.__cause__ is not None else str(e)
             return str(e.reason)
         st = status_of(e)
         out = f"HTTP {e.status} {st.get('reason') or e.reason}"
         msg = str(st.get("message") or "").strip()
         return f"{out}: {msg}"[:1000] if msg else out
+    if isinstance(e, ConfigError):
+        return str(e)
     if isinstance(e, MaxRetryError) and e.reason is not None:
         e = e.reason
     return f"{type(e).__name__}: {e}".splitlines()[0][:300]
 
 
 def explain(e: BaseException, request: Request | None = None) -> str:
-    """`describe`, and what to do about a 401 or a 403 of `request` (a RequestError's own)."""
-    if request is None and isinstance(e, RequestError):
+    """`describe`, and what to do about a 401 or a 403 of `request` (an ApiError's own)."""
+    if request is None and isinstance(e, ApiError):
         request = e.request
     out = describe(e)
     status = e.status if isinstance(e, ApiException) else None
@@ -125,9 +172,10 @@ class Problems:
 
     def update(self, who: Hashable, e: BaseException | None, text: str = "") -> bool:
         """Record `who`'s outcome (None: success) and its explanation; True if it is a new problem.
-        The same problem is the same explanation of an HTTP error, the same kind of any other
-        (connection errors differ in detail, not in meaning)."""
-        key = None if e is None else text if isinstance(e, ApiException) and e.status else error_kind(e)
+        The same problem is the same explanation of an HTTP error or of a configuration error,
+        the same kind of a failure to get an answer (connection errors differ in detail, not in
+        meaning)."""
+        key = None if e is None else error_kind(e) if _no_answer(e) else text
         with self.lock:
             new = key is not None and key not in self.held.values()
             if key is None:
@@ -135,3 +183,9 @@ class Problems:
             else:
                 self.held[who] = key
         return new
+
+
+def _no_answer(e: BaseException) -> bool:
+    if isinstance(e, ApiException):
+        return not e.status
+    return isinstance(e, HTTPError | OSError | ValueError)

@@ -3,26 +3,41 @@ ClusterRoles in deploy/ (a test holds the two equal), checked by `mcsdns diagnos
 
 from __future__ import annotations
 
+from .resources import (
+    CLUSTER_PROPERTIES,
+    ENDPOINT_SLICES,
+    NAMESPACES,
+    SERVICE_EXPORTS,
+    SERVICE_IMPORTS,
+    SERVICES,
+    Resource,
+)
+
 Rule = tuple[str, str, tuple[str, ...]]  # (API group, resource[/subresource], verbs)
 
 READ = ("get", "list", "watch")
 WRITE = ("create", "update", "delete")
 
+
+def rule(r: Resource, verbs: tuple[str, ...], subresource: str = "") -> Rule:
+    return r.group, r.plural + (f"/{subresource}" if subresource else ""), verbs
+
+
 SERVER: tuple[Rule, ...] = (
-    ("multicluster.x-k8s.io", "serviceimports", READ),
-    ("discovery.k8s.io", "endpointslices", READ),
-    ("about.k8s.io", "clusterproperties", READ),
+    rule(SERVICE_IMPORTS, READ),
+    rule(ENDPOINT_SLICES, READ),
+    rule(CLUSTER_PROPERTIES, READ),
 )
 
 CONTROLLER: tuple[Rule, ...] = (
-    ("", "namespaces", READ),
-    ("", "services", READ + WRITE),
-    ("discovery.k8s.io", "endpointslices", READ + WRITE),
-    ("multicluster.x-k8s.io", "serviceexports", READ),
-    ("multicluster.x-k8s.io", "serviceexports/status", ("update",)),
-    ("multicluster.x-k8s.io", "serviceimports", READ + WRITE),
-    ("multicluster.x-k8s.io", "serviceimports/status", ("update",)),
-    ("about.k8s.io", "clusterproperties", ("get",)),
+    rule(NAMESPACES, READ),
+    rule(SERVICES, READ + WRITE),
+    rule(ENDPOINT_SLICES, READ + WRITE),
+    rule(SERVICE_EXPORTS, READ),
+    rule(SERVICE_EXPORTS, ("update",), "status"),
+    rule(SERVICE_IMPORTS, READ + WRITE),
+    rule(SERVICE_IMPORTS, ("update",), "status"),
+    rule(CLUSTER_PROPERTIES, ("get",)),
 )
 
 

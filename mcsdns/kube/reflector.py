@@ -10,10 +10,8 @@
 - every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
 - errors back off with full jitter; `on_health(ok, error)` reports each list/watch outcome.
 
-Listers are callables taking the typed client's keyword arguments (`limit`, `_continue`,
-`watch`, `resource_version`, `allow_watch_bookmarks`, `timeout_seconds`, `_preload_content`,
-`_request_timeout`) and returning the raw urllib3 response, such as `PathLister` (a plain
-API path, which also tells `Reflector.request`: what RBAC must allow).
+The collection is a path read through the one client (`Client.open`, `Client.watch`), with an
+optional label selector; `Reflector.request` is what RBAC must allow for it.
 """
 
 from __future__ import annotations
@@ -30,17 +28,13 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError, ReadTimeoutError
 
 from ..ops import gcpause
-from .errors import Request, WatchError, describe
+from .client import Client
+from .errors import Expired, Request, WatchError, describe
+from .keys import Key, key_of
 
 log = logging.getLogger("mcsdns.kube")
 
 Obj = dict[str, Any]
-Key = tuple[str, str]  # (namespace or "", name)
-Lister = Callable[..., Any]
-
-
-class Expired(Exception):
-    """410 Gone: the resourceVersion or continue token is too old; relist."""
 
 
 @dataclass
@@ -84,52 +78,20 @@ def lines(resp: Any) -> Iterator[bytes]:
         yield buf
 
 
-_QUERY = {"limit": "limit", "_continue": "continue", "watch": "watch",
-          "resource_version": "resourceVersion", "allow_watch_bookmarks": "allowWatchBookmarks",
-          "timeout_seconds": "timeoutSeconds", "label_selector": "labelSelector"}
-
-
-class PathLister:
-    """A lister for any collection path, with the typed client's calling convention."""
-
-    def __init__(self, api: Any, path: str, label_selector: str | None = None) -> None:
-        self.api, self.path, self.label_selector = api, path, label_selector
-
-    def __call__(self, **kw: Any) -> Any:
-        if self.label_selector:
-            kw.setdefault("label_selector", self.label_selector)
-        timeout = kw.pop("_request_timeout", None)
-        kw.pop("_preload_content", None)
-        query = [(_QUERY[k], str(v).lower() if isinstance(v, bool) else str(v))
-                 for k, v in kw.items() if v is not None]
-        req = self.api.param_serialize("GET", self.path, query_params=query,
-                                       header_params={"Accept": "application/json"},
-                                       auth_settings=["BearerToken"])
-        resp = self.api.call_api(*req, _request_timeout=timeout)
-        if not 200 <= resp.status <= 299:
-            resp.read()
-            raise ApiException.from_response(http_resp=resp, body=None, data=None)
-        return resp.response
-
-
-def default_key(obj: Obj) -> Key:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
 class Reflector:
     """One collection, listed then watched in its own daemon thread until `stop` is set."""
 
-    def __init__(self, label: str, lister: Lister, *,
+    def __init__(self, label: str, client: Client, path: str, selector: str | None = None, *,
                  on_list: Callable[[list[Obj], set[Key]], None],
                  on_event: Callable[[str, Obj], None],
                  on_health: Callable[[bool, BaseException | None], None] = lambda ok, e: None,
                  on_error: Callable[[str], None] = lambda kind: None,
                  stop: threading.Event | None = None, kind: str | None = None,
-                 key: Callable[[Obj], Key] = default_key, page_size: int = 500,
+                 key: Callable[[Obj], Key] = key_of, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0)) -> None:
-        self.label, self.lister, self.kind, self.key = label, lister, kind, key
+        self.label, self.kind, self.key = label, kind, key
+        self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
         self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
         self.stop = stop or threading.Event()
@@ -142,7 +104,7 @@ class Reflector:
         self.lists = 0  # completed lists (the first one and every relist)
         self.resp: Any = None  # the open watch response, to interrupt it
         self.thread: threading.Thread | None = None
-        self.request = Request.of(lister.path, ("list", "watch")) if isinstance(lister, PathLister) else None
+        self.request = Request.of(path, ("list", "watch"))
 
     def start(self, name: str | None = None) -> None:
         self.thread = threading.Thread(target=self.run, daemon=True, name=name or f"reflector-{self.label}")
@@ -195,17 +157,15 @@ class Reflector:
         items: list[Obj] = []
         cont: str | None = None
         while True:
-            kw: dict[str, Any] = {"limit": self.page_size}
+            query: dict[str, Any] = {"limit": self.page_size, "labelSelector": self.selector}
             if cont:
-                kw["_continue"] = cont
+                query["continue"] = cont
             elif not self.latest:
-                kw["resource_version"] = "0"
+                query["resourceVersion"] = "0"
             try:
-                resp = self.lister(**kw, _preload_content=False, _request_timeout=(5, 60))
-            except ApiException as e:
-                if e.status == 410:
-                    raise Expired(f"list continue token expired: {e.reason}") from e
-                raise
+                resp = self.client.open("GET", self.path, query, timeout=(5, 60))
+            except Expired as e:
+                raise Expired(f"list continue token expired: {e.reason}") from e
             data = gcpause.loads(resp.data)
             for obj in data.get("items") or []:
                 if isinstance(obj, dict):
@@ -229,13 +189,9 @@ class Reflector:
         """Follow one watch request; returns the number of events seen."""
         timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
         try:
-            resp = self.lister(watch=True, resource_version=self.rv, allow_watch_bookmarks=True,
-                               timeout_seconds=timeout, _preload_content=False,
-                               _request_timeout=(5, self.idle_timeout))
-        except ApiException as e:
-            if e.status == 410:
-                raise Expired(f"watch from resourceVersion {self.rv}: {e.reason}") from e
-            raise
+            resp = self.client.watch(self.path, self.rv, self.selector, timeout, self.idle_timeout)
+        except Expired as e:
+            raise Expired(f"watch from resourceVersion {self.rv}: {e.reason}") from e
         self.resp = resp
         if self.stop.is_set() or self.relist:
             resp.shutdown()

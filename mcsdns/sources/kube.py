@@ -1,8 +1,9 @@
 """Kubernetes API source: list+watch ServiceImports, EndpointSlices and ClusterProperties.
 
-One worker thread per watched collection (kind x namespace) runs the shared
-reflector loop (mcsdns/kube/reflector.py) with the official `kubernetes`
-client, reading raw JSON:
+Discovery, then one worker thread per watched collection (kind x namespace), in
+the shared informer set (mcsdns/kube/informers.py: the reflector loop of
+mcsdns/kube/reflector.py over the one client, mcsdns/kube/client.py), reading
+raw JSON:
 
 - list (paged) -> the Store gets the complete set (deletions included), then
   watch from the list's resourceVersion with bookmarks; a watch that ends
@@ -23,7 +24,6 @@ v1alpha1; ClusterProperties (about.k8s.io) are watched only when served.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from kubernetes import client
-
-from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, ObjKey, obj_key
-from ..kube.config import KubeconfigError, client_configuration
-from ..kube.errors import Problems, error_kind, explain
-from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
-from ..kube.reflector import Backoff, Lister, PathLister, Reflector
+from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, obj_key
+from ..kube.client import Client
+from ..kube.config import KubeconfigError
+from ..kube.informers import DISCOVERY, Informers
+from ..kube.keys import Key
+from ..kube.names import ABOUT_GROUP, MCS_GROUP, SERVICE_NAME_LABEL
+from ..kube.reflector import Reflector
+from ..kube.resources import CLUSTER_PROPERTIES, ENDPOINT_SLICES, SERVICE_IMPORTS
 from ..ops.errors import ConfigError
 from ..ops.stats import Put
 from . import Inbox, Sink, publish_source
@@ -64,12 +65,12 @@ class Collection:
 
     kind: str
     namespace: str | None
-    lister: Lister
+    path: str
+    selector: str | None
     required: bool  # counts for `synced`
     sole: bool  # the only collection of its kind: a relist may use Store.replace
     listed: bool = False  # a first list reached the Store (set on the loop)
     count: int = 0  # objects in its last list
-    healthy: bool = False
     reflector: Reflector | None = field(default=None, repr=False)
 
     @property
@@ -106,14 +107,13 @@ class KubeSource:
         self.host = ""
         self.collections: list[Collection] = []
         self._synced = False
-        self._ok = False  # every watch healthy, for logging
-        self._problems = Problems()
         self.last_error = ""  # the explanation of the last error seen
         self._lock = threading.Lock()
         self._stop = threading.Event()
         # (collection, "list"|event type, payload), from the reflector threads to the loop
         self._inbox: Inbox[tuple[Collection, str, Any]] = Inbox(self._apply)
-        self._api: Any = None
+        self._client: Client | None = None
+        self._informers: Informers | None = None
         self._main: threading.Thread | None = None
 
     @property
@@ -127,22 +127,22 @@ class KubeSource:
 
     def configure(self) -> None:
         """Load the client configuration (once); ConfigError naming --kubeconfig/--context."""
-        if self._api is None:
-            self._api = self._client()
+        if self._client is None:
+            self._client = self._load()
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._inbox.loop = loop
         self.configure()
+        assert self._client is not None
+        self._informers = Informers(self._client, self._stop, backoff=self.backoff, errors=self.errors,
+                                    on_health=self._on_health, on_problem=self._on_problem)
         self._main = threading.Thread(target=self._run, name="kube-discovery", daemon=True)
         self._main.start()
 
     async def stop(self) -> None:
         self._stop.set()
-        for c in list(self.collections):
-            if c.reflector is not None:
-                c.reflector.interrupt()
-        threads = [t for t in [self._main, *(c.reflector.thread for c in self.collections if c.reflector)]
-                   if t is not None]
+        threads = self._informers.interrupt() if self._informers is not None else []
+        threads = [t for t in [self._main, *threads] if t is not None]
 
         def join() -> None:
             deadline = time.monotonic() + 2.0
@@ -150,61 +150,49 @@ class KubeSource:
                 t.join(max(0.0, deadline - time.monotonic()))
 
         await asyncio.get_running_loop().run_in_executor(None, join)
-        if self._api is not None:
-            self._api.close()
+        if self._client is not None:
+            self._client.close()
 
     def reload(self) -> None:
         """Relist every collection now (SIGHUP)."""
-        for c in list(self.collections):
-            if c.reflector is not None:
-                c.reflector.request_relist()
+        if self._informers is not None:
+            self._informers.relist()
 
-    def _client(self) -> Any:
+    def _load(self) -> Client:
         try:
-            cfg = client_configuration(self.kubeconfig, self.context, in_cluster=True)
+            c = Client.load(self.kubeconfig, self.context, in_cluster=True,
+                            pool=2 * max(1, len(self.namespaces)) + 4, timeout=(5.0, 15.0))
         except KubeconfigError as e:
             given = " ".join(f"{flag} {v}" for flag, v in (("--kubeconfig", self.kubeconfig),
                                                            ("--context", self.context)) if v)
             where = given or "no --kubeconfig or --manifests, not in a cluster, and ~/.kube/config"
             raise ConfigError(f"{where}: cannot load the Kubernetes client configuration: {e}") from None
-        cfg.connection_pool_maxsize = 2 * max(1, len(self.namespaces)) + 4
-        self.host = cfg.host
-        return client.ApiClient(cfg)
+        self.host = c.host
+        return c
 
     # ---- connection state (any thread) ----
 
-    def _health(self, c: Collection | None, ok: bool, err: BaseException | None = None) -> None:
-        failed = None if ok else err or Exception("unknown error")
-        text = ""
-        if failed is not None:
-            self.errors[error_kind(failed)] += 1
-            request = c.reflector.request if c is not None and c.reflector is not None else None
-            text = explain(failed, request)
-            self.last_error = f"{c.label}: {text}" if c is not None else text
-        new = self._problems.update(c.label if c is not None else "discovery", failed, text)
-        with self._lock:
-            if c is not None:
-                c.healthy = ok
-            now_ok = ok and all(x.healthy for x in self.collections)
-            self.connected = now_ok
-            became_ok, self._ok = now_ok and not self._ok, now_ok
-        if ok:
-            self.last_sync = time.time()
-        if became_ok:
-            watching = [x.label for x in self.collections]
+    def _on_health(self, ok: bool, changed: bool) -> None:
+        inf = self._informers
+        assert inf is not None
+        self.connected = ok
+        self.last_sync = max(self.last_sync, inf.last_sync)
+        self.last_error = inf.last_error
+        if ok and changed:
+            watching = inf.labels()
             log.info("Kubernetes API %s: connected, watching %s", self.host,
                      ", ".join(watching) or "nothing yet",
                      extra={"event": "source_connected", "api": self.host, "watching": watching})
-        elif new:
-            if self.has_data is None:
-                then = "retrying"
-            elif self.has_data():
-                then = "serving the last known data and retrying"
-            else:
-                then = "no data yet: answering SERVFAIL until the first sync, retrying"
-            log.warning("Kubernetes API %s: %s%s; %s", self.host,
-                        f"{c.label}: " if c is not None else "", text, then,
-                        extra={"event": "source_error", "api": self.host, "error": text})
+
+    def _on_problem(self, who: str, text: str) -> None:
+        if self.has_data is None:
+            then = "retrying"
+        elif self.has_data():
+            then = "serving the last known data and retrying"
+        else:
+            then = "no data yet: answering SERVFAIL until the first sync, retrying"
+        log.warning("Kubernetes API %s: %s%s; %s", self.host, "" if who == DISCOVERY else f"{who}: ",
+                    text, then, extra={"event": "source_error", "api": self.host, "error": text})
 
     def target(self) -> str:
         """What this source waits for, for a person."""
@@ -223,83 +211,67 @@ class KubeSource:
     # ---- discovery (kube-discovery thread) ----
 
     def _run(self) -> None:
-        backoff = Backoff(*self.backoff)
+        client, inf = self._client, self._informers
+        assert client is not None and inf is not None
         warned = False
-        while not self._stop.is_set():
-            try:
-                served = self._served_groups()
-            except Exception as e:  # noqa: BLE001 - any failure is retried
-                self._health(None, False, e)
-                self._stop.wait(backoff.next())
-                continue
-            backoff.reset()
-            self._problems.update("discovery", None)
-            self.mcs_version = next((v for v in PREFERRED if v in served.get(MCS_GROUP, ())), None)
-            if self.mcs_version is not None:
-                self.about_version = next((v for v in PREFERRED if v in served.get(ABOUT_GROUP, ())), None)
-                break
-            if not warned:
-                warned = True
-                log.warning("Kubernetes API %s does not serve %s v1beta1 or v1alpha1 (ServiceImport CRD "
-                            "missing?); not ready, checking again", self.host, MCS_GROUP)
-            self._stop.wait(self.backoff[1])
-        if self._stop.is_set():
+
+        def step() -> bool:
+            nonlocal warned
+            self.mcs_version = client.preferred(MCS_GROUP)
+            if self.mcs_version is None:
+                if not warned:
+                    warned = True
+                    log.warning("Kubernetes API %s does not serve %s v1beta1 or v1alpha1 (ServiceImport CRD "
+                                "missing?); not ready, checking again", self.host, MCS_GROUP)
+                return False
+            self.about_version = client.preferred(ABOUT_GROUP)
+            return True
+
+        if not inf.discover(step):
             return
-        log.info("watching ServiceImports %s/%s, EndpointSlices discovery.k8s.io/v1%s", MCS_GROUP,
-                 self.mcs_version, f", ClusterProperties {ABOUT_GROUP}/{self.about_version}"
+        log.info("watching ServiceImports %s/%s, EndpointSlices %s%s", MCS_GROUP, self.mcs_version,
+                 ENDPOINT_SLICES.api_version(), f", ClusterProperties {ABOUT_GROUP}/{self.about_version}"
                  if self.about_version else " (no ClusterProperty API)")
         self._add(*self._collections())  # all at once: `synced` needs every required first list
         while self.about_version is None and not self._stop.wait(self.rediscover):
             try:
-                self.about_version = next(
-                    (v for v in PREFERRED if v in self._served_groups().get(ABOUT_GROUP, ())), None)
+                self.about_version = client.preferred(ABOUT_GROUP)
             except Exception:  # noqa: BLE001 - the watches report outages
                 continue
             if self.about_version is not None:
                 log.info("ClusterProperty API %s/%s appeared; watching it", ABOUT_GROUP, self.about_version)
                 self._add(self._cluster_properties())
 
-    def _served_groups(self) -> dict[str, list[str]]:
-        resp: Any = client.ApisApi(self._api).get_api_versions(_preload_content=False,
-                                                                _request_timeout=(5, 15))
-        data = json.loads(resp.data)
-        return {g["name"]: [v["version"] for v in g.get("versions") or []] for g in data.get("groups") or []}
-
     def _collections(self) -> list[Collection]:
         scopes: list[str | None] = list(self.namespaces) or [None]
         sole = len(scopes) == 1
         out: list[Collection] = []
         for ns in scopes:
-            where = f"/namespaces/{ns}" if ns is not None else ""
-            si = PathLister(self._api, f"/apis/{MCS_GROUP}/{self.mcs_version}{where}/serviceimports")
-            es = PathLister(self._api, f"/apis/discovery.k8s.io/v1{where}/endpointslices",
-                            label_selector=SERVICE_NAME_LABEL)
-            out.append(Collection(SERVICE_IMPORT, ns, si, required=True, sole=sole))
-            out.append(Collection(ENDPOINT_SLICE, ns, es, required=True, sole=sole))
+            si = SERVICE_IMPORTS.path(ns, version=self.mcs_version)
+            out.append(Collection(SERVICE_IMPORT, ns, si, None, required=True, sole=sole))
+            out.append(Collection(ENDPOINT_SLICE, ns, ENDPOINT_SLICES.path(ns), SERVICE_NAME_LABEL,
+                                  required=True, sole=sole))
         if self.about_version is not None:
             out.append(self._cluster_properties())
         return out
 
     def _cluster_properties(self) -> Collection:
-        lister = PathLister(self._api, f"/apis/{ABOUT_GROUP}/{self.about_version}/clusterproperties")
-        return Collection(CLUSTER_PROPERTY, None, lister, required=False, sole=True)
+        path = CLUSTER_PROPERTIES.path(version=self.about_version)
+        return Collection(CLUSTER_PROPERTY, None, path, None, required=False, sole=True)
 
     def _add(self, *cs: Collection) -> None:
+        inf = self._informers
+        assert inf is not None
         with self._lock:
             self.collections.extend(cs)
         for c in cs:
-            c.reflector = Reflector(
-                c.label, c.lister, kind=c.kind, key=obj_key, stop=self._stop, page_size=self.page_size,
-                watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout, backoff=self.backoff,
-                on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
-                on_health=partial(self._health, c),
-                on_error=self._count_error)
-            c.reflector.start(f"kube-{c.kind}-{c.namespace or 'all'}")
+            c.reflector = inf.watch(
+                c.label, c.path, c.selector, kind=c.kind, key=obj_key, page_size=self.page_size,
+                watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
+                on_list=partial(self._on_list, c), on_event=partial(self._on_event, c))
+        inf.start()
 
-    def _count_error(self, kind: str) -> None:
-        self.errors[kind] += 1
-
-    def _on_list(self, c: Collection, items: list[Obj], deletes: set[ObjKey]) -> None:
+    def _on_list(self, c: Collection, items: list[Obj], deletes: set[Key]) -> None:
         self._post(c, "list", (items, deletes))
 
     def _on_event(self, c: Collection, typ: str, obj: Obj) -> None:
@@ -313,7 +285,7 @@ class KubeSource:
 
     def _apply(self, queue: list[tuple[Collection, str, Any]]) -> None:
         """Apply queued lists and events in order; runs of events are coalesced per object."""
-        run: dict[tuple[str, ObjKey], tuple[str, Obj]] = {}
+        run: dict[tuple[str, Key], tuple[str, Obj]] = {}
         for c, what, payload in queue:
             if what != "list":
                 run[(c.kind, obj_key(payload))] = (what, payload)
@@ -341,7 +313,7 @@ class KubeSource:
                             "endpoint_slices": slices})
             self.on_synced()
 
-    def _apply_run(self, run: dict[tuple[str, ObjKey], tuple[str, Obj]]) -> None:
+    def _apply_run(self, run: dict[tuple[str, Key], tuple[str, Obj]]) -> None:
         if not run:
             return
         upserts = [obj for typ, obj in run.values() if typ != "DELETED"]

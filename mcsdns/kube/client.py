@@ -1,0 +1,127 @@
+"""The one Kubernetes API client of the server, the controller and `diagnose`.
+
+Requests go through the official client's configuration (kubeconfig, in-cluster
+service account, TLS, tokens) and connection pool, as plain JSON; every failure raises
+one of `errors`' taxonomy: `NotFound`, `Conflict`, `Expired`, `Unreachable`, `Rejected`.
+Discovery asks one group at a time (`versions`, `preferred`)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .config import client_configuration
+from .errors import NotFound, Request, Unreachable, error_for
+from .names import PREFERRED
+
+Obj = dict[str, Any]
+Timeout = tuple[float, float]  # connect, read
+TIMEOUT: Timeout = (3.0, 10.0)
+PAGE = 500  # objects per page of a list
+
+
+def _query(query: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    return [(k, str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in (query or {}).items() if v is not None]
+
+
+class Client:
+    """One API server. `name` (a member's) prefixes error messages; `timeout` is the
+    default of every request."""
+
+    def __init__(self, api: client.ApiClient, name: str = "", timeout: Timeout = TIMEOUT) -> None:
+        self.api, self.name, self.timeout = api, name, timeout
+
+    @classmethod
+    def load(cls, kubeconfig: str | None, context: str | None, *, in_cluster: bool = False,
+             pool: int | None = None, name: str = "", timeout: Timeout = TIMEOUT) -> Client:
+        """From a kubeconfig (`config.client_configuration`; KubeconfigError), keeping up to
+        `pool` connections."""
+        cfg = client_configuration(kubeconfig, context, in_cluster)
+        if pool is not None:
+            cfg.connection_pool_maxsize = pool
+        return cls(client.ApiClient(cfg), name, timeout)
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+    def close(self) -> None:
+        self.api.close()  # type: ignore[no-untyped-call]
+
+    def open(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: Any = None,
+             timeout: Timeout | None = None) -> Any:
+        """One request; the unread urllib3 response of a 2xx answer (stream it, or read
+        `.data`), else the error its status maps to (`Unreachable` when there is no answer)."""
+        where = self._where(method, path)
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            req = self.api.param_serialize(method, path, query_params=_query(query), header_params=headers,
+                                           body=body, auth_settings=["BearerToken"])
+            resp = self.api.call_api(*req, _request_timeout=timeout or self.timeout)
+            if not 200 <= resp.status <= 299:
+                data = resp.read()  # type: ignore[no-untyped-call]
+        except ApiException as e:  # the client's own: a TLS error (status 0)
+            raise Unreachable(f"{where}: {e.status} {e.reason}") from e
+        except Exception as e:  # urllib3 connection errors, timeouts
+            raise Unreachable(f"{where}: {e}") from e
+        if not 200 <= resp.status <= 299:
+            raise error_for(resp.status, resp.reason, data, Request.of(path, method=method),
+                            f"{where}: {resp.status} {resp.reason}")
+        return resp.response
+
+    def request(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None,
+                timeout: Timeout | None = None) -> Any:
+        """One request; its decoded JSON body (None when empty)."""
+        resp = self.open(method, path, query, body, timeout)
+        try:
+            data = resp.data
+        except Exception as e:  # the answer broke off
+            raise Unreachable(f"{self._where(method, path)}: {e}") from e
+        return json.loads(data) if data else None
+
+    def _where(self, method: str, path: str) -> str:
+        return f"{self.name}: {method} {path}" if self.name else f"{method} {path}"
+
+    def get(self, path: str, query: Mapping[str, Any] | None = None) -> Any:
+        return self.request("GET", path, query=query)
+
+    def list(self, path: str, selector: str | None = None) -> list[Obj]:
+        """A collection's items, every page."""
+        out: list[Obj] = []
+        query: dict[str, Any] = {"limit": PAGE, "labelSelector": selector}
+        while True:
+            data = self.get(path, query)
+            out.extend(data.get("items") or [])
+            cont = (data.get("metadata") or {}).get("continue")
+            if not cont:
+                return out
+            query["continue"] = cont
+
+    def watch(self, path: str, resource_version: str | None, selector: str | None = None,
+              timeout_seconds: int = 300, idle: float = 75.0) -> Any:
+        """Open a watch of a collection from `resource_version`, with bookmarks: the unread,
+        streamed response (one JSON event a line); a read times out after `idle` s."""
+        query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": True,
+                 "timeoutSeconds": timeout_seconds, "labelSelector": selector}
+        return self.open("GET", path, query, timeout=(5, idle))
+
+    def versions(self, group: str) -> builtins.list[str]:
+        """The versions the server serves of an API group, preferred first ([] when none)."""
+        try:
+            data = self.get(f"/apis/{group}")
+        except NotFound:
+            return []
+        return [str(v.get("version")) for v in data.get("versions") or []]
+
+    def preferred(self, group: str, prefer: tuple[str, ...] = PREFERRED) -> str | None:
+        """The first of `prefer` the server serves of `group`; None when it serves none."""
+        served = self.versions(group)
+        return next((v for v in prefer if v in served), None)

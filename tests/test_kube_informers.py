@@ -1,0 +1,116 @@
+"""The one informer set (mcsdns/kube/informers.py): discovery retried, a set of collections
+whose health is combined (healthy only while every one is), and each distinct problem told
+once however many collections have it and however often they retry."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_for
+from kubeapi import KubeAPI
+
+from mcsdns.kube.client import Client
+from mcsdns.kube.errors import Unreachable
+from mcsdns.kube.informers import DISCOVERY, Informers
+from mcsdns.kube.resources import ENDPOINT_SLICES, SERVICE_IMPORTS
+
+
+class Seen:
+    """What an Informers told: every (healthy, changed), every problem."""
+
+    def __init__(self) -> None:
+        self.health: list[tuple[bool, bool]] = []
+        self.problems: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def on_health(self, ok: bool, changed: bool) -> None:
+        with self.lock:
+            self.health.append((ok, changed))
+
+    def on_problem(self, who: str, text: str) -> None:
+        with self.lock:
+            self.problems.append((who, text))
+
+    def changes(self) -> list[bool]:
+        with self.lock:
+            return [ok for ok, changed in self.health if changed]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[tuple[KubeAPI, Informers, Seen]]:
+    with KubeAPI() as api:
+        c = Client.load(str(api.write_kubeconfig(tmp_path / "kc")), None)
+        stop, seen = threading.Event(), Seen()
+        inf = Informers(c, stop, backoff=(0.02, 0.1), on_health=seen.on_health, on_problem=seen.on_problem)
+        try:
+            yield api, inf, seen
+        finally:
+            stop.set()
+            for t in inf.interrupt():
+                t.join(2)
+            c.close()
+
+
+def watch_both(inf: Informers) -> None:
+    noop: Any = lambda *a: None  # noqa: E731
+    inf.watch("imports", SERVICE_IMPORTS.path(version="v1beta1"), on_list=noop, on_event=noop)
+    inf.watch("slices", ENDPOINT_SLICES.path(), on_list=noop, on_event=noop)
+    inf.start()
+
+
+def test_healthy_only_while_every_collection_is(env: tuple[KubeAPI, Informers, Seen]) -> None:
+    api, inf, seen = env
+    api.deny("endpointslices")
+    watch_both(inf)
+    assert wait_for(lambda: inf.ok["imports"] and len(seen.problems) == 1, timeout=5)
+    assert not inf.healthy and seen.changes() == []  # one of two collections is not enough
+    assert seen.problems[0][0] == "slices" and "HTTP 403" in seen.problems[0][1]
+    assert inf.last_error.startswith("slices: HTTP 403")
+    api.allow()
+    assert wait_for(lambda: inf.healthy, timeout=5)
+    assert seen.changes() == [True]
+    api.fail_next(10_000, 500, message="etcd down")
+    api.drop_watches()
+    assert wait_for(lambda: not inf.healthy, timeout=5)
+    api.fail_next(0)
+    assert wait_for(lambda: inf.healthy, timeout=5)
+    assert seen.changes() == [True, False, True]
+
+
+def test_each_problem_told_once(env: tuple[KubeAPI, Informers, Seen]) -> None:
+    api, inf, seen = env
+    api.fail_next(10_000, 500, message="etcd down")
+    watch_both(inf)
+    # both collections fail, again and again, with one problem: told once
+    assert wait_for(lambda: inf.errors["http_500"] >= 10, timeout=5)
+    assert seen.problems == [("imports", "HTTP 500 InternalError: etcd down")] or \
+        seen.problems == [("slices", "HTTP 500 InternalError: etcd down")]
+    api.fail_next(0)
+    assert wait_for(lambda: inf.healthy, timeout=5)
+    api.fail_next(10_000, 500, message="etcd down")  # a new outage is a new problem
+    api.drop_watches()
+    assert wait_for(lambda: len(seen.problems) == 2, timeout=5)
+    api.fail_next(10_000, 503, message="shutting down")  # and another problem is too
+    assert wait_for(lambda: len(seen.problems) == 3, timeout=5)
+    assert seen.problems[2][1] == "HTTP 503 InternalError: shutting down"
+    assert inf.errors["http_500"] + inf.errors["http_503"] >= 3
+
+
+def test_discovery_retried_and_told_once(env: tuple[KubeAPI, Informers, Seen]) -> None:
+    _, inf, seen = env
+    calls: list[int] = []
+
+    def step() -> bool:
+        calls.append(1)
+        if len(calls) <= 5:
+            raise Unreachable("refused")
+        return len(calls) >= 7  # then not served, twice
+
+    assert inf.discover(step)
+    assert len(calls) == 7
+    assert seen.problems == [(DISCOVERY, "refused")] and not inf.healthy
+    assert DISCOVERY not in inf.problems.held  # over once discovery succeeded
