@@ -20,7 +20,7 @@ from mcsdns.controller.exports import ExportState
 from mcsdns.controller.kinds import ENDPOINT_SLICES, KINDS, SERVICE, SERVICE_EXPORT, SERVICE_IMPORT
 from mcsdns.controller.kinds.serviceexport import conditions
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, Merged, PortSpec, serving_ports
-from mcsdns.kube.errors import Request, RequestError
+from mcsdns.kube.errors import Request, error_for
 
 Obj = dict[str, Any]
 KEY = ("shop", "web")
@@ -181,7 +181,7 @@ def test_an_unchanged_export_status_is_not_written() -> None:
 
 # --- the error policy, by (kind, verb) -----------------------------------------------------
 ERRORS = [Conflict("changed"), NotFound("/x"), Unreachable("refused"),
-          RequestError(422, "Unprocessable", b"{}", Request.of("/x", method="POST"))]
+          error_for(422, "Unprocessable", b"{}", Request.of("/x", method="POST"), "POST /x: 422")]
 
 
 def _by_name(kv: tuple[Kind, Verb]) -> tuple[str, str]:

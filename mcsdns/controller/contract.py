@@ -1,10 +1,10 @@
 """The contract every controller kind fulfils, and what its desired state is built from.
 
-A kind (one class in its own module) says where its objects live (`api_version`,
-`resource`, so `path`), what the controller reads of others' objects (`reads`), what is
-compared (`view`: two objects with the same view need no write), how our desired object
-is merged into an existing one (`merge`: others' metadata kept) and which objects are
-ours (`ours`). `engine.Engine` applies it.
+A kind (one class in its own module) says where its objects live (`api`, a
+`kube.resources.Resource`, so `api_version` and `path`), what the controller reads of
+others' objects (`reads`), what is compared (`view`: two objects with the same view need
+no write), how our desired object is merged into an existing one (`merge`: others'
+metadata kept) and which objects are ours (`ours`). `engine.Engine` applies it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from ..kube.keys import Key
+from ..kube.resources import Resource
 from .exports import ExportState, is_ours
 from .member import MemberClient
 from .merge import Merged
-from .paths import resource_path
 
 Obj = dict[str, Any]
 Reads = Mapping[str, tuple[str, ...] | None]  # resource -> fields read of others' objects; None: all
@@ -82,16 +82,22 @@ class Contract(ABC):
     """One kind's path, view, merge and ownership (see the module docstring)."""
 
     kind: ClassVar[Kind]
-    resource: ClassVar[str]  # the plural, also the informer cache our writes go into
+    api: ClassVar[Resource]  # where its objects live (kube.resources)
     reads: ClassVar[Reads]
     # Fields of a desired object the view deliberately does not compare (a path and all below it).
     unviewed: ClassVar[tuple[str, ...]] = ("apiVersion", "kind", "metadata.name", "metadata.namespace")
 
-    @abstractmethod
-    def api_version(self, m: MemberClient) -> str: ...
+    @property
+    def resource(self) -> str:
+        """The plural, also the informer cache our writes go into."""
+        return self.api.plural
+
+    def api_version(self, m: MemberClient) -> str:
+        """Its objects' apiVersion: fixed, or the MCS version the member serves."""
+        return self.api.api_version() if self.api.version else m.mcs_api_version()
 
     def path(self, m: MemberClient, namespace: str, name: str | None = None) -> str:
-        return resource_path(self.api_version(m), self.resource, namespace, name)
+        return self.api.path(namespace, name, version=self.api_version(m).rpartition("/")[2])
 
     @abstractmethod
     def view(self, obj: Obj) -> Any:

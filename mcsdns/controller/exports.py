@@ -7,14 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .merge import CLUSTERSET_IP, HEADLESS, Export, PortSpec, ports_from_service
-from .paths import DISCOVERY, resource_path
 
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 APP_MANAGED_BY = "app.kubernetes.io/managed-by"
 CONTROLLER = "mcsdns-controller"
 SERVICE_NAME = "kubernetes.io/service-name"
-
-SLICES = resource_path(DISCOVERY, "endpointslices")  # every namespace's
 
 # What `read_export` reads of the exporting cluster's Service.
 SERVICE_READS = ("spec.type", "spec.clusterIP", "spec.ports.name", "spec.ports.protocol",

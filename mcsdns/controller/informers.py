@@ -23,6 +23,7 @@ from ..kube.names import SERVICE_NAME_LABEL
 from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, SERVICES, Resource
 from .clusters import Member
 from .exports import SERVICE_NAME, is_ours, labels
+from .kinds.reads import trim_for
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -51,37 +52,6 @@ def service_index(obj: Obj) -> Hashable | None:
         return None
     svc = labels(obj).get(SERVICE_NAME_LABEL)
     return ("ours", str((obj.get("metadata") or {}).get("namespace") or ""), svc) if svc else None
-
-
-def trim_namespace(obj: Obj) -> None:
-    """Only the name, resourceVersion and deletionTimestamp of a namespace are used."""
-    md = obj.get("metadata") or {}
-    keep = {k: md[k] for k in ("name", "resourceVersion", "deletionTimestamp") if k in md}
-    obj.clear()
-    obj["metadata"] = keep
-
-
-def trim_service(obj: Obj) -> None:
-    """Others' Services are only read: no annotations or status."""
-    if not is_ours(obj):
-        obj.pop("status", None)
-        (obj.get("metadata") or {}).pop("annotations", None)
-
-
-_ENDPOINT_UNUSED = ("targetRef", "nodeName", "hints", "deprecatedTopology")
-
-
-def trim_slice(obj: Obj) -> None:
-    """A Service's own EndpointSlices are only read: addresses, conditions, hostname, zone."""
-    if is_ours(obj):
-        return
-    md = obj.get("metadata") or {}
-    md.pop("annotations", None)
-    md.pop("ownerReferences", None)
-    for e in obj.get("endpoints") or []:
-        if isinstance(e, dict):
-            for f in _ENDPOINT_UNUSED:
-                e.pop(f, None)
 
 
 class MemberCaches:
@@ -141,11 +111,10 @@ class MemberCaches:
             "serviceexports": self._plain, "serviceimports": self._plain}
         index = {"services": service_index, "endpointslices": slice_index,
                  "serviceimports": import_index}
-        trim = {"namespaces": trim_namespace, "services": trim_service, "endpointslices": trim_slice}
         for kind in self.KINDS:
             path = resources[kind].path() if kind in resources else m.mcs_path(kind)
             self.caches[kind] = inf.cache(kind, path, handlers[kind], index=index.get(kind),
-                                          transform=trim.get(kind), watch_timeout=self.watch_timeout)
+                                          transform=trim_for(kind), watch_timeout=self.watch_timeout)
         inf.start()
 
     # --- health ----------------------------------------------------------------------

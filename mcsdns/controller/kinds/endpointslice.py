@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 
 from ...kube.keys import Key, key_of
 from ...kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
+from ...kube.resources import ENDPOINT_SLICES
 from ..contract import PORT_READS, Contract, Kind, Obj, Reads, Target, drop_none, port_view
 from ..engine import Engine
 from ..exports import CONTROLLER, MANAGED_BY, SERVICE_NAME, labels
 from ..member import MemberClient
 from ..merge import PortSpec
-from ..paths import DISCOVERY
 
 LABELS = (MANAGED_BY, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, SERVICE_NAME)  # ours, in the view
 CONDITIONS = ("ready", "serving", "terminating")
@@ -51,15 +51,12 @@ class EndpointSlices(Contract):
     """Our copies of every exporting cluster's slices of the service, owned by the ServiceImport."""
 
     kind = Kind.ENDPOINT_SLICE
-    resource = "endpointslices"
+    api = ENDPOINT_SLICES
     # of a Service's own slices: what `desired_one` copies
     reads: ClassVar[Reads] = {"endpointslices": (
         "addressType", *(f"endpoints.{f}" for f in ENDPOINT_READS), *(f"ports.{f}" for f in PORT_READS))}
 
     unviewed = (*Contract.unviewed, "metadata.ownerReferences.controller")
-
-    def api_version(self, m: MemberClient) -> str:
-        return DISCOVERY
 
     def desired_one(self, m: MemberClient, key: Key, t: Target, cluster: str, src: Obj,
                     serving: dict[str, PortSpec | None]) -> Obj:
@@ -69,7 +66,7 @@ class EndpointSlices(Contract):
                  "uid": uid, "controller": False}
         lb = {MANAGED_BY: CONTROLLER, SERVICE_NAME_LABEL: key[1], SOURCE_CLUSTER_LABEL: cluster,
               **t.slice_labels}
-        return {"apiVersion": DISCOVERY, "kind": "EndpointSlice",
+        return {"apiVersion": ENDPOINT_SLICES.api_version(), "kind": "EndpointSlice",
                 "metadata": {"name": name, "namespace": key[0], "labels": lb, "ownerReferences": [owner]},
                 "addressType": src.get("addressType") or "IPv4",
                 "endpoints": [endpoint_view(e) for e in src.get("endpoints") or []],

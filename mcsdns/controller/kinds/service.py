@@ -10,12 +10,12 @@ from kubernetes.client.exceptions import ApiException
 
 from ...kube.keys import Key, key_of
 from ...kube.names import SERVICE_NAME_LABEL
+from ...kube.resources import SERVICES
 from ..contract import Contract, Kind, Obj, Reads, Target, Verb, port_view
 from ..derived import cluster_ips
 from ..engine import Engine
 from ..exports import APP_MANAGED_BY, CONTROLLER, labels
 from ..member import MemberClient
-from ..paths import CORE
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -24,14 +24,11 @@ class DerivedService(Contract):
     """A selectorless ClusterIP Service with the merged ports, owned by the ServiceImport."""
 
     kind = Kind.SERVICE
-    resource = "services"
+    api = SERVICES
     reads: ClassVar[Reads] = {"services": ()}  # of a Service with a derived name: whose it is
     unviewed = (*Contract.unviewed, "spec.ipFamilies", "spec.ipFamilyPolicy",  # set at creation only
                 "metadata.ownerReferences.apiVersion", "metadata.ownerReferences.controller",
                 "metadata.ownerReferences.blockOwnerDeletion")
-
-    def api_version(self, m: MemberClient) -> str:
-        return CORE
 
     def desired(self, m: MemberClient, key: Key, t: Target) -> dict[Key, Obj]:
         if t.service is None or t.service_import is None:

@@ -6,6 +6,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from ...kube.resources import SERVICE_EXPORTS
 from ..contract import Contract, Kind, Obj, Reads
 from ..engine import Engine
 from ..exports import SERVICE_READS, ExportState
@@ -53,14 +54,11 @@ class ServiceExport(Contract):
     """Its status only: our conditions, their lastTransitionTime kept while their status holds."""
 
     kind = Kind.SERVICE_EXPORT
-    resource = "serviceexports"
+    api = SERVICE_EXPORTS
     # all of an export (the status write's body starts from it), and what `read_export` reads of its Service
     reads: ClassVar[Reads] = {"serviceexports": None, "services": SERVICE_READS}
     # the export's own fields, and when a condition last changed: only our conditions are compared
     unviewed = (*Contract.unviewed, "metadata", "spec", "status.conditions.lastTransitionTime")
-
-    def api_version(self, m: MemberClient) -> str:
-        return m.mcs_api_version()
 
     def desired(self, m: MemberClient, ex: ExportState, want: list[Condition]) -> Obj:
         gen = (ex.obj.get("metadata") or {}).get("generation")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from ...kube.resources import SERVICE_IMPORTS
 from ..contract import Contract, Kind, Obj, Reads, Target, port_view
 from ..derived import DERIVED_ANNOTATION
 from ..engine import Engine
@@ -18,14 +19,11 @@ class ServiceImport(Contract):
     """One ServiceImport per exported service in every member that has its namespace."""
 
     kind = Kind.SERVICE_IMPORT
-    resource = "serviceimports"
+    api = SERVICE_IMPORTS
     reads: ClassVar[Reads] = {"serviceimports": ()}  # of someone else's import: whose it is
     # The annotations we set: compared, and replaced (others' kept) on update.
     ANNOTATIONS: ClassVar[tuple[str, ...]] = (DERIVED_ANNOTATION,)
     unviewed = (*Contract.unviewed, "status")  # compared by `status_equal`
-
-    def api_version(self, m: MemberClient) -> str:
-        return m.mcs_api_version()
 
     def desired(self, m: MemberClient, key: tuple[str, str], t: Target) -> Obj:
         mg = t.merged
