@@ -32,7 +32,10 @@ class Fields:
                 for k, shape in self.keys.items() if k in value for v in (value[k],)}
 
     def paths(self, at: Path = ()) -> Iterator[Path]:
-        """Every declared path, read whole (the leaves of the declaration)."""
+        """Every declared path that ends the declaration (a part read whole, or a map of
+        which no key is read)."""
+        if not self.keys:
+            yield at
         for k, shape in self.keys.items():
             if shape is None:
                 yield (*at, k)

@@ -29,8 +29,8 @@ KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 
 Obj: TypeAlias = dict[str, Any]  # a raw object, or a part of one
 
-# What the store reads of every object (its kind and key: kube.keys.key_of)
-_KEY = Fields("namespace", "name")
+_KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (kube.keys.key_of)
+_META = Fields("namespace", "name", labels=Fields())  # and `_meta`: the labels must be a map
 _PORTS = Each(Fields("port", "name", "protocol"))
 
 
@@ -130,7 +130,7 @@ class ServiceImport:
     """A parsed ServiceImport: what DNS needs of it."""
 
     KIND: ClassVar[str] = SERVICE_IMPORT
-    SOURCE: ClassVar[Fields] = Fields("kind", metadata=_KEY, spec=Fields("type", "ips", ports=_PORTS))
+    SOURCE: ClassVar[Fields] = Fields("kind", metadata=_META, spec=Fields("type", "ips", ports=_PORTS))
 
     namespace: str
     name: str
@@ -320,7 +320,7 @@ class ClusterProperty:
     """The about.k8s.io ClusterProperty that names this cluster's ID (KEP-2149)."""
 
     KIND: ClassVar[str] = CLUSTER_PROPERTY
-    SOURCE: ClassVar[Fields] = Fields("kind", metadata=_KEY, spec=Fields("value"))
+    SOURCE: ClassVar[Fields] = Fields("kind", metadata=_META, spec=Fields("value"))
 
     cluster_id: str
 
