@@ -161,7 +161,7 @@ class _Build:
     """One service's records as the makers add them: its inputs, the names so far, the
     service name's RRsets (`node`), and what one maker leaves for the next."""
 
-    __slots__ = ("si", "slices", "svc_name", "loc", "left", "names", "node", "srv", "srv_extra",
+    __slots__ = ("si", "slices", "svc_name", "loc", "left", "names", "node", "srv",
                  "eps", "service_eps", "host_of", "host_tier")
 
     def __init__(self, si: ServiceImport, slices: list[EndpointSlice], svc_name: bytes, loc: Locality,
@@ -169,32 +169,29 @@ class _Build:
         self.si, self.slices, self.svc_name, self.loc, self.left = si, slices, svc_name, loc, left
         self.names: Names = {}
         self.node: dict[int, RRset] = {}  # the service name's RRsets
-        self.srv: dict[bytes, None] = {}  # the port names' SRV records, for the bare name (a set in order)
-        self.srv_extra: dict[tuple[bytes, int, bytes], None] = {}  # and their Additional records
-        # headless: answerable endpoints in locality order, those the service name answers with,
-        # the name of each (cluster, hostname) (None: it cannot be sent) and the tier of each name
-        self.eps: list[tuple[EndpointSlice, Endpoint]] = []
-        self.service_eps: list[tuple[EndpointSlice, Endpoint]] = []
-        self.host_of: dict[tuple[str, str], bytes | None] = {}
-        self.host_tier: dict[bytes, int] = {}
+        self.srv: list[tuple[tuple[bytes, ...], Extra]] = []  # each port name's SRV records and Additional
 
     def order(self) -> None:
-        """Headless: the answerable endpoints across clusters, in locality order."""
+        """Headless, before its makers: the answerable endpoints across clusters in locality
+        order, those the service name answers with; the name of each (cluster, hostname)
+        (None: it cannot be sent) and the tier of each name are then filled in."""
         loc = self.loc
         eps = service_eps = _answerable(self.slices, loc.terminating_fallback)
         if loc.enabled:
             eps.sort(key=lambda se: loc.rank(se[0].cluster, se[1].zone))  # stable: keeps slice order
             if loc.policy == ONLY_WHEN_AVAILABLE:
                 service_eps = [(s, e) for s, e in eps if s.cluster == loc.cluster_id] or eps
-        self.eps, self.service_eps = eps, service_eps
+        self.eps: list[tuple[EndpointSlice, Endpoint]] = eps
+        self.service_eps: list[tuple[EndpointSlice, Endpoint]] = service_eps
+        self.host_of: dict[tuple[str, str], bytes | None] = {}
+        self.host_tier: dict[bytes, int] = {}
 
     def port_srv(self, owner: bytes, rds: tuple[bytes, ...], extra: Extra) -> None:
         """The SRV RRset of the port name `owner` (`_<port>._<proto>.<svc>`), also kept
         for the bare name."""
         self.names[owner] = One(RRset(RRType.SRV, rds, extra))
         self.names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
-        self.srv.update(dict.fromkeys(rds))
-        self.srv_extra.update(dict.fromkeys(extra))
+        self.srv.append((rds, extra))  # all of them: the RRset may be cut (dns.limits)
 
 
 Maker = Callable[[_Build], None]  # adds records to a build
@@ -304,16 +301,23 @@ def _service_srv(b: _Build) -> None:
     """The service name's SRV: those of its port names, each once (42/TCP and 42/UDP give
     the same SRV)."""
     if b.srv:
-        b.node[RRType.SRV] = RRset(RRType.SRV, tuple(b.srv), tuple(b.srv_extra))
+        rds: dict[bytes, None] = {}  # sets, in order
+        extra: dict[tuple[bytes, int, bytes], None] = {}
+        for some, more in b.srv:
+            for rd in some:
+                rds[rd] = None
+            for x in more:
+                extra[x] = None
+        b.node[RRType.SRV] = RRset(RRType.SRV, tuple(rds), tuple(extra))
 
 
 # The makers of a service's records, in order: those of its type (by `headless`), then
 # those of every service name (which may use what the first left in the build).
-_MAKERS: dict[bool, tuple[Maker, ...]] = {
-    False: (_vips, _vip_srvs),  # ClusterSetIP, spec 2.3
-    True: (_endpoint_names, _tiered_addresses, _endpoint_srvs),  # Headless, spec 2.4
-}
 _EVERY: tuple[Maker, ...] = (_service_srv,)
+_MAKERS: dict[bool, tuple[Maker, ...]] = {
+    False: (_vips, _vip_srvs, *_EVERY),  # ClusterSetIP, spec 2.3
+    True: (_endpoint_names, _tiered_addresses, _endpoint_srvs, *_EVERY),  # Headless, spec 2.4
+}
 
 
 def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
@@ -335,7 +339,7 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
             return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
     outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
     try:
-        for make in _MAKERS[si.headless] + _EVERY:
+        for make in _MAKERS[si.headless]:
             make(b)
     finally:
         _cuts.into = outer
