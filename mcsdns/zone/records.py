@@ -5,6 +5,10 @@ returns every name under `<svc>.<ns>.svc.<zone>` with its RRsets (an empty
 map marks an empty non-terminal). Every RRset is a set (RFC 2181 5): the same
 address in two slices, or the same port number under two protocols at the
 bare service name, gives one record.
+
+The records are made by a list of makers (`_MAKERS`) over one `_Build`: those of the
+service's type (ClusterSetIP, spec 2.3; Headless, spec 2.4), then those every service
+name has (`_EVERY`). A new kind of record is one maker, listed once.
 """
 
 from __future__ import annotations
