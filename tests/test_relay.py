@@ -12,7 +12,7 @@ from typing import Any
 
 from helpers import EXAMPLE
 
-from mcsdns.data.objects import Malformed, essentials, parse_endpoint_slice, parse_service_import
+from mcsdns.data.objects import EndpointSlice, Malformed, ServiceImport, essentials
 from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT, Store, obj_key
 from mcsdns.sources.files import load_file
 from mcsdns.sources.relay import Hub, RelaySource, Tee
@@ -26,7 +26,7 @@ def example() -> list[dict[str, Any]]:
 
 
 def parse(obj: dict[str, Any]) -> Any:
-    fn = parse_service_import if obj.get("kind") == SERVICE_IMPORT else parse_endpoint_slice
+    fn = ServiceImport.parse if obj.get("kind") == SERVICE_IMPORT else EndpointSlice.parse
     try:
         return fn(obj)
     except Malformed as e:

@@ -1,16 +1,18 @@
-"""Kubernetes objects parsed into validated, immutable records.
+"""The object models: Kubernetes objects parsed into validated, immutable records.
 
-Only what DNS needs is kept. Anything malformed raises `Malformed` (whole
-object) or is dropped with a reason (single endpoint or address), so the
-caller can log it and count it.
+Only what DNS needs is kept. Each model owns its conversions: `parse` (a raw object;
+anything malformed raises `Malformed` for the whole object, or is dropped with a reason
+for a single endpoint or address, so the caller can log it and count it), `manifest`
+(the compact raw form `--state-dir` saves, parsed back to an equal model) and `SOURCE`
+(the raw fields `parse` and the store read, from which `essentials`, what `--workers`
+relays, is derived).
 """
 
 from __future__ import annotations
 
-import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeAlias
 
 from ..kube.names import (
     CLUSTER_PROPERTY_ID,
@@ -21,12 +23,18 @@ from ..kube.names import (
 )
 from ..ops.logs import cut
 from ..ops.logs import show as _show
-
-# Endpoint hostnames and system-assigned labels may start or end with '-'
-# (dashed IPv6 addresses such as "2001-db8--1"), but never contain a dot.
-_HOST_LABEL = re.compile(r"[a-z0-9-]{1,63}\Z")
+from .fields import Each, Fields
 
 DROPPED_KEPT = 3  # reasons kept per slice for its log line; the rest only counted
+
+SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
+KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
+
+Obj: TypeAlias = dict[str, Any]  # a raw object, or a part of one
+
+_KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (kube.keys.key_of)
+_META = Fields("namespace", "name", labels=Fields())  # and `_meta`: the labels must be a map
+_PORTS = Each(Fields("port", "name", "protocol"))
 
 
 class Malformed(ValueError):
@@ -38,102 +46,9 @@ def who(ns: str, name: str) -> str:
     return f"{cut(ns)}/{cut(name)}"
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class Port:
-    """A service or endpoint port."""
-
-    name: str  # "" when unnamed
-    protocol: str  # TCP, UDP, SCTP
-    port: int
-
-
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class ServiceImport:
-    """A parsed ServiceImport: what DNS needs of it."""
-
-    namespace: str
-    name: str
-    headless: bool
-    ips: tuple[bytes, ...]  # packed, 4 or 16 octets, in spec order
-    ports: tuple[Port, ...]
-
-
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class Endpoint:
-    """A parsed endpoint of an EndpointSlice."""
-
-    addresses: tuple[bytes, ...]  # packed
-    hostname: str  # validated label, or system-assigned dashed IP
-    ready: bool
-    serving: bool
-    terminating: bool
-    zone: str
-
-
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class EndpointSlice:
-    """A parsed imported EndpointSlice: its service, source cluster, endpoints and ports."""
-
-    namespace: str
-    name: str
-    service: str
-    cluster: str
-    ipv6: bool
-    endpoints: tuple[Endpoint, ...]
-    ports: tuple[Port, ...]
-    dropped: tuple[str, ...] = field(default=())  # reasons for the first DROPPED_KEPT skipped parts
-    n_dropped: int = 0  # skipped parts (endpoints or addresses)
-
-
-_KEPT = ("kind", "apiVersion", "spec", "addressType", "ports")
-_KEPT_META = ("name", "namespace", "labels")
-_KEPT_ENDPOINT = ("addresses", "hostname", "conditions", "zone")
-
-
-def essentials(obj: dict[str, Any]) -> dict[str, Any]:
-    """The parts of an object the parsers here read (the rest dropped), so that it can be
-    kept or passed on small; a malformed part is kept as it is, to be reported the same."""
-    out = {k: obj[k] for k in _KEPT if k in obj}
-    meta = obj.get("metadata")
-    out["metadata"] = {k: meta[k] for k in _KEPT_META if k in meta} if isinstance(meta, dict) else meta
-    eps = obj.get("endpoints")
-    if eps is not None:
-        out["endpoints"] = [{k: e[k] for k in _KEPT_ENDPOINT if k in e} if isinstance(e, dict) else e
-                            for e in eps] if isinstance(eps, list) else eps
-    return out
-
-
-def _meta(obj: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        raise Malformed("missing metadata")
-    ns, name = meta.get("namespace", "default"), meta.get("name")
-    if not isinstance(name, str) or not isinstance(ns, str):
-        raise Malformed("metadata.name/namespace must be strings")
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, dict):
-        raise Malformed("metadata.labels must be a map")
-    return ns, name, labels
-
-
-def _ports(raw: Any, where: str) -> tuple[Port, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise Malformed(f"{where} must be a list")
-    out: list[Port] = []
-    for p in raw:
-        if not isinstance(p, dict):
-            raise Malformed(f"{where} entries must be maps")
-        num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
-        if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
-            raise Malformed(f"{where}: bad port {_show(num)}")
-        if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
-            raise Malformed(f"{where}: bad port name {_show(name)}")
-        if proto not in ("TCP", "UDP", "SCTP"):
-            raise Malformed(f"{where}: bad protocol {_show(proto)}")
-        out.append(Port(name.lower(), proto, num))
-    return tuple(out)
+def ip_text(packed: bytes) -> str:
+    """A packed address (4 or 16 octets) in text."""
+    return socket.inet_ntop(socket.AF_INET if len(packed) == 4 else socket.AF_INET6, packed)
 
 
 def _packed(addr: Any, v6: bool | None = None) -> bytes:
@@ -149,40 +64,111 @@ def _packed(addr: Any, v6: bool | None = None) -> bytes:
     return packed
 
 
-def parse_service_import(obj: dict[str, Any]) -> ServiceImport:
-    ns, name, _ = _meta(obj)
-    if not is_dns_label(ns) or not is_dns_label(name):
-        raise Malformed(f"{who(ns, name)}: name and namespace must be DNS labels")
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        raise Malformed(f"{who(ns, name)}: missing spec")
-    typ = spec.get("type")
-    if typ not in ("ClusterSetIP", "Headless"):
-        raise Malformed(f"{who(ns, name)}: spec.type {_show(typ)} is not ClusterSetIP or Headless")
-    raw_ips = spec.get("ips") or []
-    if not isinstance(raw_ips, list):
-        raise Malformed(f"{who(ns, name)}: spec.ips must be a list")
-    ips: dict[bytes, None] = {}  # distinct, in order
-    if typ == "ClusterSetIP":
-        for a in raw_ips:
-            try:
-                ips[_packed(a)] = None
-            except ValueError as e:
-                raise Malformed(f"{who(ns, name)}: spec.ips: {e}") from None
-    return ServiceImport(ns, name, typ == "Headless", tuple(ips), _ports(spec.get("ports"), "spec.ports"))
+def _meta(obj: Obj) -> tuple[str, str, dict[str, str]]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise Malformed("missing metadata")
+    ns, name = meta.get("namespace", "default"), meta.get("name")
+    if not isinstance(name, str) or not isinstance(ns, str):
+        raise Malformed("metadata.name/namespace must be strings")
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise Malformed("metadata.labels must be a map")
+    return ns, name, labels
 
 
-def _hostname_for(raw: Any, addresses: tuple[bytes, ...]) -> str:
-    if raw:
-        if not isinstance(raw, str) or not is_dns_label(raw.lower()):
-            raise ValueError(f"hostname {_show(raw)} is not a DNS label")
-        return raw.lower()
-    a = addresses[0]
-    ip = socket.inet_ntop(socket.AF_INET if len(a) == 4 else socket.AF_INET6, a)
-    dashed = ip.replace(".", "-").replace(":", "-")
-    if not _HOST_LABEL.match(dashed):  # pragma: no cover - always true for IPs
-        raise ValueError(f"cannot derive a hostname from {ip}")
-    return dashed
+def _items(*parts: Any) -> int:
+    """How many items the lists among `parts` hold."""
+    return sum(len(p) for p in parts if isinstance(p, list))
+
+
+@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
+class Port:
+    """A service or endpoint port."""
+
+    name: str  # "" when unnamed
+    protocol: str  # TCP, UDP, SCTP
+    port: int
+
+    @staticmethod
+    def parse_list(raw: Any, where: str) -> tuple[Port, ...]:
+        """The ports of a `ports` list (`where` names it in messages)."""
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise Malformed(f"{where} must be a list")
+        out: list[Port] = []
+        for p in raw:
+            if not isinstance(p, dict):
+                raise Malformed(f"{where} entries must be maps")
+            num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
+            if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
+                raise Malformed(f"{where}: bad port {_show(num)}")
+            if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
+                raise Malformed(f"{where}: bad port name {_show(name)}")
+            if proto not in ("TCP", "UDP", "SCTP"):
+                raise Malformed(f"{where}: bad protocol {_show(proto)}")
+            out.append(Port(name.lower(), proto, num))
+        return tuple(out)
+
+    def manifest(self) -> Obj:
+        if self.name:
+            return {"name": self.name, "protocol": self.protocol, "port": self.port}
+        return {"protocol": self.protocol, "port": self.port}
+
+
+@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
+class ServiceImport:
+    """A parsed ServiceImport: what DNS needs of it."""
+
+    KIND: ClassVar[str] = SERVICE_IMPORT
+    SOURCE: ClassVar[Fields] = Fields("kind", metadata=_META, spec=Fields("type", "ips", ports=_PORTS))
+
+    namespace: str
+    name: str
+    headless: bool
+    ips: tuple[bytes, ...]  # packed, 4 or 16 octets, in spec order
+    ports: tuple[Port, ...]
+
+    @classmethod
+    def parse(cls, obj: Obj) -> ServiceImport:
+        ns, name, _ = _meta(obj)
+        if not is_dns_label(ns) or not is_dns_label(name):
+            raise Malformed(f"{who(ns, name)}: name and namespace must be DNS labels")
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            raise Malformed(f"{who(ns, name)}: missing spec")
+        typ = spec.get("type")
+        if typ not in ("ClusterSetIP", "Headless"):
+            raise Malformed(f"{who(ns, name)}: spec.type {_show(typ)} is not ClusterSetIP or Headless")
+        raw_ips = spec.get("ips") or []
+        if not isinstance(raw_ips, list):
+            raise Malformed(f"{who(ns, name)}: spec.ips must be a list")
+        ips: dict[bytes, None] = {}  # distinct, in order
+        if typ == "ClusterSetIP":
+            for a in raw_ips:
+                try:
+                    ips[_packed(a)] = None
+                except ValueError as e:
+                    raise Malformed(f"{who(ns, name)}: spec.ips: {e}") from None
+        return cls(ns, name, typ == "Headless", tuple(ips), Port.parse_list(spec.get("ports"), "spec.ports"))
+
+    @staticmethod
+    def size(obj: Obj) -> int:
+        """Ports of a raw ServiceImport (0 where malformed), what parsing it costs."""
+        spec = obj.get("spec")
+        return _items(spec.get("ports")) if isinstance(spec, dict) else 0
+
+    def manifest(self) -> Obj:
+        return {"kind": SERVICE_IMPORT, "metadata": {"namespace": self.namespace, "name": self.name},
+                "spec": {"type": "Headless" if self.headless else "ClusterSetIP",
+                         "ips": [ip_text(a) for a in self.ips], "ports": [p.manifest() for p in self.ports]}}
+
+
+def _dashed(packed: bytes) -> str:
+    """The system-assigned hostname of an endpoint: its first address, dashed (it may start
+    or end with '-', as "2001-db8--1", but never holds a dot)."""
+    return ip_text(packed).replace(".", "-").replace(":", "-")
 
 
 def _cond(conds: dict[str, Any], key: str, default: bool) -> bool:
@@ -205,71 +191,158 @@ class _Drops:
             self.reasons.append(reason)
 
 
-def parse_endpoint_slice(obj: dict[str, Any]) -> EndpointSlice:
-    ns, name, labels = _meta(obj)
-    svc = labels.get(SERVICE_NAME_LABEL)
-    cluster = labels.get(SOURCE_CLUSTER_LABEL)
-    if not isinstance(svc, str) or not is_dns_label(svc):
-        raise Malformed(f"{who(ns, name)}: label {SERVICE_NAME_LABEL}={_show(svc)} is not a DNS label")
-    if not isinstance(cluster, str) or not valid_cluster_id(cluster.lower()):
-        raise Malformed(f"{who(ns, name)}: label {SOURCE_CLUSTER_LABEL}={_show(cluster)} is not a cluster ID")
-    if not is_dns_label(ns):
-        raise Malformed(f"{who(ns, name)}: namespace is not a DNS label")
-    family = obj.get("addressType", "IPv4")
-    if family not in ("IPv4", "IPv6"):
-        raise Malformed(f"{who(ns, name)}: addressType {_show(family)} is not served")
-    v6 = family == "IPv6"
-    raw_eps = obj.get("endpoints") or []
-    if not isinstance(raw_eps, list):
-        raise Malformed(f"{who(ns, name)}: endpoints must be a list")
-    eps: list[Endpoint] = []
-    dropped = _Drops()
-    for i, ep in enumerate(raw_eps):
-        try:
-            if not isinstance(ep, dict):
-                raise ValueError("not a map")
-            raw_addrs = ep.get("addresses")
-            if not isinstance(raw_addrs, list) or not raw_addrs:
-                raise ValueError("no addresses")
-            addrs: dict[bytes, None] = {}  # distinct, in order
-            for a in raw_addrs:
-                try:
-                    addrs[_packed(a, v6)] = None
-                except ValueError as e:
-                    dropped.add(f"endpoint {i}: {e}")
-            if not addrs:
-                raise ValueError("no valid addresses")
-            packed = tuple(addrs)
-            host = _hostname_for(ep.get("hostname"), packed)
-            conds = ep.get("conditions") or {}
-            if not isinstance(conds, dict):
-                raise ValueError("conditions must be a map")
-            ready = _cond(conds, "ready", True)
-            zone = ep.get("zone") or ""
-            eps.append(
-                Endpoint(
-                    packed,
-                    host,
-                    ready,
-                    _cond(conds, "serving", ready),
-                    _cond(conds, "terminating", False),
-                    zone if isinstance(zone, str) else "",
-                )
-            )
-        except ValueError as e:
-            dropped.add(f"endpoint {i}: {e}")
-    return EndpointSlice(
-        ns, name, svc, cluster.lower(), v6, tuple(eps), _ports(obj.get("ports"), "ports"),
-        tuple(dropped.reasons), dropped.n,
-    )
+@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
+class Endpoint:
+    """A parsed endpoint of an EndpointSlice."""
+
+    SOURCE: ClassVar[Fields] = Fields("addresses", "hostname", "zone",
+                                      conditions=Fields("ready", "serving", "terminating"))
+
+    addresses: tuple[bytes, ...]  # packed
+    hostname: str  # validated label, or system-assigned dashed IP
+    ready: bool
+    serving: bool
+    terminating: bool
+    zone: str
+
+    @classmethod
+    def parse(cls, ep: Any, i: int, v6: bool, dropped: _Drops) -> Endpoint:
+        """Endpoint `i` of a slice (of IPv6 addresses if `v6`); ValueError if it is unusable,
+        its unusable addresses noted in `dropped`."""
+        if not isinstance(ep, dict):
+            raise ValueError("not a map")
+        raw_addrs = ep.get("addresses")
+        if not isinstance(raw_addrs, list) or not raw_addrs:
+            raise ValueError("no addresses")
+        addrs: dict[bytes, None] = {}  # distinct, in order
+        for a in raw_addrs:
+            try:
+                addrs[_packed(a, v6)] = None
+            except ValueError as e:
+                dropped.add(f"endpoint {i}: {e}")
+        if not addrs:
+            raise ValueError("no valid addresses")
+        packed = tuple(addrs)
+        raw_host = ep.get("hostname")
+        if raw_host and (not isinstance(raw_host, str) or not is_dns_label(raw_host.lower())):
+            raise ValueError(f"hostname {_show(raw_host)} is not a DNS label")
+        host = raw_host.lower() if raw_host else _dashed(packed[0])
+        conds = ep.get("conditions") or {}
+        if not isinstance(conds, dict):
+            raise ValueError("conditions must be a map")
+        ready = _cond(conds, "ready", True)
+        zone = ep.get("zone") or ""
+        return cls(packed, host, ready, _cond(conds, "serving", ready), _cond(conds, "terminating", False),
+                   zone if isinstance(zone, str) else "")
+
+    def manifest(self) -> Obj:
+        conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
+        e: Obj = {"addresses": [ip_text(a) for a in self.addresses], "conditions": conds}
+        if self.hostname != _dashed(self.addresses[0]):  # a system-assigned one is derived again
+            e["hostname"] = self.hostname
+        if self.zone:
+            e["zone"] = self.zone
+        return e
 
 
-def parse_cluster_id(obj: dict[str, Any]) -> str | None:
-    """The cluster ID from an about.k8s.io ClusterProperty, or None if it is another property."""
-    _, name, _ = _meta(obj)
-    if name not in CLUSTER_PROPERTY_ID:
-        return None
-    value = (obj.get("spec") or {}).get("value")
-    if not isinstance(value, str) or not valid_cluster_id(value.lower()):
-        raise Malformed(f"ClusterProperty {cut(name)}: value {_show(value)} is not a cluster ID")
-    return value.lower()
+@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
+class EndpointSlice:
+    """A parsed imported EndpointSlice: its service, source cluster, endpoints and ports."""
+
+    KIND: ClassVar[str] = ENDPOINT_SLICE
+    SOURCE: ClassVar[Fields] = Fields(
+        "kind", "addressType", metadata=Fields("namespace", "name", labels=Fields(
+            SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL)), endpoints=Each(Endpoint.SOURCE), ports=_PORTS)
+
+    namespace: str
+    name: str
+    service: str
+    cluster: str
+    ipv6: bool
+    endpoints: tuple[Endpoint, ...]
+    ports: tuple[Port, ...]
+    dropped: tuple[str, ...] = field(default=())  # reasons for the first DROPPED_KEPT skipped parts
+    n_dropped: int = 0  # skipped parts (endpoints or addresses)
+
+    @classmethod
+    def parse(cls, obj: Obj) -> EndpointSlice:
+        ns, name, labels = _meta(obj)
+        svc = labels.get(SERVICE_NAME_LABEL)
+        cluster = labels.get(SOURCE_CLUSTER_LABEL)
+        if not isinstance(svc, str) or not is_dns_label(svc):
+            raise Malformed(f"{who(ns, name)}: label {SERVICE_NAME_LABEL}={_show(svc)} is not a DNS label")
+        if not isinstance(cluster, str) or not valid_cluster_id(cluster.lower()):
+            raise Malformed(f"{who(ns, name)}: label {SOURCE_CLUSTER_LABEL}={_show(cluster)}"
+                            " is not a cluster ID")
+        if not is_dns_label(ns):
+            raise Malformed(f"{who(ns, name)}: namespace is not a DNS label")
+        family = obj.get("addressType", "IPv4")
+        if family not in ("IPv4", "IPv6"):
+            raise Malformed(f"{who(ns, name)}: addressType {_show(family)} is not served")
+        v6 = family == "IPv6"
+        raw_eps = obj.get("endpoints") or []
+        if not isinstance(raw_eps, list):
+            raise Malformed(f"{who(ns, name)}: endpoints must be a list")
+        eps: list[Endpoint] = []
+        dropped = _Drops()
+        for i, ep in enumerate(raw_eps):
+            try:
+                eps.append(Endpoint.parse(ep, i, v6, dropped))
+            except ValueError as e:
+                dropped.add(f"endpoint {i}: {e}")
+        return cls(ns, name, svc, cluster.lower(), v6, tuple(eps), Port.parse_list(obj.get("ports"), "ports"),
+                   tuple(dropped.reasons), dropped.n)
+
+    @staticmethod
+    def size(obj: Obj) -> int:
+        """Endpoints and ports of a raw EndpointSlice, what parsing it costs."""
+        return _items(obj.get("endpoints"), obj.get("ports"))
+
+    def manifest(self) -> Obj:
+        labels = {SERVICE_NAME_LABEL: self.service, SOURCE_CLUSTER_LABEL: self.cluster}
+        return {"kind": ENDPOINT_SLICE,
+                "metadata": {"namespace": self.namespace, "name": self.name, "labels": labels},
+                "addressType": "IPv6" if self.ipv6 else "IPv4",
+                "endpoints": [e.manifest() for e in self.endpoints],
+                "ports": [p.manifest() for p in self.ports]}
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class ClusterProperty:
+    """The about.k8s.io ClusterProperty that names this cluster's ID (KEP-2149)."""
+
+    KIND: ClassVar[str] = CLUSTER_PROPERTY
+    SOURCE: ClassVar[Fields] = Fields("kind", metadata=_META, spec=Fields("value"))
+
+    cluster_id: str
+
+    @classmethod
+    def parse(cls, obj: Obj) -> ClusterProperty | None:
+        """The cluster ID property, or None if `obj` is another property."""
+        _, name, _ = _meta(obj)
+        if name not in CLUSTER_PROPERTY_ID:
+            return None
+        spec = obj.get("spec")
+        value = spec.get("value") if isinstance(spec, dict) else None
+        if not isinstance(value, str) or not valid_cluster_id(value.lower()):
+            raise Malformed(f"ClusterProperty {cut(name)}: value {_show(value)} is not a cluster ID")
+        return cls(value.lower())
+
+    def manifest(self) -> Obj:
+        return {"kind": CLUSTER_PROPERTY, "metadata": {"name": CLUSTER_PROPERTY_ID[0]},
+                "spec": {"value": self.cluster_id}}
+
+
+Model: TypeAlias = type[ServiceImport] | type[EndpointSlice] | type[ClusterProperty]
+MODELS: dict[str, Model] = {m.KIND: m for m in (ServiceImport, EndpointSlice, ClusterProperty)}
+_ANY = Fields("kind", metadata=_KEY)  # an object of another kind: what the store reads to skip it
+
+
+def essentials(obj: Obj, kind: str | None = None) -> Obj:
+    """What the store reads of an object (its model's `SOURCE`; `kind` if it names none),
+    the rest dropped, so that it can be passed on small; it parses as the whole object,
+    malformed parts included (kept as they are, to be reported the same)."""
+    k = obj.get("kind", kind)
+    model = MODELS.get(k) if isinstance(k, str) else None
+    kept: Obj = (model.SOURCE if model is not None else _ANY).keep(obj)
+    return kept

@@ -3,8 +3,8 @@
 The file `<dir>/objects.json` holds one header line (JSON: format, version,
 `as_of` = when the data was last confirmed by the source, the watched
 namespaces, the body's length and SHA-256) and a body: a JSON list of the
-store's objects in a compact Kubernetes form (only what DNS needs), so that
-restoring goes through the same parsers as live objects. It is written
+store's objects in a compact Kubernetes form (each model's `manifest`: only what DNS
+needs), so that restoring goes through the same parsers as live objects. It is written
 atomically (`fileio.write_atomic`), and read back only if it is at most
 MAX_BYTES, the header, length and checksum all match and its times are in
 range; anything else is reported and ignored. A snapshot over MAX_BYTES is
@@ -17,15 +17,13 @@ import errno
 import hashlib
 import json
 import os
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..kube.names import CLUSTER_PROPERTY_ID, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 from ..ops import fileio
-from .objects import EndpointSlice, Port, ServiceImport
+from .objects import ClusterProperty, EndpointSlice, ServiceImport
 
 OBJECTS_FILE = "objects.json"
 FORMAT = "mcsdns-objects"
@@ -55,50 +53,12 @@ def objects_path(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / OBJECTS_FILE
 
 
-def _ip(packed: bytes) -> str:
-    return socket.inet_ntop(socket.AF_INET if len(packed) == 4 else socket.AF_INET6, packed)
-
-
-def _ports(ports: tuple[Port, ...]) -> list[Obj]:
-    return [{"name": p.name, "protocol": p.protocol, "port": p.port} if p.name
-            else {"protocol": p.protocol, "port": p.port} for p in ports]
-
-
-def import_manifest(si: ServiceImport) -> Obj:
-    return {"kind": "ServiceImport", "metadata": {"namespace": si.namespace, "name": si.name},
-            "spec": {"type": "Headless" if si.headless else "ClusterSetIP",
-                     "ips": [_ip(a) for a in si.ips], "ports": _ports(si.ports)}}
-
-
-def slice_manifest(sl: EndpointSlice) -> Obj:
-    eps = []
-    for ep in sl.endpoints:
-        e: Obj = {"addresses": [_ip(a) for a in ep.addresses],
-                  "conditions": {"ready": ep.ready, "serving": ep.serving,
-                                 "terminating": ep.terminating}}
-        # a system-assigned name (dashed first address) is derived again on restore
-        if ep.hostname != _ip(ep.addresses[0]).replace(".", "-").replace(":", "-"):
-            e["hostname"] = ep.hostname
-        if ep.zone:
-            e["zone"] = ep.zone
-        eps.append(e)
-    return {"kind": "EndpointSlice",
-            "metadata": {"namespace": sl.namespace, "name": sl.name,
-                         "labels": {SERVICE_NAME_LABEL: sl.service, SOURCE_CLUSTER_LABEL: sl.cluster}},
-            "addressType": "IPv6" if sl.ipv6 else "IPv4", "endpoints": eps, "ports": _ports(sl.ports)}
-
-
-def cluster_id_manifest(cluster_id: str) -> Obj:
-    return {"kind": "ClusterProperty", "metadata": {"name": CLUSTER_PROPERTY_ID[0]},
-            "spec": {"value": cluster_id}}
-
-
 def encode(imports: list[ServiceImport], slices: list[EndpointSlice], cluster_id: str | None,
            namespaces: list[str], as_of: float) -> bytes:
     """The file's bytes for these objects."""
-    objs = [import_manifest(si) for si in imports] + [slice_manifest(sl) for sl in slices]
+    objs = [si.manifest() for si in imports] + [sl.manifest() for sl in slices]
     if cluster_id:
-        objs.append(cluster_id_manifest(cluster_id))
+        objs.append(ClusterProperty(cluster_id).manifest())
     body = json.dumps(objs, separators=(",", ":")).encode()
     header = {"format": FORMAT, "version": VERSION, "as_of": as_of, "written": time.time(),
               "namespaces": sorted(namespaces), "objects": len(objs), "bytes": len(body),

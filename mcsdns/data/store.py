@@ -22,27 +22,20 @@ import logging
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
-from typing import Any, TypeAlias
+from typing import Any
 
 from ..kube.keys import Key, key_of
 from ..ops import gcpause
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
-from .objects import (
-    EndpointSlice,
-    Malformed,
-    Port,
-    ServiceImport,
-    parse_cluster_id,
-    parse_endpoint_slice,
-    parse_service_import,
-    who,
-)
+from .objects import CLUSTER_PROPERTY as CLUSTER_PROPERTY
+from .objects import ENDPOINT_SLICE as ENDPOINT_SLICE
+from .objects import KINDS as KINDS
+from .objects import SERVICE_IMPORT as SERVICE_IMPORT
+from .objects import ClusterProperty, EndpointSlice, Malformed, Port, ServiceImport, who
+from .parsing import Deferred, Parsed, parse, parse_all, size
 
 log = logging.getLogger("mcsdns.store")
-
-SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
-KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 
 ServiceKey = Key  # a ServiceImport's, naming the service
 ObjKey = Key  # an object's within one kind
@@ -50,14 +43,6 @@ Listener = Callable[[set[ServiceKey]], None]
 
 BIG_ITEMS = 2000  # endpoints + ports of one object above which it is parsed off the event loop
 TURN_ITEMS = 1000  # endpoints + ports (+1 per object) parsed on the loop per turn
-Parsed: TypeAlias = ServiceImport | EndpointSlice
-
-
-def size(obj: dict[str, Any]) -> int:
-    """Endpoints and ports of a raw ServiceImport or EndpointSlice (0 where malformed)."""
-    spec = obj.get("spec")
-    parts = (obj.get("endpoints"), obj.get("ports"), spec.get("ports") if isinstance(spec, dict) else None)
-    return sum(len(p) for p in parts if isinstance(p, list))
 
 
 def parsed_size(si: ServiceImport | None, slices: Iterable[EndpointSlice]) -> int:
@@ -67,22 +52,6 @@ def parsed_size(si: ServiceImport | None, slices: Iterable[EndpointSlice]) -> in
     ports: tuple[Port, ...] = si.ports if si is not None else ()
     per_port = si is not None and si.headless
     return len(ports) + sum(len(s.endpoints) * (1 + len(s.ports) * per_port) + len(s.ports) for s in slices)
-
-
-Deferred = tuple[str, ObjKey, object, dict[str, Any], Parsed | None]  # kind, key, token, raw, stored
-
-
-def _parse_all(job: list[Deferred]) -> list[tuple[Parsed | Malformed, bool]]:
-    return [_parse(kind, obj, old) for kind, _, _, obj, old in job]
-
-
-def _parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:
-    """(the parsed object or why it is malformed, whether it equals `old`), off the loop."""
-    try:
-        new: Parsed = parse_service_import(obj) if kind == SERVICE_IMPORT else parse_endpoint_slice(obj)
-    except Malformed as e:
-        return e, False
-    return new, old == new
 
 
 SKIPPED = define("mcsdns_skipped_objects_total", "counter",
@@ -279,7 +248,7 @@ class Store:
             self.restored.discard((str(kind), key))
         if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
             if self.loop is not None:
-                items = size(obj) + 1
+                items = size(kind, obj) + 1
                 if items > BIG_ITEMS:
                     self._spend(1)
                     if (kind, key) in self.pending:  # parsed once the one under way is stored:
@@ -292,14 +261,14 @@ class Store:
                 self.pending.pop((kind, key), None)
                 self.waiting.pop((kind, key), None)
             old = self._current(kind, key)
-            new, same = _parse(kind, obj, old)
+            new, same = parse(kind, obj, old)
             return self._put(kind, key, new, same)
         try:
             if kind == CLUSTER_PROPERTY:
-                cid = parse_cluster_id(obj)
-                if cid is not None and cid != self.cluster_id:
-                    self.cluster_id = cid
-                    log.info("cluster ID is %s", cid)
+                prop = ClusterProperty.parse(obj)
+                if prop is not None and prop.cluster_id != self.cluster_id:
+                    self.cluster_id = prop.cluster_id
+                    log.info("cluster ID is %s", prop.cluster_id)
                     return set(self.imports)  # locality may change every answer
                 return set()
         except Malformed as e:
@@ -349,7 +318,7 @@ class Store:
         items = 0
         for d in later:
             job.append(d)
-            items += size(d[3]) + 1
+            items += size(d[0], d[3]) + 1
             if items > BIG_ITEMS or d is later[-1]:
                 self._start(job)
                 job, items = [], 0
@@ -357,7 +326,7 @@ class Store:
     def _start(self, job: list[Deferred]) -> None:
         assert self.loop is not None
         gcpause.hold()
-        fut = self.loop.run_in_executor(self.executor, _parse_all, job)
+        fut = self.loop.run_in_executor(self.executor, parse_all, job)
 
         def done(f: asyncio.Future[list[tuple[Parsed | Malformed, bool]]]) -> None:
             gcpause.release()

@@ -9,12 +9,7 @@ from typing import Any
 from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from ..controller.exports import is_ours, labels
 from ..controller.informers import slice_index
-from ..data.objects import (
-    EndpointSlice,
-    Malformed,
-    parse_endpoint_slice,
-    parse_service_import,
-)
+from ..data.objects import EndpointSlice, Malformed, ServiceImport
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, valid_cluster_id
 from ..zone.leftout import LeftOut
@@ -215,7 +210,7 @@ def _served_slices(s: Snapshot, key: Key) -> Iterator[EndpointSlice]:
         if ns != key[0] or labels(sl).get(SERVICE_NAME_LABEL) != key[1]:
             continue
         try:
-            yield parse_endpoint_slice(sl)
+            yield EndpointSlice.parse(sl)
         except Malformed:
             continue
 
@@ -230,7 +225,7 @@ def name_checks(snaps: list[Snapshot], key: Key, zone: bytes) -> Iterator[Result
         if si is None:
             continue
         try:
-            parsed = parse_service_import(si)
+            parsed = ServiceImport.parse(si)
         except Malformed:
             continue  # `mcsdns serve` skips it and says why
         left = LeftOut()

@@ -75,10 +75,11 @@ class _Channel:
             pass
 
 
-def _tap(objs: Iterable[Obj], blobs: list[bytes]) -> Iterator[Obj]:
-    """Each object, once, after what the workers' Stores read of it is pickled into `blobs`."""
+def _tap(objs: Iterable[Obj], blobs: list[bytes], kind: str | None = None) -> Iterator[Obj]:
+    """Each object, once, after what the workers' Stores read of it (of `kind` if it names
+    none) is pickled into `blobs`."""
     for o in objs:
-        blobs.append(pickle.dumps(essentials(o), pickle.HIGHEST_PROTOCOL))
+        blobs.append(pickle.dumps(essentials(o, kind), pickle.HIGHEST_PROTOCOL))
         yield o
 
 
@@ -167,7 +168,7 @@ class Tee:
             self.store.replace(kind, objs)
             return
         blobs: list[bytes] = []
-        self.store.replace(kind, list(_tap(objs, blobs)))  # all packed now: the store may go on later
+        self.store.replace(kind, list(_tap(objs, blobs, kind)))  # all packed now: the store may go on later
         self.hub.replace(kind, blobs)
 
     def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:

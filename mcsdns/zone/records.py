@@ -5,13 +5,17 @@ returns every name under `<svc>.<ns>.svc.<zone>` with its RRsets (an empty
 map marks an empty non-terminal). Every RRset is a set (RFC 2181 5): the same
 address in two slices, or the same port number under two protocols at the
 bare service name, gives one record.
+
+The records are made by a list of makers (`_MAKERS`) over one `_Build`: those of the
+service's type (ClusterSetIP, spec 2.3; Headless, spec 2.4), then those every service
+name has (`_EVERY`). A new kind of record is one maker, listed once.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -154,72 +158,77 @@ def _run_lengths(values: list[int]) -> list[int]:
     return out
 
 
-def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
-                    loc: Locality = OFF, left: LeftOut | None = None) -> Names:
-    """All names and RRsets for one service; empty if the service has no name. A name that
-    cannot be sent is left out, with the records it owns or targets, and noted in `left`
-    (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
-    message are cut (dns.limits) and noted in `left.cuts`."""
-    left = LeftOut() if left is None else left
-    try:
-        svc_name = prefix((si.name, si.namespace, "svc"), zone)
-    except NameTooLong as e:
-        left.add(SERVICE_IMPORT, who(si.namespace, si.name), "service", e.name)
-        return {}
-    outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
-    try:
-        return _headless(svc_name, slices, loc, left) if si.headless else _clusterset_ip(svc_name, si, left)
-    finally:
-        _cuts.into = outer
+Extra = tuple[tuple[bytes, int, bytes], ...]  # Additional records: (owner, type, rdata)
 
 
-def _clusterset_ip(svc_name: bytes, si: ServiceImport, left: LeftOut) -> Names:
-    """Spec 2.3: the VIPs, and SRV per named port targeting the service name."""
-    names: Names = {}
-    node = dict(_address_rrsets(si.ips))
-    extra = tuple((svc_name, rr.rtype, a) for rr in node.values() for a in rr.rdatas)
-    srvs: list[bytes] = []
+class _Build:
+    """One service's records as the makers add them: its inputs, the names so far, the
+    service name's RRsets (`node`), and what one maker leaves for the next."""
+
+    __slots__ = ("si", "slices", "svc_name", "loc", "left", "names", "node", "srv",
+                 "eps", "service_eps", "host_of", "host_tier")
+
+    def __init__(self, si: ServiceImport, slices: list[EndpointSlice], svc_name: bytes, loc: Locality,
+                 left: LeftOut) -> None:
+        self.si, self.slices, self.svc_name, self.loc, self.left = si, slices, svc_name, loc, left
+        self.names: Names = {}
+        self.node: dict[int, RRset] = {}  # the service name's RRsets
+        self.srv: list[tuple[tuple[bytes, ...], Extra]] = []  # each port name's SRV records and Additional
+
+    def order(self) -> None:
+        """Headless, before its makers: the answerable endpoints across clusters in locality
+        order, those the service name answers with; the name of each (cluster, hostname)
+        (None: it cannot be sent) and the tier of each name are then filled in."""
+        loc = self.loc
+        eps = service_eps = _answerable(self.slices, loc.terminating_fallback)
+        if loc.enabled:
+            eps.sort(key=lambda se: loc.rank(se[0].cluster, se[1].zone))  # stable: keeps slice order
+            if loc.policy == ONLY_WHEN_AVAILABLE:
+                service_eps = [(s, e) for s, e in eps if s.cluster == loc.cluster_id] or eps
+        self.eps: list[tuple[EndpointSlice, Endpoint]] = eps
+        self.service_eps: list[tuple[EndpointSlice, Endpoint]] = service_eps
+        self.host_of: dict[tuple[str, str], bytes | None] = {}
+        self.host_tier: dict[bytes, int] = {}
+
+    def port_srv(self, owner: bytes, rds: tuple[bytes, ...], extra: Extra) -> None:
+        """The SRV RRset of the port name `owner` (`_<port>._<proto>.<svc>`), also kept
+        for the bare name."""
+        self.names[owner] = One(RRset(RRType.SRV, rds, extra))
+        self.names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
+        self.srv.append((rds, extra))  # all of them: the RRset may be cut (dns.limits)
+
+
+Maker = Callable[[_Build], None]  # adds records to a build
+
+
+def _vips(b: _Build) -> None:
+    """Spec 2.3: the service name's A/AAAA, the VIPs."""
+    b.node.update(_address_rrsets(b.si.ips))
+
+
+def _vip_srvs(b: _Build) -> None:
+    """Spec 2.3: an SRV per named port, targeting the service name (the VIPs as Additional)."""
+    si, svc_name, node = b.si, b.svc_name, b.node
+    extra = tuple((svc_name, t, a) for t in (RRType.A, RRType.AAAA) if t in node for a in node[t].rdatas)
     first: dict[tuple[str, str], int] = {}  # the first port number of each (name, protocol)
     for p in si.ports:
         first.setdefault((p.name, p.protocol), p.port)
     owners, bad = _srv_names(svc_name, si.ports)
     for name in bad.values():
-        left.add(SERVICE_IMPORT, who(si.namespace, si.name), "port", name)
+        b.left.add(SERVICE_IMPORT, who(si.namespace, si.name), "port", name)
     for key, owner in owners.items():
-        rd = srv_wire(0, 100, first[key], svc_name)
-        names[owner] = One(RRset(RRType.SRV, (rd,), extra))
-        names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
-        srvs.append(rd)
-    if srvs:  # 42/TCP and 42/UDP give the same SRV at the bare name: once
-        node[RRType.SRV] = RRset(RRType.SRV, tuple(dict.fromkeys(srvs)), extra)
-    names[svc_name] = node
-    return names
+        b.port_srv(owner, (srv_wire(0, 100, first[key], svc_name),), extra)
 
 
-def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # noqa: C901 - to split
-              left: LeftOut) -> Names:
-    """Spec 2.4: answerable endpoints across clusters, in locality order."""
-    names: Names = {}
-    eps = _answerable(slices, loc.terminating_fallback)
-    if not eps:
-        return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
-    if loc.enabled:
-        eps.sort(key=lambda se: loc.rank(se[0].cluster, se[1].zone))  # stable: keeps slice order
-        if loc.policy == ONLY_WHEN_AVAILABLE:
-            local = [(s, e) for s, e in eps if s.cluster == loc.cluster_id]
-            service_eps = local or eps
-        else:
-            service_eps = eps
-    else:
-        service_eps = eps
-    # Per-endpoint names: <hostname>.<clusterid>.<svc>... merged by name.
+def _endpoint_names(b: _Build) -> None:
+    """Spec 2.4: `<hostname>.<clusterid>.<svc>` of each answerable endpoint, with its
+    addresses (those of endpoints of the same name merged); `<clusterid>.<svc>` empty."""
+    names, host_of, host_tier, left, loc = b.names, b.host_of, b.host_tier, b.left, b.loc
     cluster_names: dict[str, bytes] = {}
-    host_of: dict[tuple[str, str], bytes | None] = {}  # None: the name cannot be sent
     # the endpoint's own tuple, until a second endpoint merges into it: then a dict (a set in order)
     hosts: dict[bytes, Sequence[bytes] | dict[bytes, None]] = {}
-    host_tier: dict[bytes, int] = {}
     too_long: dict[tuple[str, str], bytes] = {}  # (cluster, hostname) -> the name it would be
-    for sl, ep in eps:
+    for sl, ep in b.eps:
         key = (sl.cluster, ep.hostname)
         host = host_of.get(key)
         if host is None:
@@ -229,7 +238,7 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
             cn = cluster_names.get(sl.cluster)
             try:
                 if cn is None:
-                    cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), svc_name)
+                    cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), b.svc_name)
                 host = host_of[key] = under(ep.hostname, cn)
             except NameTooLong as e:
                 name = e.name  # the endpoint's name, even when <clusterid>.<svc> is already too long
@@ -248,34 +257,40 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
         merged.update(dict.fromkeys(ep.addresses))
     for host, addrs in hosts.items():
         names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
-    # The service name: addresses by family in tier order, grouped by tier for rotation.
-    node: dict[int, RRset] = {}
+
+
+def _tiered_addresses(b: _Build) -> None:
+    """Spec 2.4: the service name's A/AAAA, the endpoints' addresses by family in tier
+    order, grouped by tier for rotation."""
+    loc = b.loc
     tiered: dict[int, dict[bytes, int]] = {RRType.A: {}, RRType.AAAA: {}}
-    for sl, ep in service_eps:
+    for sl, ep in b.service_eps:
         tier = loc.tier(sl.cluster)
         for a in ep.addresses:
             tiered[RRType.A if len(a) == 4 else RRType.AAAA].setdefault(a, tier)
     for family, by_addr in tiered.items():
         if by_addr:
             groups = tuple(_run_lengths(list(by_addr.values())))
-            node[family] = RRset(family, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
-    # SRV: one per endpoint x named port; priority = tier, weight spread within it.
+            b.node[family] = RRset(family, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
+
+
+def _endpoint_srvs(b: _Build) -> None:
+    """Spec 2.4: an SRV per endpoint and named port, targeting the endpoint's name (its
+    addresses as Additional); priority = tier, weight spread within it."""
+    host_of, host_tier, names = b.host_of, b.host_tier, b.names
     port_targets: dict[tuple[str, str], dict[tuple[int, bytes], int]] = {}
-    for sl, ep in service_eps:
+    for sl, ep in b.service_eps:
         host = host_of[(sl.cluster, ep.hostname)]
         if host is None:
             continue
         for p in sl.ports:
             if p.name:
-                port_targets.setdefault((p.name, p.protocol), {}).setdefault(
-                    (p.port, host), host_tier[host])
-    all_srv: dict[bytes, None] = {}  # the bare name: identical SRVs of two protocols once
-    all_extra: dict[tuple[bytes, int, bytes], None] = {}
-    srv_owners, bad = _srv_names(svc_name, [Port(n, p, 0) for (n, p) in port_targets])
+                port_targets.setdefault((p.name, p.protocol), {}).setdefault((p.port, host), host_tier[host])
+    srv_owners, bad = _srv_names(b.svc_name, [Port(n, p, 0) for (n, p) in port_targets])
     if bad:
-        for sl in slices:
+        for sl in b.slices:
             for k in dict.fromkeys((p.name, p.protocol) for p in sl.ports if (p.name, p.protocol) in bad):
-                left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "port", bad[k])
+                b.left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "port", bad[k])
     for key, owner in srv_owners.items():
         targets = port_targets[key]
         per_tier = Counter(targets.values())
@@ -283,11 +298,54 @@ def _headless(svc_name: bytes, slices: list[EndpointSlice], loc: Locality,  # no
                     for (port, host), tier in targets.items())
         seen = dict.fromkeys(host for _, host in targets)
         extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)
-        names[owner] = One(RRset(RRType.SRV, rds, extra))
-        names.setdefault(owner[owner[0] + 1:], EMPTY)
-        all_srv.update(dict.fromkeys(rds))
-        all_extra.update(dict.fromkeys(extra))
-    if all_srv:
-        node[RRType.SRV] = RRset(RRType.SRV, tuple(all_srv), tuple(all_extra))
-    names[svc_name] = node
-    return names
+        b.port_srv(owner, rds, extra)
+
+
+def _service_srv(b: _Build) -> None:
+    """The service name's SRV: those of its port names, each once (42/TCP and 42/UDP give
+    the same SRV)."""
+    if b.srv:
+        rds: dict[bytes, None] = {}  # sets, in order
+        extra: dict[tuple[bytes, int, bytes], None] = {}
+        for some, more in b.srv:
+            for rd in some:
+                rds[rd] = None
+            for x in more:
+                extra[x] = None
+        b.node[RRType.SRV] = RRset(RRType.SRV, tuple(rds), tuple(extra))
+
+
+# The makers of a service's records, in order: those of its type (by `headless`), then
+# those of every service name (which may use what the first left in the build).
+_EVERY: tuple[Maker, ...] = (_service_srv,)
+_MAKERS: dict[bool, tuple[Maker, ...]] = {
+    False: (_vips, _vip_srvs, *_EVERY),  # ClusterSetIP, spec 2.3
+    True: (_endpoint_names, _tiered_addresses, _endpoint_srvs, *_EVERY),  # Headless, spec 2.4
+}
+
+
+def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
+                    loc: Locality = OFF, left: LeftOut | None = None) -> Names:
+    """All names and RRsets for one service; empty if the service has no name. A name that
+    cannot be sent is left out, with the records it owns or targets, and noted in `left`
+    (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
+    message are cut (dns.limits) and noted in `left.cuts`."""
+    left = LeftOut() if left is None else left
+    try:
+        svc_name = prefix((si.name, si.namespace, "svc"), zone)
+    except NameTooLong as e:
+        left.add(SERVICE_IMPORT, who(si.namespace, si.name), "service", e.name)
+        return {}
+    b = _Build(si, slices, svc_name, loc, left)
+    if si.headless:
+        b.order()
+        if not b.eps:
+            return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
+    outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
+    try:
+        for make in _MAKERS[si.headless]:
+            make(b)
+    finally:
+        _cuts.into = outer
+    b.names[svc_name] = b.node
+    return b.names

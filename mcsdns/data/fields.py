@@ -1,0 +1,70 @@
+"""Declared source fields: the parts of a raw Kubernetes object that a model's parser reads.
+
+A `Fields` names the keys of a map that are read, each with what is read of its value:
+all of it (a plain name), the named keys of a map (a nested `Fields`), or the same of every
+item of a list (`Each`). `keep` returns a value cut down to those parts, for the `--workers`
+relay (`objects.essentials`); a part that is not of the declared shape (a map where a list
+is declared, a string where a map is) is kept as it is, so that it is reported the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeAlias
+
+Path: TypeAlias = tuple[str, ...]  # map keys, and ITEM for "every item of a list"
+ITEM = "[]"
+
+
+class Fields:
+    """The keys of a map that are read: `names` whole, `nested` (key=shape) in part."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, *names: str, **nested: Fields | Each) -> None:
+        self.keys: dict[str, Fields | Each | None] = {**dict.fromkeys(names), **nested}
+
+    def keep(self, value: Any) -> Any:
+        """`value` with only the declared keys, if it is a map; otherwise as it is."""
+        if not isinstance(value, dict):
+            return value
+        return {k: v if shape is None else shape.keep(v)
+                for k, shape in self.keys.items() if k in value for v in (value[k],)}
+
+    def paths(self, at: Path = ()) -> Iterator[Path]:
+        """Every declared path that ends the declaration (a part read whole, or a map of
+        which no key is read)."""
+        if not self.keys:
+            yield at
+        for k, shape in self.keys.items():
+            if shape is None:
+                yield (*at, k)
+            else:
+                yield from shape.paths((*at, k))
+
+    def covers(self, path: Path) -> bool:
+        """Whether a read at `path` is declared (at or under a part read whole)."""
+        if not path:
+            return True
+        if path[0] not in self.keys:
+            return False
+        shape = self.keys[path[0]]
+        return shape is None or shape.covers(path[1:])
+
+
+class Each:
+    """The same parts of every item of a list."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Fields) -> None:
+        self.item = item
+
+    def keep(self, value: Any) -> Any:
+        return [self.item.keep(v) for v in value] if isinstance(value, list) else value
+
+    def paths(self, at: Path) -> Iterator[Path]:
+        return self.item.paths((*at, ITEM))
+
+    def covers(self, path: Path) -> bool:
+        return not path or (path[0] == ITEM and self.item.covers(path[1:]))
