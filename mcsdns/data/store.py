@@ -37,9 +37,7 @@ from .parsing import Deferred, Parsed, parse, parse_all, size
 
 log = logging.getLogger("mcsdns.store")
 
-ServiceKey = Key  # a ServiceImport's, naming the service
-ObjKey = Key  # an object's within one kind
-Listener = Callable[[set[ServiceKey]], None]
+Listener = Callable[[set[Key]], None]
 
 BIG_ITEMS = 2000  # endpoints + ports of one object above which it is parsed off the event loop
 TURN_ITEMS = 1000  # endpoints + ports (+1 per object) parsed on the loop per turn
@@ -60,7 +58,7 @@ EVENTS = define("mcsdns_watch_events_total", "counter", "Object events applied t
 SERVICES = define("mcsdns_services", "gauge", "ServiceImports served.")
 
 
-def obj_key(obj: dict[str, Any]) -> ObjKey:
+def obj_key(obj: dict[str, Any]) -> Key:
     """As kubectl applies manifests: an object that names no namespace is in "default"."""
     return key_of(obj, "default")
 
@@ -76,18 +74,18 @@ class Store:
     """
 
     def __init__(self) -> None:
-        self.imports: dict[ObjKey, ServiceImport] = {}
-        self.slices: dict[ObjKey, EndpointSlice] = {}
-        self.by_service: dict[ServiceKey, set[ObjKey]] = {}  # slice keys per service
+        self.imports: dict[Key, ServiceImport] = {}
+        self.slices: dict[Key, EndpointSlice] = {}
+        self.by_service: dict[Key, set[Key]] = {}  # slice keys per service
         self.cluster_id: str | None = None
         self.skipped: Counter[str] = Counter()  # malformed objects/parts by kind
         self.events: Counter[str] = Counter()  # applied events by kind
         self._listeners: list[Listener] = []
-        self.restored: set[tuple[str, ObjKey]] = set()  # (kind, key) not yet confirmed by a source
+        self.restored: set[tuple[str, Key]] = set()  # (kind, key) not yet confirmed by a source
         self._skip_log = Throttle(log, "skipped malformed objects")  # per namespace
         self.loop: asyncio.AbstractEventLoop | None = None  # set: big objects are parsed off it
-        self.pending: dict[tuple[str, ObjKey], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
-        self.waiting: dict[tuple[str, ObjKey], dict[str, Any]] = {}  # raw, after the one being parsed
+        self.pending: dict[tuple[str, Key], tuple[object, dict[str, Any]]] = {}  # parsing: token, raw
+        self.waiting: dict[tuple[str, Key], dict[str, Any]] = {}  # raw, after the one being parsed
         self._later: list[Deferred] = []  # deferred, not yet submitted
         self._ops: deque[Iterator[None]] = deque()  # operations queued or under way
         self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
@@ -119,10 +117,10 @@ class Store:
     def subscribe(self, fn: Listener) -> None:
         self._listeners.append(fn)
 
-    def service(self, key: ServiceKey) -> tuple[ServiceImport | None, list[EndpointSlice]]:
+    def service(self, key: Key) -> tuple[ServiceImport | None, list[EndpointSlice]]:
         return self.imports.get(key), [self.slices[k] for k in sorted(self.by_service.get(key, ()))]
 
-    def services(self) -> list[ServiceKey]:
+    def services(self) -> list[Key]:
         return sorted(self.imports)
 
     # ---- mutations ----
@@ -136,7 +134,7 @@ class Store:
     def delete(self, obj: dict[str, Any]) -> None:
         self._run(self._apply_op((), [(str(obj.get("kind", "")), obj_key(obj))]))
 
-    def apply(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, ObjKey]]) -> None:
+    def apply(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, Key]]) -> None:
         """Apply several changes, then notify."""
         self._run(self._apply_op(upserts, deletes))
 
@@ -145,8 +143,8 @@ class Store:
         self._run(self._replace_op(kind, objs))
 
     def _apply_op(self, upserts: Iterable[dict[str, Any]],
-                  deletes: Iterable[tuple[str, ObjKey]]) -> Iterator[None]:
-        changed: set[ServiceKey] = set()
+                  deletes: Iterable[tuple[str, Key]]) -> Iterator[None]:
+        changed: set[Key] = set()
         for kind, key in deletes:
             changed |= self._delete(kind, key)
             if self._spend(1):
@@ -160,8 +158,8 @@ class Store:
         self._pause(changed)
 
     def _replace_op(self, kind: str, objs: Iterable[dict[str, Any]]) -> Iterator[None]:
-        changed: set[ServiceKey] = set()
-        seen: set[ObjKey] = set()
+        changed: set[Key] = set()
+        seen: set[Key] = set()
         for obj in objs:
             obj.setdefault("kind", kind)
             seen.add(obj_key(obj))
@@ -169,13 +167,13 @@ class Store:
             if self._budget <= 0:
                 changed = self._pause(changed)
                 yield
-        existing: list[ObjKey] = list(self.imports) if kind == SERVICE_IMPORT else (
+        existing: list[Key] = list(self.imports) if kind == SERVICE_IMPORT else (
             list(self.slices) if kind == ENDPOINT_SLICE else [])
         for k in [k for k in existing if k not in seen]:
             changed |= self._delete(kind, k)
         self._pause(changed)
 
-    def _pause(self, changed: set[ServiceKey]) -> set[ServiceKey]:
+    def _pause(self, changed: set[Key]) -> set[Key]:
         """Hand what was deferred to the executor and notify what changed so far."""
         self._submit()
         self._notify(changed)
@@ -219,7 +217,7 @@ class Store:
     def restore(self, objs: Iterable[dict[str, Any]]) -> None:
         """Load saved objects (malformed ones skipped as usual), marked as restored."""
         events = Counter(self.events)
-        changed: set[ServiceKey] = set()
+        changed: set[Key] = set()
         loop, self.loop = self.loop, None  # parsed here, all of it: they are marked restored below
         try:
             for obj in objs:
@@ -234,13 +232,13 @@ class Store:
     def drop_restored(self) -> int:
         """Delete the restored objects no source has confirmed; returns how many."""
         left, self.restored = self.restored, set()
-        changed: set[ServiceKey] = set()
+        changed: set[Key] = set()
         for kind, key in left:
             changed |= self._delete(kind, key)
         self._notify(changed)
         return len(left)
 
-    def _upsert(self, obj: dict[str, Any]) -> set[ServiceKey]:
+    def _upsert(self, obj: dict[str, Any]) -> set[Key]:
         kind = obj.get("kind")
         key = obj_key(obj)
         self.events[str(kind)] += 1
@@ -278,10 +276,10 @@ class Store:
         self._skip(str(kind), f"{who(*key)}: unknown kind {show(kind)}", key[0])
         return set()
 
-    def _current(self, kind: str, key: ObjKey) -> Parsed | None:
+    def _current(self, kind: str, key: Key) -> Parsed | None:
         return self.imports.get(key) if kind == SERVICE_IMPORT else self.slices.get(key)
 
-    def _put(self, kind: str, key: ObjKey, new: Parsed | Malformed, same: bool) -> set[ServiceKey]:
+    def _put(self, kind: str, key: Key, new: Parsed | Malformed, same: bool) -> set[Key]:
         """Store a parsed object (`same`: it equals the stored one), or stop serving one
         that became malformed; returns the services changed."""
         if isinstance(new, Malformed):
@@ -304,7 +302,7 @@ class Store:
         self.by_service.setdefault(svc, set()).add(key)
         return changed | {svc}
 
-    def _defer(self, kind: str, key: ObjKey, obj: dict[str, Any]) -> None:
+    def _defer(self, kind: str, key: Key, obj: dict[str, Any]) -> None:
         """Parse `obj` off the loop (with the rest of this call's `_later`); it is stored
         when done, unless a later event for it came first."""
         token = object()
@@ -337,7 +335,7 @@ class Store:
             except Exception:  # pragma: no cover - the parsers raise only Malformed
                 log.exception("parsing %d objects failed", len(job))
                 results = [(Malformed("parser failed"), False)] * len(job)
-            changed: set[ServiceKey] = set()
+            changed: set[Key] = set()
             for (kind, key, token, _, old), (new, same) in zip(job, results, strict=True):
                 entry = self.pending.get((kind, key))
                 if entry is None or entry[0] is not token:
@@ -352,7 +350,7 @@ class Store:
 
         fut.add_done_callback(done)
 
-    def _delete(self, kind: str, key: ObjKey) -> set[ServiceKey]:
+    def _delete(self, kind: str, key: Key) -> set[Key]:
         if self.restored:
             self.restored.discard((kind, key))
         if self.pending:
@@ -380,7 +378,7 @@ class Store:
         self.skipped[kind] += parts
         self._skip_log.log(cut(namespace), logging.WARNING, "skipped malformed %s: %s", kind, reason)
 
-    def _notify(self, changed: set[ServiceKey]) -> None:
+    def _notify(self, changed: set[Key]) -> None:
         if changed:
             for fn in self._listeners:
                 fn(changed)

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from ..data.objects import EndpointSlice, ServiceImport
-from ..data.store import BIG_ITEMS, ServiceKey, Store, parsed_size
+from ..data.store import BIG_ITEMS, Store, parsed_size
+from ..kube.keys import Key
 from ..ops import gcpause
 from ..zone.journal import Worked, work_out
 from ..zone.leftout import LeftOut
@@ -33,9 +34,9 @@ log = logging.getLogger("mcsdns.builder")
 SWAP_NAMES = 10_000  # names swapped in per loop turn (whole services: a larger one alone)
 SERVICE_COST = 8  # what building one service costs beyond its items, in items (about 100 us)
 
-Inputs = list[tuple[ServiceKey, ServiceImport | None, list[EndpointSlice]]]
+Inputs = list[tuple[Key, ServiceImport | None, list[EndpointSlice]]]
 Work = list[tuple[Staged, Worked, LeftOut]]
-Report = Callable[[ServiceKey, LeftOut], None]  # the names a build of a service left out
+Report = Callable[[Key, LeftOut], None]  # the names a build of a service left out
 
 
 def records(zone: Zone, si: ServiceImport | None, slices: list[EndpointSlice], loc: Locality,
@@ -53,20 +54,20 @@ class Builder:
     """
 
     def __init__(self, store: Store, zone: Zone, publisher: ZonePublisher,
-                 again: Callable[[set[ServiceKey]], None], report: Report) -> None:
+                 again: Callable[[set[Key]], None], report: Report) -> None:
         self.store, self.zone, self.publisher = store, zone, publisher
         self.report = report  # on the loop, after each build of a service
         self.again = again  # rebuild services that changed while they were being built
         self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
         self.executor: Executor | None = None  # where they run (None: the loop's default)
-        self.building: dict[ServiceKey, bool] = {}  # service -> changed again meanwhile
+        self.building: dict[Key, bool] = {}  # service -> changed again meanwhile
 
     @property
     def idle(self) -> bool:
         """No build is running or waiting to be swapped in."""
         return not self.building
 
-    def rebuild(self, keys: set[ServiceKey], loc: Locality) -> None:
+    def rebuild(self, keys: set[Key], loc: Locality) -> None:
         """Bring the zone's records of `keys` up to the store's objects."""
         inputs: Inputs = []
         cost = 0
@@ -95,7 +96,7 @@ class Builder:
         if keys:
             self.again(keys)
 
-    def _built_here(self, inputs: Inputs, loc: Locality) -> Iterator[tuple[ServiceKey, Names]]:
+    def _built_here(self, inputs: Inputs, loc: Locality) -> Iterator[tuple[Key, Names]]:
         """On the loop: each service's names, its left-out names reported."""
         for key, si, slices in inputs:
             left = LeftOut()
@@ -113,7 +114,7 @@ class Builder:
             out.append((st, work_out(key, st.before, st.new), left))
         return out
 
-    def _built(self, fut: asyncio.Future[Work], keys: list[ServiceKey]) -> None:
+    def _built(self, fut: asyncio.Future[Work], keys: list[Key]) -> None:
         gcpause.release()
         if fut.cancelled():
             return  # shutting down

@@ -17,8 +17,9 @@ import dataclasses
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..data.store import ServiceKey, Store
+from ..data.store import Store
 from ..dns import tsig
+from ..kube.keys import Key
 from ..ops.stats import Publisher
 from ..zone.journal import Versions
 from ..zone.leftout import LeftOutLog
@@ -73,7 +74,7 @@ class Pipeline:
             loc = dataclasses.replace(loc, cluster_id=self.store.cluster_id)
         return loc
 
-    def rebuild(self, keys: set[ServiceKey]) -> None:
+    def rebuild(self, keys: set[Key]) -> None:
         """Build `keys` into the zone; every service when the locality changed."""
         loc = self.locality
         if loc != self._built_with:  # the cluster ID arrived or changed: rebuild everything

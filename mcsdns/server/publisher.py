@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 
-from ..data.store import ServiceKey
+from ..kube.keys import Key
 from ..ops.inotify import DirWatch, dir_watch
 from ..zone.journal import Versions, Worked
 from ..zone.records import Names
@@ -48,7 +48,7 @@ class ZonePublisher:
         self._retry: asyncio.TimerHandle | None = None
         self._watch: DirWatch | None = None
 
-    def apply(self, changes: Iterable[tuple[ServiceKey, Names]]) -> None:
+    def apply(self, changes: Iterable[tuple[Key, Names]]) -> None:
         """Set each service's names, then publish the result under its serial."""
         touched: set[bytes] = set()
         for key, names in changes:

@@ -27,7 +27,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..data.objects import essentials
-from ..data.store import ObjKey, Store
+from ..data.store import Store
+from ..kube.keys import Key
 from ..ops.stats import Put
 from . import Inbox
 
@@ -99,7 +100,7 @@ class Hub:
     def replace(self, kind: str, blobs: list[bytes]) -> None:
         self._send(("replace", kind, blobs))
 
-    def apply(self, blobs: list[bytes], deletes: list[tuple[str, ObjKey]]) -> None:
+    def apply(self, blobs: list[bytes], deletes: list[tuple[str, Key]]) -> None:
         self._send(("apply", blobs, deletes))
 
     def mark_synced(self) -> None:
@@ -156,11 +157,11 @@ class Tee:
         self.store, self.hub = store, hub
 
     @property
-    def imports(self) -> dict[ObjKey, Any]:
+    def imports(self) -> dict[Key, Any]:
         return self.store.imports
 
     @property
-    def slices(self) -> dict[ObjKey, Any]:
+    def slices(self) -> dict[Key, Any]:
         return self.store.slices
 
     def replace(self, kind: str, objs: Iterable[Obj]) -> None:
@@ -171,7 +172,7 @@ class Tee:
         self.store.replace(kind, list(_tap(objs, blobs, kind)))  # all packed now: the store may go on later
         self.hub.replace(kind, blobs)
 
-    def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, ObjKey]]) -> None:
+    def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, Key]]) -> None:
         if not self.hub.channels:
             self.store.apply(upserts, deletes)
             return

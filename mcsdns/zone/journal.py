@@ -16,8 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..data.store import ServiceKey
 from ..dns.names import decode_name
+from ..kube.keys import Key
 from ..ops.stats import Put, define
 from .records import Names
 from .serial import SerialClock, serial_lt
@@ -33,7 +33,7 @@ Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
 ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before the first sync).")
 
 
-def service_digest(key: ServiceKey, names: Names) -> int:
+def service_digest(key: Key, names: Names) -> int:
     """Hash of one service's records (0 for none); independent of RRset order and rotation."""
     if not names:
         return 0
@@ -72,7 +72,7 @@ class Worked(NamedTuple):
     added: list[Record]
 
 
-def work_out(key: ServiceKey, old: Names, new: Names) -> Worked:
+def work_out(key: Key, old: Names, new: Names) -> Worked:
     """What `Versions.record` computes for a change from `old` to `new`."""
     return Worked(service_digest(key, new), *diff(old, new))
 
@@ -98,7 +98,7 @@ class Versions:
         self.zone = zone
         self.clock = clock
         self.digest = 0
-        self.svc_digest: dict[ServiceKey, int] = {}
+        self.svc_digest: dict[Key, int] = {}
         self.established = False  # a serial has been assigned to loaded content
         self.journal: deque[Delta] = deque()
         self.journal_rrs = 0

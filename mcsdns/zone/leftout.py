@@ -14,10 +14,11 @@ import logging
 from collections import Counter
 from collections.abc import Iterator
 
-from ..data.store import ServiceKey, Store
+from ..data.store import Store
 from ..dns.limits import RECORDS_OCTETS
 from ..dns.names import decode_name
 from ..dns.types import RRType
+from ..kube.keys import Key
 from ..ops.logs import Throttle, show
 from ..ops.stats import Put, define
 
@@ -76,12 +77,12 @@ class LeftOutLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.now: dict[ServiceKey, tuple[int, frozenset[Line]]] = {}  # names left out, lines logged
+        self.now: dict[Key, tuple[int, frozenset[Line]]] = {}  # names left out, lines logged
         self.capped = 0  # RRsets cut, every build counted
         # a large service cuts again on each rebuild: at most 5 lines per namespace per 10 min
         self._cut_log = Throttle(log, "cut RRsets", window=600.0)
 
-    def report(self, key: ServiceKey, left: LeftOut) -> None:
+    def report(self, key: Key, left: LeftOut) -> None:
         if left.cuts:
             self._capped(key, left)
         if not left.counts:
@@ -94,7 +95,7 @@ class LeftOutLog:
             self.store.skipped[kind] += 1
             log.warning("%s %s: %s", kind, obj, msg)
 
-    def _capped(self, key: ServiceKey, left: LeftOut) -> None:
+    def _capped(self, key: Key, left: LeftOut) -> None:
         n = len(left.cuts)
         self.capped += n
         ns, name = key

@@ -22,11 +22,11 @@ import struct
 import time
 from typing import NamedTuple
 
-from ..data.store import ServiceKey
 from ..dns.answer import RR, Answer, render
 from ..dns.names import encode_name, is_subdomain, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
+from ..kube.keys import Key
 from ..ops.stats import Put, define
 from .records import Names, RRset, RRsets
 
@@ -41,7 +41,7 @@ class Change(NamedTuple):
     """What one `set_service` did: the names whose answers changed, and the service's
     records before and after (for the digest and the journal)."""
 
-    key: ServiceKey
+    key: Key
     old: Names
     new: Names
     names: set[bytes]
@@ -51,7 +51,7 @@ class Staged(NamedTuple):
     """One service's change worked out by `Zone.stage`, for `Zone.commit`: the names it
     had (`before`), its new names, those that go, those whose RRsets are new, and both."""
 
-    key: ServiceKey
+    key: Key
     before: Names
     new: Names
     gone: list[bytes]
@@ -95,7 +95,7 @@ class Zone:
         self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
         self.svc = prefix(("svc",), self.origin)
         self.names: dict[bytes, RRsets] = {}
-        self.svc_names: dict[ServiceKey, tuple[bytes, ...]] = {}  # a tuple: a third of a set's size
+        self.svc_names: dict[Key, tuple[bytes, ...]] = {}  # a tuple: a third of a set's size
         self.ns_refs: dict[str, int] = {}
         self.soa = RR(self.origin, RRType.SOA, ttl, SOA.for_zone(self.origin, ttl, self.serial).wire())
         ns_target = prefix(("ns", "dns"), self.origin)
@@ -126,11 +126,11 @@ class Zone:
 
     # ---- updates ----
 
-    def set_service(self, key: ServiceKey, new: Names) -> Change:
+    def set_service(self, key: Key, new: Names) -> Change:
         """Replace the names of one service (empty `new` removes it)."""
         return self.commit(self.stage(key, new))
 
-    def stage(self, key: ServiceKey, new: Names) -> Staged:
+    def stage(self, key: Key, new: Names) -> Staged:
         """What replacing `key`'s names with `new` changes, computed without changing the
         zone: may run off the loop while this service's names stay as they are."""
         old = self.svc_names.get(key, ())
