@@ -35,7 +35,6 @@ from bench.perf import (  # noqa: E402
     Proc,
     dnsperf,
     free_port,
-    http_status,
     pinned,
     python,
     wait_quiet,
@@ -66,11 +65,7 @@ def start_mcsdns(data: Path, workers: int = 1, env: dict[str, str] | None = None
     proc = Proc(name, pinned(cpus, cmd), data / "logs" / f"{name}.log", port, env)
     proc.health = health  # type: ignore[attr-defined]
     proc.wait_dns()
-    deadline = time.monotonic() + 120
-    while http_status(health, "/ready") != 200:
-        if proc.p.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"mcsdns not ready:\n{proc.log.read_text()[-3000:]}")
-        time.sleep(0.05)
+    proc.wait_ready(health, time.monotonic() - proc.started + 120)
     return proc
 
 
