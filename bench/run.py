@@ -177,11 +177,22 @@ def fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def mix_heading(mix: str) -> str:
+    """A results table's heading: the mix and what it asks."""
+    return f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n"
+
+
+def write_results(path: Path, meta: dict[str, Any], a: argparse.Namespace, results: dict[str, Any]) -> None:
+    """The results as JSON, with the clusterset and the options they were run with."""
+    path.write_text(json.dumps({"meta": meta, "args": {k: str(v) for k, v in vars(a).items()},
+                                "results": results}, indent=2) + "\n")
+
+
 def table(results: dict[str, dict[str, dict[str, Any]]], servers: list[str]) -> str:
     """Markdown tables, one per mix, with mcsdns/knot and mcsdns/dnslib ratios."""
     out = []
     for mix, rows in results.items():
-        out.append(f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n")
+        out.append(mix_heading(mix))
         out.append("| server | peak QPS | server CPU | QPS per server CPU-s | other load | avg ms "
                    "| lost | latency run rate | p50 ms | p99 ms | lost |")
         out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -245,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(results, servers)
     print(text)
     if a.json:
-        a.json.write_text(json.dumps({"meta": meta, "args": {k: str(v) for k, v in vars(a).items()},
-                                      "results": results}, indent=2) + "\n")
+        write_results(a.json, meta, a, results)
     return 0
 
 
