@@ -33,10 +33,10 @@ from bench.perf import PerfResult, Proc, dnsperf, wait_quiet  # noqa: E402
 from bench.run import (  # noqa: E402
     TCP_MIXES,
     check,
-    mix_heading,
     start_dnslib,
     start_knot,
     start_mcsdns,
+    table_head,
     write_results,
 )
 
@@ -77,10 +77,8 @@ def summary(runs: list[PerfResult]) -> dict[str, Any]:
 def table(results: dict[str, dict[str, Any]], servers: list[str]) -> str:
     out = []
     for mix, rows in results.items():
-        out.append(mix_heading(mix))
-        out.append("| server | QPS per server CPU-s (median) | min–max | µs CPU/query | best QPS "
-                   "| server CPU | other load | lost | p50 ms @50% | p99 ms @50% |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out += table_head(mix, ["server", "QPS per server CPU-s (median)", "min–max", "µs CPU/query",
+                                "best QPS", "server CPU", "other load", "lost", "p50 ms @50%", "p99 ms @50%"])
         for s in servers:
             if s not in rows:
                 continue

@@ -177,9 +177,11 @@ def fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def mix_heading(mix: str) -> str:
-    """A results table's heading: the mix and what it asks."""
-    return f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n"
+def table_head(mix: str, columns: list[str]) -> list[str]:
+    """The start of a mix's results table: its heading (the mix and what it asks), the header
+    row and the alignment row (the first column left, the figures right)."""
+    return [f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n",
+            "| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
 
 
 def write_results(path: Path, meta: dict[str, Any], a: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -192,10 +194,8 @@ def table(results: dict[str, dict[str, dict[str, Any]]], servers: list[str]) -> 
     """Markdown tables, one per mix, with mcsdns/knot and mcsdns/dnslib ratios."""
     out = []
     for mix, rows in results.items():
-        out.append(mix_heading(mix))
-        out.append("| server | peak QPS | server CPU | QPS per server CPU-s | other load | avg ms "
-                   "| lost | latency run rate | p50 ms | p99 ms | lost |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out += table_head(mix, ["server", "peak QPS", "server CPU", "QPS per server CPU-s", "other load",
+                                "avg ms", "lost", "latency run rate", "p50 ms", "p99 ms", "lost"])
         for s in servers:
             if s not in rows:
                 continue

@@ -27,7 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from knot_conf import secondary_conf  # noqa: E402
 
 from bench.gen_clusterset import generate, write_list  # noqa: E402
 from bench.perf import Proc, free_port, python, rss_kib, status_kib  # noqa: E402
@@ -113,37 +117,6 @@ def transfer(port: int, qtype: int = 252, serial: int | None = None) -> tuple[fl
     return time.perf_counter() - t0, msgs, records, octets
 
 
-KNOT_CONF = """server:
-    rundir: "{tmp}"
-    listen: 127.0.0.1@{port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-log:
-  - target: stderr
-    any: info
-database:
-    storage: "{tmp}"
-remote:
-  - id: primary
-    address: 127.0.0.1@{primary}
-acl:
-  - id: notify-from-primary
-    address: 127.0.0.1
-    action: notify
-template:
-  - id: default
-    storage: "{tmp}"
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: changes
-zone:
-  - domain: clusterset.local
-    master: primary
-    acl: notify-from-primary
-"""
-
-
 def knot_serial(port: int) -> int | None:
     try:
         return soa_serial(port)
@@ -219,7 +192,7 @@ def parallel_axfrs(proc: Proc, port: int, parallel: int, res: dict[str, object])
 
 def start_knotd(tmp: Path, port: int, knot_port: int, res: dict[str, object]) -> subprocess.Popen[bytes]:
     """knotd as a secondary of mcsdns, once it serves the zone transferred."""
-    (tmp / "knot.conf").write_text(KNOT_CONF.format(tmp=tmp, port=knot_port, primary=port))
+    (tmp / "knot.conf").write_text(secondary_conf(tmp, knot_port, port))
     with open(tmp / "knot.log", "wb") as out:
         knot = subprocess.Popen(["knotd", "-c", str(tmp / "knot.conf")], stdout=out,
                                 stderr=subprocess.STDOUT)
