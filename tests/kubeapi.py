@@ -52,6 +52,11 @@ Served API (what is served is configurable):
   namespace); `allow()` lifts every denial.
 - timing: `emitted[rv]` is the `time.perf_counter()` when an event with that
   resourceVersion was first written to a watch stream (for latency benchmarks).
+
+`KubeAPI` composes the parts, one module each: kube_resources (resource types, discovery,
+paths), kube_store (objects, resourceVersions, the event window), kube_lists, kube_watch,
+kube_rbac, kube_ipam (ClusterIPs), kube_select (selectors, patches), kube_status (error
+bodies) and kube_http (the HTTP handler and open connections).
 """
 
 from __future__ import annotations
