@@ -18,7 +18,6 @@ QPS (for mcsdns and knotd) gives p50/p99 from `dnsperf -v`.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -29,9 +28,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import perf  # noqa: E402
-from bench.gen_clusterset import MIX_DOC, MIXES, generate  # noqa: E402
+from bench.gen_clusterset import MIXES, generate  # noqa: E402
 from bench.perf import PerfResult, Proc, dnsperf, wait_quiet  # noqa: E402
-from bench.run import TCP_MIXES, check, start_dnslib, start_knot, start_mcsdns  # noqa: E402
+from bench.run import (  # noqa: E402
+    TCP_MIXES,
+    check,
+    start_dnslib,
+    start_knot,
+    start_mcsdns,
+    table_head,
+    write_results,
+)
 
 STARTERS: dict[str, Callable[[Path], Proc]] = {
     "mcsdns": lambda d: start_mcsdns(d),
@@ -70,10 +77,8 @@ def summary(runs: list[PerfResult]) -> dict[str, Any]:
 def table(results: dict[str, dict[str, Any]], servers: list[str]) -> str:
     out = []
     for mix, rows in results.items():
-        out.append(f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n")
-        out.append("| server | QPS per server CPU-s (median) | min–max | µs CPU/query | best QPS "
-                   "| server CPU | other load | lost | p50 ms @50% | p99 ms @50% |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out += table_head(mix, ["server", "QPS per server CPU-s (median)", "min–max", "µs CPU/query",
+                                "best QPS", "server CPU", "other load", "lost", "p50 ms @50%", "p99 ms @50%"])
         for s in servers:
             if s not in rows:
                 continue
@@ -94,7 +99,8 @@ def table(results: dict[str, dict[str, Any]], servers: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one table of options and rounds; split when it grows
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], list[str]]:
+    """The options, the servers and the mixes (with --baseline, its servers added to STARTERS)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=Path("/tmp/mcsdns-bench"), help="generated clusterset dir")
     p.add_argument("--servers", default="mcsdns,mcsdns-nohist,mcsdns-plain,knot,dnslib",
@@ -121,62 +127,80 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one table of opt
         STARTERS["mcsdns-baseline-plain"] = lambda d: start_mcsdns(
             d, env={"PYTHONSAFEPATH": "1", "PYTHONPATH": base, "MCSDNS_BATCHIO": "0"},
             name="mcsdns-baseline-plain")
-    perf.CLIENT_CPU = a.loader_cpus
     servers = [s for s in a.servers.split(",") if s]
     mixes = [m for m in a.mix.split(",") if m]
     if set(servers) - set(STARTERS) or set(mixes) - set(MIXES):
         p.error("unknown server or mix")
+    return a, servers, mixes
+
+
+def rounds(a: argparse.Namespace, procs: dict[str, Proc], servers: list[str],
+           mixes: list[str]) -> dict[str, dict[str, list[PerfResult]]]:
+    """The interleaved peak runs: every round, every mix against every server (order rotating);
+    the slow servers in the first round only."""
+    runs: dict[str, dict[str, list[PerfResult]]] = {m: {s: [] for s in servers} for m in mixes}
+    for rnd in range(a.rounds):
+        for mix in mixes:
+            qfile, tcp = a.data / "queries" / f"{mix}.txt", mix in TCP_MIXES
+            order = servers[rnd % len(servers):] + servers[:rnd % len(servers)]
+            for s in order:
+                if s in SLOW and rnd:
+                    continue
+                proc = procs[s]
+                dur = min(a.duration, 2) if s in SLOW else a.duration
+                wait_quiet(a.wait_quiet)
+                dnsperf(proc.port, qfile, 0.5, a.clients, a.outstanding, tcp, loaders=a.loaders)
+                r = dnsperf(proc.port, qfile, dur, a.clients, a.outstanding, tcp, server_pid=proc.pid,
+                            loaders=a.loaders)
+                check(s, mix, r)
+                runs[mix][s].append(r)
+                print(f"  round {rnd + 1} {mix:9s} {s:14s} {r.qps:9.0f} qps  cpu {r.server_cpu:.2f}  "
+                      f"{r.qps_per_core:9.0f} q/cpu-s  other {r.other_cpu:.2f}  lost {r.lost}",
+                      flush=True)
+    return runs
+
+
+def latency_runs(a: argparse.Namespace, procs: dict[str, Proc], mixes: list[str],
+                 results: dict[str, dict[str, Any]]) -> None:
+    """Per mix, mcsdns and knotd at half mcsdns' best peak QPS: their latency into `results`."""
+    for mix in mixes:
+        qfile, tcp = a.data / "queries" / f"{mix}.txt", mix in TCP_MIXES
+        rate = int(results[mix]["mcsdns"]["best_qps"] * 0.5)
+        for s in ("mcsdns", "knot"):
+            if s not in procs:
+                continue
+            wait_quiet(a.wait_quiet)
+            lat = dnsperf(procs[s].port, qfile, a.latency_duration, a.clients, a.outstanding, tcp,
+                          rate=rate, verbose=True, server_pid=procs[s].pid, loaders=a.loaders)
+            results[mix][s]["latency"] = lat.as_dict()
+            print(f"  latency {mix:9s} {s:14s} @{rate} qps p50 {lat.p50_ms or 0:.3f} "
+                  f"p99 {lat.p99_ms or 0:.3f} ms lost {lat.lost}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, servers, mixes = parse_args(argv)
+    perf.CLIENT_CPU = a.loader_cpus
     if not shutil.which("dnsperf"):
         raise SystemExit("dnsperf is not installed (apt-get install -y dnsperf)")
     meta = generate(a.data, 1000, 10000, 3)
     print(f"clusterset: {meta['services']} services, {meta['endpoints']} endpoints -> {a.data}", flush=True)
     procs: dict[str, Proc] = {}
-    runs: dict[str, dict[str, list[PerfResult]]] = {m: {s: [] for s in servers} for m in mixes}
     results: dict[str, dict[str, Any]] = {}
     try:
         for s in servers:
             procs[s] = STARTERS[s](a.data)
-        for rnd in range(a.rounds):
-            for mix in mixes:
-                qfile, tcp = a.data / "queries" / f"{mix}.txt", mix in TCP_MIXES
-                order = servers[rnd % len(servers):] + servers[:rnd % len(servers)]
-                for s in order:
-                    if s in SLOW and rnd:
-                        continue
-                    proc = procs[s]
-                    dur = min(a.duration, 2) if s in SLOW else a.duration
-                    wait_quiet(a.wait_quiet)
-                    dnsperf(proc.port, qfile, 0.5, a.clients, a.outstanding, tcp, loaders=a.loaders)
-                    r = dnsperf(proc.port, qfile, dur, a.clients, a.outstanding, tcp, server_pid=proc.pid,
-                                loaders=a.loaders)
-                    check(s, mix, r)
-                    runs[mix][s].append(r)
-                    print(f"  round {rnd + 1} {mix:9s} {s:14s} {r.qps:9.0f} qps  cpu {r.server_cpu:.2f}  "
-                          f"{r.qps_per_core:9.0f} q/cpu-s  other {r.other_cpu:.2f}  lost {r.lost}",
-                          flush=True)
+        runs = rounds(a, procs, servers, mixes)
         for mix in mixes:
             results[mix] = {s: summary(runs[mix][s]) for s in servers if runs[mix][s]}
         if a.latency and "mcsdns" in servers:
-            for mix in mixes:
-                qfile, tcp = a.data / "queries" / f"{mix}.txt", mix in TCP_MIXES
-                rate = int(results[mix]["mcsdns"]["best_qps"] * 0.5)
-                for s in ("mcsdns", "knot"):
-                    if s not in procs:
-                        continue
-                    wait_quiet(a.wait_quiet)
-                    lat = dnsperf(procs[s].port, qfile, a.latency_duration, a.clients, a.outstanding, tcp,
-                                  rate=rate, verbose=True, server_pid=procs[s].pid, loaders=a.loaders)
-                    results[mix][s]["latency"] = lat.as_dict()
-                    print(f"  latency {mix:9s} {s:14s} @{rate} qps p50 {lat.p50_ms or 0:.3f} "
-                          f"p99 {lat.p99_ms or 0:.3f} ms lost {lat.lost}", flush=True)
+            latency_runs(a, procs, mixes, results)
     finally:
         for proc in procs.values():
             proc.stop()
     print("\n".join(f"- {s}: {DOC[s]}" for s in servers))
     print(table(results, servers))
     if a.json:
-        a.json.write_text(json.dumps({"meta": meta, "args": {k: str(v) for k, v in vars(a).items()},
-                                      "results": results}, indent=2) + "\n")
+        write_results(a.json, meta, a, results)
     return 0
 
 

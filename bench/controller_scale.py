@@ -145,7 +145,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", type=int, default=10000, help="exported services (default 10000)")
     p.add_argument("--clusters", type=int, default=3)
@@ -155,7 +155,79 @@ def main() -> int:
     p.add_argument("--write-latency", type=float, default=0.0, metavar="MS",
                    help="each write waits MS in the API server before it is made (default 0)")
     p.add_argument("--repo", type=Path, default=REPO, help="checkout whose controller runs")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def controller_cmd(apis: list[KubeAPI], tmp: Path, health: int, workers: int) -> list[str]:
+    """The controller's command line, one --cluster per API server."""
+    cmd = [sys.executable, "-m", "mcsdns.controller", "--health", f"127.0.0.1:{health}",
+           "--resync", "3600", "--workers", str(workers), "--endpoint-ttl", "60",
+           "--log-level", "WARNING"]
+    for i, api in enumerate(apis):
+        cmd += ["--cluster", f"c{i}={api.write_kubeconfig(tmp / f'c{i}.kubeconfig', f'c{i}')}"]
+    return cmd
+
+
+def synced(apis: list[KubeAPI], n: int) -> list[dict[tuple[str, str, str], str]] | None:
+    """Every member's imported slices (see `imported`), once each holds all `n` services' imports,
+    derived Services and slices; None (printed) if one does not."""
+    names = [imported(api) for api in apis]
+    for i, api in enumerate(apis):
+        sis = [s for s in api.objects("ServiceImport") if s["spec"].get("ips")]
+        derived = [s for s in api.objects("Service") if s["metadata"]["name"].startswith("derived-")]
+        print(f"  c{i}: {len(sis)} ServiceImports with ips, {len(derived)} derived Services, "
+              f"{len(names[i])} imported slices")
+        if len(sis) != n or len(derived) != n or len(names[i]) != n:
+            print("incomplete sync")
+            return None
+    return names
+
+
+def change(apis: list[KubeAPI], names: list[dict[tuple[str, str, str], str]], service: tuple[int, str, str],
+           j: int) -> float | None:
+    """Change one exported service's endpoint: ms until every other member's imported slice
+    has it (None, printed, after 30 s); returns once the exporter's own import has it too."""
+    c, ns, svc = service
+    ip = f"10.200.{j // 250}.{j % 250 + 1}"
+    others = [(api, names[i][(ns, svc, f"c{c}")]) for i, api in enumerate(apis) if i != c]
+    t1 = time.perf_counter()
+    apis[c].put(source_slice(ns, svc, ip))
+    pending = list(others)
+    while pending:
+        pending = [(a, nm) for a, nm in pending if ip not in addresses(a, ns, nm)]
+        if pending:
+            if time.perf_counter() - t1 > 30:
+                print(f"change {j} not visible after 30 s")
+                return None
+            time.sleep(0.001)
+    ms = (time.perf_counter() - t1) * 1000
+    own = names[c][(ns, svc, f"c{c}")]
+    while ip not in addresses(apis[c], ns, own):  # the exporter's own import too
+        time.sleep(0.001)
+    return ms
+
+
+def changes(apis: list[KubeAPI], names: list[dict[tuple[str, str, str], str]],
+            services: list[tuple[int, str, str]], n: int) -> tuple[list[float], Counter[str]] | None:
+    """`n` endpoint changes of random services: their latencies (ms) and the API requests they
+    caused, by kind; None if one was not followed."""
+    rnd = random.Random(1)
+    lat: list[float] = []
+    total: Counter[str] = Counter()
+    for j in range(n):
+        service = services[rnd.randrange(len(services))]
+        marks = [len(api.requests) for api in apis]
+        ms = change(apis, names, service, j)
+        if ms is None:
+            return None
+        lat.append(ms)
+        time.sleep(0.05)
+        total += count(apis, marks)
+    return lat, total
+
+
+def main() -> int:
+    args = parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ctlscale-"))
     apis = [KubeAPI(window=max(20000, 40 * args.n), service_cidrs=("10.96.0.0/12",))
             for _ in range(args.clusters)]
@@ -167,11 +239,7 @@ def main() -> int:
     print(f"populated {args.n} exported services over {args.clusters} clusters in "
           f"{time.perf_counter() - t:.1f}s", flush=True)
     health = free_port()
-    cmd = [sys.executable, "-m", "mcsdns.controller", "--health", f"127.0.0.1:{health}",
-           "--resync", "3600", "--workers", str(args.workers), "--endpoint-ttl", "60",
-           "--log-level", "WARNING"]
-    for i, api in enumerate(apis):
-        cmd += ["--cluster", f"c{i}={api.write_kubeconfig(tmp / f'c{i}.kubeconfig', f'c{i}')}"]
+    cmd = controller_cmd(apis, tmp, health, args.workers)
     log = open(tmp / "controller.log", "wb")  # noqa: SIM115
     t0 = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(args.repo.resolve()))
@@ -186,39 +254,11 @@ def main() -> int:
         writes = sum(1 for api in apis for m, _ in list(api.requests) if m != "GET")
         print(f"first full sync: {sync:.1f}s ({writes} writes, {writes / args.n:.2f} per service), "
               f"RSS {rss(proc.pid)[0]} MiB, controller CPU {cpu(proc.pid):.1f} s", flush=True)
-        names = [imported(api) for api in apis]
-        for i, api in enumerate(apis):
-            sis = [s for s in api.objects("ServiceImport") if s["spec"].get("ips")]
-            derived = [s for s in api.objects("Service") if s["metadata"]["name"].startswith("derived-")]
-            print(f"  c{i}: {len(sis)} ServiceImports with ips, {len(derived)} derived Services, "
-                  f"{len(names[i])} imported slices")
-            if len(sis) != args.n or len(derived) != args.n or len(names[i]) != args.n:
-                print("incomplete sync")
-                return 1
-        rnd = random.Random(1)
-        lat: list[float] = []
-        total: Counter[str] = Counter()
-        for j in range(args.changes):
-            c, ns, svc = services[rnd.randrange(len(services))]
-            ip = f"10.200.{j // 250}.{j % 250 + 1}"
-            marks = [len(api.requests) for api in apis]
-            others = [(api, names[i][(ns, svc, f"c{c}")]) for i, api in enumerate(apis) if i != c]
-            t1 = time.perf_counter()
-            apis[c].put(source_slice(ns, svc, ip))
-            pending = list(others)
-            while pending:
-                pending = [(a, nm) for a, nm in pending if ip not in addresses(a, ns, nm)]
-                if pending:
-                    if time.perf_counter() - t1 > 30:
-                        print(f"change {j} not visible after 30 s")
-                        return 1
-                    time.sleep(0.001)
-            lat.append((time.perf_counter() - t1) * 1000)
-            own = names[c][(ns, svc, f"c{c}")]
-            while ip not in addresses(apis[c], ns, own):  # the exporter's own import too
-                time.sleep(0.001)
-            time.sleep(0.05)
-            total += count(apis, marks)
+        names = synced(apis, args.n)
+        got = changes(apis, names, services, args.changes) if names is not None else None
+        if got is None:
+            return 1
+        lat, total = got
         vm, hwm = rss(proc.pid)
         print(f"endpoint change -> every other member's slice, {args.changes} changes: "
               f"p50 {statistics.median(lat):.1f} ms, p99 {pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")

@@ -45,8 +45,8 @@ def queries(path: Path, n: int) -> list[bytes]:
     return out
 
 
-async def measure(a: argparse.Namespace) -> None:
-    data = a.data
+async def loaded_app(data: Path) -> App:
+    """mcsdns answering from the generated clusterset (sources started, zone loaded), no sockets."""
     generate(data, 1000, 10000, 3)
     loader = loader_for(Config(listen=[], manifests=str(data / "manifests")))
     app = loader.pipeline
@@ -55,24 +55,17 @@ async def measure(a: argparse.Namespace) -> None:
     while not loader.synced():  # answer from the data, not SERVFAIL
         await asyncio.sleep(0.01)
     app.zone.set_loaded()
-    respond, cache = app.handler.respond, app.handler.cache.tables[False]
-    qs = queries(data / "queries" / f"{a.mix}.txt", 1000)
-    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.setblocking(False)
-    cli = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    cli.setblocking(False)
-    addr, fd = srv.getsockname(), srv.fileno()
-    timer = RequestTimer()
+    return app
+
+
+def timing_costs(timer: RequestTimer, reps: int = 200_000) -> tuple[float, float]:
+    """CPU ns of the histogram's own work per batch (observe) and of the plain path's timing
+    statements per query, each timed alone."""
     clock = time.thread_time_ns
-    # the histogram's own work per batch (observe), timed alone
-    reps = 200_000
     t0 = clock()
     for i in range(reps):
         timer.observe(20_000 + (i & 0xFFFF), 8)
     observe_ns = (clock() - t0) / reps
-    # the plain path's timing statements per query, timed alone
     pc, bounds, buckets = time.perf_counter_ns, DURATION_BOUNDS_NS, timer.buckets
     t0 = clock()
     for _ in range(reps):
@@ -80,7 +73,50 @@ async def measure(a: argparse.Namespace) -> None:
         dt = pc() - s0
         buckets[bisect_left(bounds, dt)] += 1
         timer.total_ns += dt
-    plain_ns = (clock() - t0) / reps
+    return observe_ns, (clock() - t0) / reps
+
+
+class Bench:
+    """Queries sent from a client socket and served by `_batchio.serve` on a server socket."""
+
+    def __init__(self, app: App, qs: list[bytes], timer: RequestTimer) -> None:
+        self.app, self.qs, self.timer, self.k = app, qs, timer, 0
+        self.srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.setblocking(False)
+        self.cli = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.cli.setblocking(False)
+        self.addr, self.fd = self.srv.getsockname(), self.srv.fileno()
+
+    def block(self, burst: int, iterations: int, timed: bool) -> float:
+        """Server CPU ns per query over `iterations` queries sent `burst` at a time."""
+        clock, h = time.thread_time_ns, self.app.handler
+        respond, cache = h.respond, h.cache.tables[False]
+        spent = count = 0
+        for _ in range(iterations // burst):
+            for _ in range(burst):
+                self.cli.sendto(self.qs[self.k % len(self.qs)], self.addr)
+                self.k += 1
+            t0 = clock()
+            n, elapsed, _ = _batchio.serve(self.fd, respond, h.panics, cache, h.cache.serial)
+            if timed:
+                self.timer.observe(elapsed, n)
+            spent += clock() - t0
+            count += n
+            try:
+                while True:
+                    self.cli.recv(4096)
+            except BlockingIOError:
+                pass
+        return spent / count
+
+
+async def measure(a: argparse.Namespace) -> None:
+    app = await loaded_app(a.data)
+    timer = RequestTimer()
+    bench = Bench(app, queries(a.data / "queries" / f"{a.mix}.txt", 1000), timer)
+    observe_ns, plain_ns = timing_costs(timer)
     print(f"mix {a.mix}; observe() per batch: {observe_ns:,.0f} ns; plain path timing per query: "
           f"{plain_ns:,.0f} ns (the C side reads CLOCK_MONOTONIC twice per batch either way)\n")
     print("| burst (queries per recvmmsg) | server CPU ns per query, histogram off (median of blocks) "
@@ -88,27 +124,10 @@ async def measure(a: argparse.Namespace) -> None:
     print("|---:|---:|---:|---:|---:|---:|")
     for burst in [int(b) for b in a.bursts.split(",")]:
         per: dict[bool, list[float]] = {False: [], True: []}
-        k = 0
+        bench.k = 0  # each burst size sends the same queries
         for block in range(2 * a.blocks):
             timed = block % 2 == 1
-            spent = count = 0
-            for _ in range(a.iterations // burst):
-                for _ in range(burst):
-                    cli.sendto(qs[k % len(qs)], addr)
-                    k += 1
-                t0 = clock()
-                n, elapsed, _ = _batchio.serve(fd, respond, app.handler.panics, cache,
-                                               app.handler.cache.serial)
-                if timed:
-                    timer.observe(elapsed, n)
-                spent += clock() - t0
-                count += n
-                try:
-                    while True:
-                        cli.recv(4096)
-                except BlockingIOError:
-                    pass
-            per[timed].append(spent / count)
+            per[timed].append(bench.block(burst, a.iterations, timed))
         off, on = statistics.median(per[False]), statistics.median(per[True])
         cost = observe_ns / burst
         print(f"| {burst} | {off:,.0f} | {on:,.0f} | {on - off:+,.0f} | {cost:,.0f} "

@@ -91,7 +91,7 @@ def answers(want: set[str]) -> Callable[[str, set[str]], bool]:
     return lambda rcode, addrs: addrs == want
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", type=int, default=200, help="changes to measure (default 200)")
     p.add_argument("--services", type=int, default=1000, help="ServiceImports present (default 1000)")
@@ -99,14 +99,94 @@ def main() -> int:
     p.add_argument("--target-ms", type=float, default=100.0, help="p99 goal (default 100)")
     p.add_argument("--load-qps", type=int, default=0,
                    help="also run dnsperf at this many queries per second during the changes")
-    args = p.parse_args()
+    return p.parse_args()
 
+
+def start_api(services: int) -> KubeAPI:
+    """The test API server holding `services` ServiceImports and a headless service."""
     api = KubeAPI(bookmark_interval=60.0)
-    for i in range(args.services):
+    for i in range(services):
         api.put(service_import(f"s{i}", [ip(i)]))
     api.put(service_import("hl", [], typ="Headless"))
     api.put(endpoint_slice("hl-0", "hl", [ip(0)]))
     api.start()
+    return api
+
+
+def ready_after(proc: subprocess.Popen[bytes], health: int, log: Path) -> float | None:
+    """Seconds until mcsdns is ready; None (its log printed) if it exits or takes over 60 s."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/ready", timeout=1) as r:
+                if r.status == 200:
+                    return time.monotonic() - t0
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() - t0 > 60:
+            print(log.read_text(), file=sys.stderr)
+            return None
+        time.sleep(0.05)
+
+
+def start_load(tmp: Path, port: int, services: int, qps: int) -> subprocess.Popen[bytes]:
+    """dnsperf asking for the services at `qps` queries per second."""
+    qfile = tmp / "queries.txt"
+    qfile.write_text("".join(f"s{i}.bench.svc.{Z} A\n" for i in range(services)))
+    load = subprocess.Popen(["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile),
+                             "-l", "3600", "-Q", str(qps)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    print(f"with dnsperf load of {qps} queries/s")
+    return load
+
+
+def change(api: KubeAPI, prober: Prober, k: int, args: argparse.Namespace) -> tuple[str, float]:
+    """The k-th change (in turn: address changed twice, service added, deleted, endpoint replaced)
+    and ms from its watch event to the DNS answer showing it."""
+    what = ("change", "change", "add", "delete", "endpoint")[k % 5]
+    if what == "change":
+        i = k % args.services
+        new = ip(50_000 + k)
+        rv = api.put(service_import(f"s{i}", [new]))["metadata"]["resourceVersion"]
+        done = prober.until(f"s{i}.bench.svc.{Z}", answers({new}), args.poll)
+    elif what == "add":
+        new = ip(60_000 + k)
+        rv = api.put(service_import(f"new{k}", [new]))["metadata"]["resourceVersion"]
+        done = prober.until(f"new{k}.bench.svc.{Z}", answers({new}), args.poll)
+    elif what == "delete":
+        api.delete("ServiceImport", "bench", f"new{k - 1}")
+        rv = str(api.rv)
+        done = prober.until(f"new{k - 1}.bench.svc.{Z}", lambda rc, a: rc == "NXDOMAIN", args.poll)
+    else:
+        hl_ips = [ip(0), ip(70_000 + k)]  # a new endpoint each time; few enough for UDP
+        rv = api.put(endpoint_slice("hl-0", "hl", hl_ips))["metadata"]["resourceVersion"]
+        done = prober.until(f"hl.bench.svc.{Z}", answers(set(hl_ips)), args.poll)
+    return what, (done - api.emitted[int(rv)]) * 1000
+
+
+def report(lat: dict[str, list[float]], args: argparse.Namespace) -> int:
+    """Print the percentiles; 0 if p99 is within the target, else 1."""
+    every = sorted(x for v in lat.values() for x in v)
+
+    def pct(q: float) -> float:
+        return every[min(len(every) - 1, int(round(q * (len(every) - 1))))]
+
+    print(f"{len(every)} changes, watch event written -> DNS answer changed (poll every "
+          f"{args.poll * 1000:g} ms):")
+    print(f"  p50 {pct(0.5):.2f} ms   p90 {pct(0.9):.2f} ms   p99 {pct(0.99):.2f} ms   "
+          f"max {every[-1]:.2f} ms   mean {statistics.fmean(every):.2f} ms")
+    for what, v in lat.items():
+        if v:
+            print(f"  {what:9s} n={len(v):4d}  median {statistics.median(v):.2f} ms  max {max(v):.2f} ms")
+    ok = pct(0.99) <= args.target_ms
+    print(f"p99 {'within' if ok else 'OVER'} the {args.target_ms:g} ms target")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    args = parse_args()
+    api = start_api(args.services)
     tmp = Path(tempfile.mkdtemp(prefix="kube-convergence-"))
     kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
     port, health = free_port(), free_port()
@@ -116,66 +196,18 @@ def main() -> int:
                              "--listen", f"127.0.0.1:{port}", "--health", f"127.0.0.1:{health}"],
                             stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{health}/ready", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() - t0 > 60:
-                print((tmp / "mcsdns.log").read_text(), file=sys.stderr)
-                return 2
-            time.sleep(0.05)
-        print(f"initial sync of {args.services + 1} ServiceImports: {time.monotonic() - t0:.2f}s")
+        took = ready_after(proc, health, tmp / "mcsdns.log")
+        if took is None:
+            return 2
+        print(f"initial sync of {args.services + 1} ServiceImports: {took:.2f}s")
         if args.load_qps:
-            qfile = tmp / "queries.txt"
-            qfile.write_text("".join(f"s{i}.bench.svc.{Z} A\n" for i in range(args.services)))
-            load = subprocess.Popen(["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile),
-                                     "-l", "3600", "-Q", str(args.load_qps)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1)
-            print(f"with dnsperf load of {args.load_qps} queries/s")
+            load = start_load(tmp, port, args.services, args.load_qps)
         prober = Prober(port)
         lat: dict[str, list[float]] = {"change": [], "add": [], "delete": [], "endpoint": []}
-        hl_ips = [ip(0)]
         for k in range(args.n):
-            what = ("change", "change", "add", "delete", "endpoint")[k % 5]
-            if what == "change":
-                i = k % args.services
-                new = ip(50_000 + k)
-                rv = api.put(service_import(f"s{i}", [new]))["metadata"]["resourceVersion"]
-                done = prober.until(f"s{i}.bench.svc.{Z}", answers({new}), args.poll)
-            elif what == "add":
-                new = ip(60_000 + k)
-                rv = api.put(service_import(f"new{k}", [new]))["metadata"]["resourceVersion"]
-                done = prober.until(f"new{k}.bench.svc.{Z}", answers({new}), args.poll)
-            elif what == "delete":
-                api.delete("ServiceImport", "bench", f"new{k - 1}")
-                rv = str(api.rv)
-                done = prober.until(f"new{k - 1}.bench.svc.{Z}", lambda rc, a: rc == "NXDOMAIN", args.poll)
-            else:
-                hl_ips = [ip(0), ip(70_000 + k)]  # a new endpoint each time; few enough for UDP
-                rv = api.put(endpoint_slice("hl-0", "hl", hl_ips))["metadata"]["resourceVersion"]
-                want = set(hl_ips)
-                done = prober.until(f"hl.bench.svc.{Z}", answers(want), args.poll)
-            lat[what].append((done - api.emitted[int(rv)]) * 1000)
-        every = sorted(x for v in lat.values() for x in v)
-
-        def pct(q: float) -> float:
-            return every[min(len(every) - 1, int(round(q * (len(every) - 1))))]
-
-        print(f"{len(every)} changes, watch event written -> DNS answer changed (poll every "
-              f"{args.poll * 1000:g} ms):")
-        print(f"  p50 {pct(0.5):.2f} ms   p90 {pct(0.9):.2f} ms   p99 {pct(0.99):.2f} ms   "
-              f"max {every[-1]:.2f} ms   mean {statistics.fmean(every):.2f} ms")
-        for what, v in lat.items():
-            if v:
-                print(f"  {what:9s} n={len(v):4d}  median {statistics.median(v):.2f} ms  max {max(v):.2f} ms")
-        ok = pct(0.99) <= args.target_ms
-        print(f"p99 {'within' if ok else 'OVER'} the {args.target_ms:g} ms target")
-        return 0 if ok else 1
+            what, ms = change(api, prober, k, args)
+            lat[what].append(ms)
+        return report(lat, args)
     finally:
         if load is not None:
             load.terminate()

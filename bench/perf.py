@@ -84,6 +84,14 @@ class Proc:
             time.sleep(0.05)
         return time.monotonic() - self.started
 
+    def wait_ready(self, health: int, timeout: float, poll: float = 0.05) -> None:
+        """Wait until the server's /ready (on port `health`) answers 200, at most `timeout` s
+        from start."""
+        while http_status(health, "/ready") != 200:
+            if self.p.poll() is not None or time.monotonic() - self.started > timeout:
+                raise RuntimeError(f"{self.name} not ready:\n{self.log.read_text()[-3000:]}")
+            time.sleep(poll)
+
     def stop(self) -> None:
         if self.p.poll() is None:
             os.killpg(self.p.pid, signal.SIGTERM)
@@ -94,15 +102,20 @@ class Proc:
                 self.p.wait()
 
 
-def rss_kib(pid: int) -> int:
-    """VmRSS of a process in KiB (0 if unknown)."""
+def status_kib(pid: int, field: str) -> int:
+    """A size in KiB from /proc/PID/status (VmRSS, VmHWM...; 0 if unknown)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS of a process in KiB (0 if unknown)."""
+    return status_kib(pid, "VmRSS")
 
 
 def _descendants(pid: int) -> list[int]:

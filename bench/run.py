@@ -35,7 +35,6 @@ from bench.perf import (  # noqa: E402
     Proc,
     dnsperf,
     free_port,
-    http_status,
     pinned,
     python,
     wait_quiet,
@@ -66,11 +65,7 @@ def start_mcsdns(data: Path, workers: int = 1, env: dict[str, str] | None = None
     proc = Proc(name, pinned(cpus, cmd), data / "logs" / f"{name}.log", port, env)
     proc.health = health  # type: ignore[attr-defined]
     proc.wait_dns()
-    deadline = time.monotonic() + 120
-    while http_status(health, "/ready") != 200:
-        if proc.p.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"mcsdns not ready:\n{proc.log.read_text()[-3000:]}")
-        time.sleep(0.05)
+    proc.wait_ready(health, time.monotonic() - proc.started + 120)
     return proc
 
 
@@ -182,14 +177,25 @@ def fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def table_head(mix: str, columns: list[str]) -> list[str]:
+    """The start of a mix's results table: its heading (the mix and what it asks), the header
+    row and the alignment row (the first column left, the figures right)."""
+    return [f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n",
+            "| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
+
+
+def write_results(path: Path, meta: dict[str, Any], a: argparse.Namespace, results: dict[str, Any]) -> None:
+    """The results as JSON, with the clusterset and the options they were run with."""
+    path.write_text(json.dumps({"meta": meta, "args": {k: str(v) for k, v in vars(a).items()},
+                                "results": results}, indent=2) + "\n")
+
+
 def table(results: dict[str, dict[str, dict[str, Any]]], servers: list[str]) -> str:
     """Markdown tables, one per mix, with mcsdns/knot and mcsdns/dnslib ratios."""
     out = []
     for mix, rows in results.items():
-        out.append(f"\n**{mix}** — {MIX_DOC[mix]}{' (TCP)' if mix in TCP_MIXES else ''}\n")
-        out.append("| server | peak QPS | server CPU | QPS per server CPU-s | other load | avg ms "
-                   "| lost | latency run rate | p50 ms | p99 ms | lost |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out += table_head(mix, ["server", "peak QPS", "server CPU", "QPS per server CPU-s", "other load",
+                                "avg ms", "lost", "latency run rate", "p50 ms", "p99 ms", "lost"])
         for s in servers:
             if s not in rows:
                 continue
@@ -250,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(results, servers)
     print(text)
     if a.json:
-        a.json.write_text(json.dumps({"meta": meta, "args": {k: str(v) for k, v in vars(a).items()},
-                                      "results": results}, indent=2) + "\n")
+        write_results(a.json, meta, a, results)
     return 0
 
 

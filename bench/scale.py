@@ -32,7 +32,6 @@ from bench.perf import (  # noqa: E402
     Proc,
     dnsperf,
     free_port,
-    http_status,
     pinned,
     python,
     rss_kib,
@@ -77,10 +76,7 @@ def start(data: Path, workers: int) -> tuple[Proc, int, float]:
         cmd += ["--workers", str(workers)]
     proc = Proc("mcsdns", pinned(SERVER_CPU if workers == 1 else "0-1", cmd), data / "logs" / "mcsdns.log",
                 port)
-    while http_status(health, "/ready") != 200:
-        if proc.p.poll() is not None or time.monotonic() - proc.started > 300:
-            raise RuntimeError(f"mcsdns not ready:\n{proc.log.read_text()[-3000:]}")
-        time.sleep(0.01)
+    proc.wait_ready(health, 300, poll=0.01)
     return proc, health, time.monotonic() - proc.started
 
 

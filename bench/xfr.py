@@ -25,20 +25,22 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from knot_conf import secondary_conf  # noqa: E402
 
 from bench.gen_clusterset import generate, write_list  # noqa: E402
-from bench.perf import Proc, free_port, http_status, python, rss_kib  # noqa: E402
+from bench.perf import Proc, free_port, python, rss_kib, status_kib  # noqa: E402
 
 ZONE_WIRE = b"\x0aclusterset\x05local\x00"
 
 
 def vm_hwm_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
+    return status_kib(pid, "VmHWM")
 
 
 def reset_hwm(pid: int) -> bool:
@@ -115,37 +117,6 @@ def transfer(port: int, qtype: int = 252, serial: int | None = None) -> tuple[fl
     return time.perf_counter() - t0, msgs, records, octets
 
 
-KNOT_CONF = """server:
-    rundir: "{tmp}"
-    listen: 127.0.0.1@{port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-log:
-  - target: stderr
-    any: info
-database:
-    storage: "{tmp}"
-remote:
-  - id: primary
-    address: 127.0.0.1@{primary}
-acl:
-  - id: notify-from-primary
-    address: 127.0.0.1
-    action: notify
-template:
-  - id: default
-    storage: "{tmp}"
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: changes
-zone:
-  - domain: clusterset.local
-    master: primary
-    acl: notify-from-primary
-"""
-
-
 def knot_serial(port: int) -> int | None:
     try:
         return soa_serial(port)
@@ -153,7 +124,7 @@ def knot_serial(port: int) -> int | None:
         return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=Path("/tmp/mcsdns-scale"))
     p.add_argument("--services", type=int, default=10000)
@@ -164,91 +135,129 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel", type=int, default=3, help="concurrent AXFRs for the RSS check")
     p.add_argument("--knotd", action="store_true", help="also time knotd as a secondary")
     p.add_argument("--json", type=Path)
-    a = p.parse_args(argv)
-    meta = generate(a.data, a.services, a.endpoints, a.clusters, a.headless)
-    print(f"clusterset: {meta['services']} services ({meta['headless']} headless), "
-          f"{meta['endpoints']} endpoints in {meta['clusters']} clusters", flush=True)
-    port, health = free_port(), free_port()
-    knot_port = free_port()
+    return p.parse_args(argv)
+
+
+def start_mcsdns(a: argparse.Namespace, port: int, knot_port: int) -> Proc:
+    """mcsdns serving the generated manifests, transfers allowed (NOTIFY to knotd with --knotd),
+    once ready and settled."""
+    health = free_port()
     cmd = [python(), "-m", "mcsdns", "serve", "--listen", f"127.0.0.1:{port}", "--health",
            f"127.0.0.1:{health}", "--manifests", str(a.data / "manifests"), "--log-level", "WARNING",
            "--allow-transfer", "127.0.0.1"]
     if a.knotd:
         cmd += ["--notify", f"127.0.0.1:{knot_port}"]
     proc = Proc("mcsdns", cmd, a.data / "logs" / "mcsdns-xfr.log", port)
+    try:
+        proc.wait_ready(health, 300)
+    except BaseException:
+        proc.stop()
+        raise
+    time.sleep(1.0)
+    return proc
+
+
+def one_axfr(proc: Proc, port: int, res: dict[str, object]) -> None:
+    """One AXFR: its size and time, and the server's RSS before and at its peak during it."""
+    rss0 = rss_kib(proc.pid)
+    hwm_ok = reset_hwm(proc.pid)
+    secs, msgs, recs, octets = transfer(port)
+    peak = vm_hwm_kib(proc.pid)
+    print(f"AXFR: {recs:,} records in {msgs:,} messages, {octets / 1e6:.1f} MB, {secs:.2f} s "
+          f"({recs / secs:,.0f} records/s)", flush=True)
+    print(f"server RSS before {rss0 / 1024:.0f} MiB, peak during the AXFR "
+          f"{peak / 1024:.0f} MiB{'' if hwm_ok else ' (VmHWM not reset: peak since start)'}",
+          flush=True)
+    res.update(axfr_s=secs, messages=msgs, records=recs, octets=octets, rss_before_kib=rss0,
+               rss_peak_kib=peak)
+
+
+def parallel_axfrs(proc: Proc, port: int, parallel: int, res: dict[str, object]) -> None:
+    """Several AXFRs at once: memory must not grow with the zone per client."""
+    reset_hwm(proc.pid)
+    results: list[float] = []
+    threads = [threading.Thread(target=lambda: results.append(transfer(port)[0]))
+               for _ in range(parallel)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    peak_n = vm_hwm_kib(proc.pid)
+    print(f"{parallel} AXFRs at once: {wall:.2f} s wall, server peak RSS {peak_n / 1024:.0f} MiB",
+          flush=True)
+    res.update(parallel=parallel, parallel_wall_s=wall, parallel_peak_kib=peak_n)
+
+
+def start_knotd(tmp: Path, port: int, knot_port: int, res: dict[str, object]) -> subprocess.Popen[bytes]:
+    """knotd as a secondary of mcsdns, once it serves the zone transferred."""
+    (tmp / "knot.conf").write_text(secondary_conf(tmp, knot_port, port))
+    with open(tmp / "knot.log", "wb") as out:
+        knot = subprocess.Popen(["knotd", "-c", str(tmp / "knot.conf")], stdout=out,
+                                stderr=subprocess.STDOUT)
+    want = soa_serial(port)
+    t0 = time.perf_counter()
+    while knot_serial(knot_port) != want:
+        if time.perf_counter() - t0 > 300 or knot.poll() is not None:
+            raise RuntimeError((tmp / "knot.log").read_text()[-3000:])
+        time.sleep(0.05)
+    kt = time.perf_counter() - t0
+    print(f"knotd: zone transferred and served {kt:.2f} s after knotd started", flush=True)
+    res.update(knotd_initial_s=kt)
+    return knot
+
+
+def one_change(a: argparse.Namespace, meta: dict[str, Any], port: int, res: dict[str, object]) -> float:
+    """One changed service: the new serial's delay and the IXFR from the previous one;
+    returns when the file was written (perf_counter)."""
+    before = soa_serial(port)
+    churn = a.data / meta["churn"]["file"]
+    doc = json.loads(churn.read_text())
+    doc["items"][0]["spec"]["ips"] = ["10.95.9.9"]
+    t0 = time.perf_counter()
+    write_list(churn, doc["items"])
+    while soa_serial(port) == before:
+        time.sleep(0.002)
+    serial_s = time.perf_counter() - t0
+    secs, msgs, recs, octets = transfer(port, 251, before)
+    print(f"one change: new serial after {serial_s * 1000:.0f} ms; IXFR from the previous serial: "
+          f"{recs} records, {octets} octets, {secs * 1000:.1f} ms", flush=True)
+    res.update(change_serial_s=serial_s, ixfr_records=recs, ixfr_s=secs)
+    return t0
+
+
+def knot_follows(port: int, knot_port: int, t0: float, res: dict[str, object]) -> None:
+    """How long after the file write at `t0` knotd answers with the new serial."""
+    want = soa_serial(port)
+    while knot_serial(knot_port) != want:
+        if time.perf_counter() - t0 > 30:
+            raise RuntimeError("knotd did not follow the change")
+        time.sleep(0.005)
+    follow = time.perf_counter() - t0
+    print(f"knotd: change answered by the secondary {follow * 1000:.0f} ms after the file write",
+          flush=True)
+    res.update(knotd_follow_s=follow)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    meta = generate(a.data, a.services, a.endpoints, a.clusters, a.headless)
+    print(f"clusterset: {meta['services']} services ({meta['headless']} headless), "
+          f"{meta['endpoints']} endpoints in {meta['clusters']} clusters", flush=True)
+    port, knot_port = free_port(), free_port()
+    proc = start_mcsdns(a, port, knot_port)
     res: dict[str, object] = {"meta": meta}
     knot: subprocess.Popen[bytes] | None = None
     tmp = Path(tempfile.mkdtemp(prefix="mcsdns-knot-"))
     try:
-        while http_status(health, "/ready") != 200:
-            if proc.p.poll() is not None or time.monotonic() - proc.started > 300:
-                raise RuntimeError(f"mcsdns not ready:\n{proc.log.read_text()[-3000:]}")
-            time.sleep(0.05)
-        time.sleep(1.0)
-        rss0 = rss_kib(proc.pid)
-        hwm_ok = reset_hwm(proc.pid)
-        secs, msgs, recs, octets = transfer(port)
-        peak = vm_hwm_kib(proc.pid)
-        print(f"AXFR: {recs:,} records in {msgs:,} messages, {octets / 1e6:.1f} MB, {secs:.2f} s "
-              f"({recs / secs:,.0f} records/s)", flush=True)
-        print(f"server RSS before {rss0 / 1024:.0f} MiB, peak during the AXFR "
-              f"{peak / 1024:.0f} MiB{'' if hwm_ok else ' (VmHWM not reset: peak since start)'}",
-              flush=True)
-        res.update(axfr_s=secs, messages=msgs, records=recs, octets=octets, rss_before_kib=rss0,
-                   rss_peak_kib=peak)
-        # several at once: memory must not grow with the zone per client
-        reset_hwm(proc.pid)
-        results: list[float] = []
-        threads = [threading.Thread(target=lambda: results.append(transfer(port)[0]))
-                   for _ in range(a.parallel)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
-        peak_n = vm_hwm_kib(proc.pid)
-        print(f"{a.parallel} AXFRs at once: {wall:.2f} s wall, server peak RSS {peak_n / 1024:.0f} MiB",
-              flush=True)
-        res.update(parallel=a.parallel, parallel_wall_s=wall, parallel_peak_kib=peak_n)
+        one_axfr(proc, port, res)
+        parallel_axfrs(proc, port, a.parallel, res)
         if a.knotd and shutil.which("knotd"):
-            (tmp / "knot.conf").write_text(KNOT_CONF.format(tmp=tmp, port=knot_port, primary=port))
-            with open(tmp / "knot.log", "wb") as out:
-                knot = subprocess.Popen(["knotd", "-c", str(tmp / "knot.conf")], stdout=out,
-                                        stderr=subprocess.STDOUT)
-            want = soa_serial(port)
-            t0 = time.perf_counter()
-            while knot_serial(knot_port) != want:
-                if time.perf_counter() - t0 > 300 or knot.poll() is not None:
-                    raise RuntimeError((tmp / "knot.log").read_text()[-3000:])
-                time.sleep(0.05)
-            kt = time.perf_counter() - t0
-            print(f"knotd: zone transferred and served {kt:.2f} s after knotd started", flush=True)
-            res.update(knotd_initial_s=kt)
-        # one changed service: serial, IXFR size, and a secondary following it
-        before = soa_serial(port)
-        churn = a.data / meta["churn"]["file"]
-        doc = json.loads(churn.read_text())
-        doc["items"][0]["spec"]["ips"] = ["10.95.9.9"]
-        t0 = time.perf_counter()
-        write_list(churn, doc["items"])
-        while soa_serial(port) == before:
-            time.sleep(0.002)
-        serial_s = time.perf_counter() - t0
-        secs, msgs, recs, octets = transfer(port, 251, before)
-        print(f"one change: new serial after {serial_s * 1000:.0f} ms; IXFR from the previous serial: "
-              f"{recs} records, {octets} octets, {secs * 1000:.1f} ms", flush=True)
-        res.update(change_serial_s=serial_s, ixfr_records=recs, ixfr_s=secs)
+            knot = start_knotd(tmp, port, knot_port, res)
+        t0 = one_change(a, meta, port, res)
         if knot is not None:
-            want = soa_serial(port)
-            while knot_serial(knot_port) != want:
-                if time.perf_counter() - t0 > 30:
-                    raise RuntimeError("knotd did not follow the change")
-                time.sleep(0.005)
-            follow = time.perf_counter() - t0
-            print(f"knotd: change answered by the secondary {follow * 1000:.0f} ms after the file write",
-                  flush=True)
-            res.update(knotd_follow_s=follow)
+            knot_follows(port, knot_port, t0, res)
     finally:
         if knot is not None:
             knot.terminate()

@@ -54,64 +54,87 @@ def extension_report() -> str:
             f" ASan runtime loaded: {'yes' if loaded else 'no'})")
 
 
-def write_corpus(out: Path) -> int:
-    """The seed inputs: queries of each type, EDNS, TSIG, transfers, other opcodes, malformed."""
-    import dns.message
-    import dns.rdatatype
-    import dns.rrset
-    import dns.tsigkeyring
+WEB, DB = "web.shop.svc.clusterset.local.", "db.shop.svc.clusterset.local."
 
-    from robustness.packets import odd_edns, query, wire_name
+
+def _make(qname: str, rdtype: str, edns: int | bool = False, **kw: Any) -> Any:
+    """A query with ID 0x1234 (a dns.message.Message)."""
+    import dns.message
+
+    m = dns.message.make_query(qname, rdtype, use_edns=edns, **kw)
+    m.id = 0x1234
+    return m
+
+
+def _query_seeds() -> dict[str, bytes]:
+    """Queries of each type, with and without EDNS, and odd EDNS."""
+    from robustness.packets import odd_edns
+
+    seeds: dict[str, bytes] = {}
+    srv = "_http._tcp.web.shop.svc.clusterset.local."
+    for label, qname, rdtype in [("a-web", WEB, "A"), ("aaaa-web", WEB, "AAAA"), ("a-headless", DB, "A"),
+                                 ("srv", srv, "SRV"), ("soa-apex", "clusterset.local.", "SOA"),
+                                 ("ns-apex", "clusterset.local.", "NS"), ("any-web", WEB, "ANY"),
+                                 ("txt-web", WEB, "TXT"), ("ptr", "1.0.42.10.in-addr.arpa.", "PTR"),
+                                 ("a-nxdomain", "nope.shop.svc.clusterset.local.", "A"),
+                                 ("a-outside", "example.com.", "A"), ("a-root", ".", "A"),
+                                 ("a-pod", "db-0.cluster-a.db.shop.svc.clusterset.local.", "A")]:
+        seeds[f"query-{label}"] = _make(qname, rdtype).to_wire()
+        seeds[f"edns-{label}"] = _make(qname, rdtype, 0, want_dnssec=True, payload=1232).to_wire()
+    seeds["edns-big-size"] = _make(DB, "A", 0, payload=65535).to_wire()
+    seeds["edns-version1"] = _make(WEB, "A", 1).to_wire()
+    q = _make(WEB, "A", False).to_wire()
+    for i in range(4):  # EDNS options of several kinds, and two OPT records
+        opts = odd_edns(seq(i))
+        seeds[f"edns-odd-{i}"] = q[:10] + b"\x00\x01" + q[12:] + opts
+    seeds["edns-two-opts"] = q[:10] + b"\x00\x02" + q[12:] + odd_edns(seq(0)) + odd_edns(seq(1))
+    return seeds
+
+
+def _tsig_seeds() -> dict[str, bytes]:
+    """Signed queries and AXFRs (the key, a wrong secret, an unknown key), signed at FUZZ_TIME."""
+    import dns.tsigkeyring
 
     name, alg, secret = KEY.split(":")
     ring = dns.tsigkeyring.from_text({name + ".": (alg, secret)})
     wrong = dns.tsigkeyring.from_text({name + ".": (alg, base64.b64encode(b"x" * 32).decode())})
     seeds: dict[str, bytes] = {}
-
-    def make(qname: str, rdtype: str, edns: int | bool = False, **kw: Any) -> dns.message.Message:
-        m = dns.message.make_query(qname, rdtype, use_edns=edns, **kw)
-        m.id = 0x1234
-        return m
-
-    web, db, srv = "web.shop.svc.clusterset.local.", "db.shop.svc.clusterset.local.", \
-        "_http._tcp.web.shop.svc.clusterset.local."
-    for label, qname, rdtype in [("a-web", web, "A"), ("aaaa-web", web, "AAAA"), ("a-headless", db, "A"),
-                                 ("srv", srv, "SRV"), ("soa-apex", "clusterset.local.", "SOA"),
-                                 ("ns-apex", "clusterset.local.", "NS"), ("any-web", web, "ANY"),
-                                 ("txt-web", web, "TXT"), ("ptr", "1.0.42.10.in-addr.arpa.", "PTR"),
-                                 ("a-nxdomain", "nope.shop.svc.clusterset.local.", "A"),
-                                 ("a-outside", "example.com.", "A"), ("a-root", ".", "A"),
-                                 ("a-pod", "db-0.cluster-a.db.shop.svc.clusterset.local.", "A")]:
-        seeds[f"query-{label}"] = make(qname, rdtype).to_wire()
-        seeds[f"edns-{label}"] = make(qname, rdtype, 0, want_dnssec=True, payload=1232).to_wire()
-    seeds["edns-big-size"] = make(db, "A", 0, payload=65535).to_wire()
-    seeds["edns-version1"] = make(web, "A", 1).to_wire()
-    q = make(web, "A", False).to_wire()
-    for i in range(4):  # EDNS options of several kinds, and two OPT records
-        opts = odd_edns(seq(i))
-        seeds[f"edns-odd-{i}"] = q[:10] + b"\x00\x01" + q[12:] + opts
-    seeds["edns-two-opts"] = q[:10] + b"\x00\x02" + q[12:] + odd_edns(seq(0)) + odd_edns(seq(1))
     real_time = time.time
     time.time = lambda: float(FUZZ_TIME)  # dnspython signs at the time it renders
     try:
         for label, keyring in (("good", ring), ("wrong-secret", wrong)):
-            m = make(web, "A")
+            m = _make(WEB, "A")
             m.use_tsig(keyring, keyname=name + ".")
             seeds[f"tsig-{label}"] = m.to_wire()
-            m = make("clusterset.local.", "AXFR")
+            m = _make("clusterset.local.", "AXFR")
             m.use_tsig(keyring, keyname=name + ".")
             seeds[f"tsig-axfr-{label}"] = m.to_wire()
-        m = make(web, "A")
+        m = _make(WEB, "A")
         m.use_tsig(dns.tsigkeyring.from_text({"other.": (alg, secret)}), keyname="other.")
         seeds["tsig-unknown-key"] = m.to_wire()
     finally:
         time.time = real_time
-    seeds["axfr"] = make("clusterset.local.", "AXFR").to_wire()
+    return seeds
+
+
+def _transfer_seeds() -> dict[str, bytes]:
+    import dns.message
+    import dns.rdatatype
+    import dns.rrset
+
     ixfr = dns.message.make_query("clusterset.local.", dns.rdatatype.IXFR)
     ixfr.id = 0x1234
     ixfr.authority.append(dns.rrset.from_text("clusterset.local.", 0, "IN", "SOA",
                                               ". . 1 3600 600 86400 5"))
-    seeds["ixfr"] = ixfr.to_wire()
+    return {"axfr": _make("clusterset.local.", "AXFR").to_wire(), "ixfr": ixfr.to_wire()}
+
+
+def _odd_seeds() -> dict[str, bytes]:
+    """Other opcodes, malformed messages and another class."""
+    from robustness.packets import query, wire_name
+
+    q = _make(WEB, "A", False).to_wire()
+    seeds: dict[str, bytes] = {}
     for opcode in (1, 2, 4, 5, 15):  # IQUERY, STATUS, NOTIFY, UPDATE, unassigned
         seeds[f"opcode-{opcode}"] = q[:2] + bytes((q[2] | opcode << 3,)) + q[3:]
     seeds["bad-empty"] = b""
@@ -125,7 +148,13 @@ def write_corpus(out: Path) -> int:
     seeds["bad-qr-set"] = q[:2] + bytes((q[2] | 0x80,)) + q[3:]
     seeds["bad-trailing"] = q + b"\x00\x01\x02"
     seeds["bad-zero-in-label"] = q[:12] + b"\x05ab\x00cd" + wire_name("clusterset.local.") + q[-4:]
-    seeds["class-chaos"] = query(seq(3), web, edns=False)[:-2] + b"\x00\x03"
+    seeds["class-chaos"] = query(seq(3), WEB, edns=False)[:-2] + b"\x00\x03"
+    return seeds
+
+
+def write_corpus(out: Path) -> int:
+    """The seed inputs: queries of each type, EDNS, TSIG, transfers, other opcodes, malformed."""
+    seeds = {**_query_seeds(), **_tsig_seeds(), **_transfer_seeds(), **_odd_seeds()}
     out.mkdir(parents=True, exist_ok=True)
     for label, data in seeds.items():
         (out / label).write_bytes(data)

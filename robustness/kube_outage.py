@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import run_server  # noqa: E402
+from helpers import Server, run_server  # noqa: E402
 from kubeapi import KubeAPI  # noqa: E402
 
 N = 50
@@ -38,13 +38,53 @@ def service_import(i: int, ip: str) -> dict[str, object]:
                      "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
 
 
+def outages(api: KubeAPI, expected: dict[int, str | None], duration: float, outage: float,
+            log: list[str]) -> None:
+    """Two outages of `outage` s, at a third and two thirds of `duration`, some services changed
+    and deleted during each; the second comes back with its watch cache reset (410 Gone)."""
+    for round_, reset in enumerate((False, True), start=1):
+        time.sleep(duration / 3 - outage / 2)
+        api.stop()
+        t0 = time.monotonic()
+        log.append(f"API stopped (round {round_})")
+        for i in range(round_ - 1, N, 7):  # change some, delete some, while down
+            if i % 2:
+                api.delete("ServiceImport", "outage", f"s{i}")
+                expected[i] = None
+            else:
+                ip = f"10.151.{round_}.{i + 1}"
+                api.put(service_import(i, ip))
+                expected[i] = ip
+        time.sleep(max(0.0, outage - (time.monotonic() - t0)))
+        api.start(port=int(api.url.rsplit(":", 1)[1]), reset_watch_cache=reset)
+        log.append(f"API back after {time.monotonic() - t0:.1f} s"
+                   + (" with its watch cache reset (410 Gone)" if reset else ""))
+
+
+def converge(srv: Server, expected: dict[int, str | None]) -> tuple[int, float, float]:
+    """Wait up to 15 s for every answer to match `expected` and the source to be connected:
+    (answers wrong, connected metric, seconds waited)."""
+    deadline = time.monotonic() + 15
+    while True:
+        wrong = 0
+        for i in range(N):
+            got = sorted(rd.to_text() for rr in srv.query(f"s{i}.outage.svc.clusterset.local.")
+                         .answer for rd in rr)
+            wrong += got != ([expected[i]] if expected[i] else [])
+        connected = srv.metric('mcsdns_source_connected{source="kube"}')
+        if (not wrong and connected == 1) or time.monotonic() > deadline:
+            return wrong, connected, time.monotonic() + 15 - deadline
+        time.sleep(0.2)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--duration", type=float, default=20)
     ap.add_argument("--qps", type=int, default=40000)
     ap.add_argument("--outage", type=float, default=3)
     args = ap.parse_args()
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+    pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
+    if pin:
         os.sched_setaffinity(0, {1})
     api = KubeAPI()
     api.start()
@@ -58,50 +98,18 @@ def main() -> int:
         qfile = tmp / "q.txt"
         qfile.write_text("".join(f"s{i}.outage.svc.clusterset.local A\n" for i in range(N)))
         with run_server(["--kubeconfig", str(kubeconfig)], tmp) as srv:
-            if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+            if pin:
                 os.sched_setaffinity(srv.proc.pid, {0})
             log: list[str] = []
-
-            def faults() -> None:
-                for round_, reset in enumerate((False, True), start=1):
-                    time.sleep(args.duration / 3 - args.outage / 2)
-                    api.stop()
-                    t0 = time.monotonic()
-                    log.append(f"API stopped (round {round_})")
-                    for i in range(round_ - 1, N, 7):  # change some, delete some, while down
-                        if i % 2:
-                            api.delete("ServiceImport", "outage", f"s{i}")
-                            expected[i] = None
-                        else:
-                            ip = f"10.151.{round_}.{i + 1}"
-                            api.put(service_import(i, ip))
-                            expected[i] = ip
-                    time.sleep(max(0.0, args.outage - (time.monotonic() - t0)))
-                    api.start(port=int(api.url.rsplit(":", 1)[1]), reset_watch_cache=reset)
-                    log.append(f"API back after {time.monotonic() - t0:.1f} s"
-                               + (" with its watch cache reset (410 Gone)" if reset else ""))
-
-            th = threading.Thread(target=faults)
+            th = threading.Thread(target=outages, args=(api, expected, args.duration, args.outage, log))
             th.start()
             out = subprocess.run(
                 ["dnsperf", "-s", "127.0.0.1", "-p", str(srv.port), "-d", str(qfile),
                  "-l", str(args.duration), "-c", "4", "-q", "200", "-Q", str(args.qps)],
                 capture_output=True, text=True).stdout
             th.join()
-            deadline = time.monotonic() + 15
-            while True:
-                wrong = 0
-                for i in range(N):
-                    got = sorted(rd.to_text() for rr in srv.query(f"s{i}.outage.svc.clusterset.local.")
-                                 .answer for rd in rr)
-                    wrong += got != ([expected[i]] if expected[i] else [])
-                connected = srv.metric('mcsdns_source_connected{source="kube"}')
-                if (not wrong and connected == 1) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            converged = time.monotonic() + 15 - deadline
-            logs = srv.logs()
-            errors = logs.count("Traceback")
+            wrong, connected, converged = converge(srv, expected)
+            errors = srv.logs().count("Traceback")
     api.stop()
     for line in log:
         print(line)

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import EXAMPLE, run_server  # noqa: E402
+from helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 SERVICES = 50
 NS = "churn"
@@ -87,84 +87,118 @@ def dnsperf(port: int, qfile: Path, seconds: float, qps: int | None) -> dict[str
     return out
 
 
+class Writer:
+    """Changes a service `rate` times a second in a thread (new IPs, deletions, re-creations)
+    and, halfway through `duration`, replaces the whole directory by swapping the symlink;
+    `expected` holds each service's address (None: deleted)."""
+
+    def __init__(self, tmp: Path, link: Path, expected: dict[int, str | None], rate: float,
+                 duration: float) -> None:
+        self.tmp, self.link, self.expected, self.rate, self.duration = tmp, link, expected, rate, duration
+        self.changes = 0
+        self.step = SERVICES
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._run)
+        self._th.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._th.join()
+
+    def _run(self) -> None:
+        rng = random.Random(1)
+        swapped = False
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            cur = Path(os.readlink(self.link))
+            if not swapped and time.monotonic() - t0 > self.duration / 2:
+                self._swap(cur)
+                swapped = True
+            else:
+                self._change(cur, rng)
+            self.changes += 1
+            self._stop.wait(1 / self.rate)
+
+    def _swap(self, cur: Path) -> None:
+        """Replace the whole directory atomically: a new copy, then swap the link."""
+        new = Path(shutil.copytree(cur, self.tmp / "v2"))
+        for i in range(0, SERVICES, 5):
+            self.step += 1
+            write_atomic(new / f"s{i}.yaml", service_yaml(i, ip_for(self.step)))
+            self.expected[i] = ip_for(self.step)
+        tmp_link = self.tmp / "current.new"
+        tmp_link.symlink_to(new)
+        os.replace(tmp_link, self.link)
+
+    def _change(self, cur: Path, rng: random.Random) -> None:
+        i = rng.randrange(SERVICES)
+        self.step += 1
+        f = cur / f"s{i}.yaml"
+        if self.expected[i] is not None and rng.random() < 0.1:
+            f.unlink()
+            self.expected[i] = None
+        else:
+            write_atomic(f, service_yaml(i, ip_for(self.step)))
+            self.expected[i] = ip_for(self.step)
+
+
+def setup(tmp: Path) -> tuple[Path, dict[int, str | None], list[str], Path]:
+    """The example manifests plus SERVICES services, behind a symlink: (link, expected
+    addresses, the services' names, the query file)."""
+    v1 = Path(shutil.copytree(EXAMPLE, tmp / "v1"))
+    link = tmp / "current"
+    link.symlink_to(v1)
+    expected: dict[int, str | None] = {}
+    for i in range(SERVICES):
+        (v1 / f"s{i}.yaml").write_text(service_yaml(i, ip_for(i)))
+        expected[i] = ip_for(i)
+    names = [f"s{i}.{NS}.svc.clusterset.local" for i in range(SERVICES)]
+    qfile = tmp / "queries.txt"
+    qfile.write_text("".join(
+        [f"{n} A\n" for n in names] + ["web.shop.svc.clusterset.local A\n"] * 20
+        + ["db.shop.svc.clusterset.local A\n"] * 10 + ["nope.shop.svc.clusterset.local A\n"] * 5
+        + ["_http._tcp.web.shop.svc.clusterset.local SRV\n"] * 5))
+    return link, expected, names, qfile
+
+
+def wrong_answers(srv: Server, names: list[str], expected: dict[int, str | None]) -> int:
+    """How many services' answers differ from their final objects (each printed)."""
+    wrong = 0
+    for i, name in enumerate(names):
+        got = sorted(rd.to_text() for rr in srv.query(name + ".").answer for rd in rr)
+        want = [expected[i]] if expected[i] else []
+        if got != want:
+            wrong += 1
+            print(f"LOST UPDATE {name}: got {got}, want {want}")
+    return wrong
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--rate", type=float, default=10, help="service changes per second")
     ap.add_argument("--load", type=float, default=0.8, help="fraction of peak QPS")
     args = ap.parse_args()
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+    pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
+    if pin:
         os.sched_setaffinity(0, {1})  # this script and dnsperf on core 1, the server on core 0
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        v1 = Path(shutil.copytree(EXAMPLE, tmp / "v1"))
-        link = tmp / "current"
-        link.symlink_to(v1)
-        expected: dict[int, str | None] = {}
-        for i in range(SERVICES):
-            (v1 / f"s{i}.yaml").write_text(service_yaml(i, ip_for(i)))
-            expected[i] = ip_for(i)
-        names = [f"s{i}.{NS}.svc.clusterset.local" for i in range(SERVICES)]
-        qfile = tmp / "queries.txt"
-        qfile.write_text("".join(
-            [f"{n} A\n" for n in names] + ["web.shop.svc.clusterset.local A\n"] * 20
-            + ["db.shop.svc.clusterset.local A\n"] * 10 + ["nope.shop.svc.clusterset.local A\n"] * 5
-            + ["_http._tcp.web.shop.svc.clusterset.local SRV\n"] * 5))
+        link, expected, names, qfile = setup(tmp)
         with run_server(["--manifests", str(link)], tmp) as srv:
-            if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+            if pin:
                 os.sched_setaffinity(srv.proc.pid, {0})
             peak = dnsperf(srv.port, qfile, 5, None)["qps"]
             target = int(peak * args.load)
             print(f"peak {peak:.0f} QPS; loading at {target} QPS for {args.duration:.0f} s "
                   f"with {args.rate:g} changes/s", flush=True)
-            stop = threading.Event()
-            changes = [0]
-
-            def writer() -> None:
-                rng = random.Random(1)
-                step, swapped = SERVICES, False
-                t0 = time.monotonic()
-                while not stop.is_set():
-                    cur = Path(os.readlink(link))
-                    if not swapped and time.monotonic() - t0 > args.duration / 2:
-                        # replace the whole directory atomically: new copy, then swap the link
-                        new = Path(shutil.copytree(cur, tmp / "v2"))
-                        for i in range(0, SERVICES, 5):
-                            step += 1
-                            write_atomic(new / f"s{i}.yaml", service_yaml(i, ip_for(step)))
-                            expected[i] = ip_for(step)
-                        tmp_link = tmp / "current.new"
-                        tmp_link.symlink_to(new)
-                        os.replace(tmp_link, link)
-                        swapped = True
-                    else:
-                        i = rng.randrange(SERVICES)
-                        step += 1
-                        f = cur / f"s{i}.yaml"
-                        if expected[i] is not None and rng.random() < 0.1:
-                            f.unlink()
-                            expected[i] = None
-                        else:
-                            write_atomic(f, service_yaml(i, ip_for(step)))
-                            expected[i] = ip_for(step)
-                    changes[0] += 1
-                    stop.wait(1 / args.rate)
-
-            th = threading.Thread(target=writer)
-            th.start()
+            writer = Writer(tmp, link, expected, args.rate, args.duration)
             res = dnsperf(srv.port, qfile, args.duration, target)
-            stop.set()
-            th.join()
+            writer.stop()
             time.sleep(1.0)  # the manifest source polls every 0.25 s
-            wrong = 0
-            for i, name in enumerate(names):
-                got = sorted(rd.to_text() for rr in srv.query(name + ".").answer for rd in rr)
-                want = [expected[i]] if expected[i] else []
-                if got != want:
-                    wrong += 1
-                    print(f"LOST UPDATE {name}: got {got}, want {want}")
+            wrong = wrong_answers(srv, names, expected)
             errors = srv.logs().count("Traceback")
-        print(f"changes applied: {changes[0]} (incl. one atomic directory swap)")
+        print(f"changes applied: {writer.changes} (incl. one atomic directory swap)")
         print("load: " + ", ".join(f"{k}={v:g}" for k, v in res.items()))
         print(f"final answers wrong: {wrong} of {SERVICES}; tracebacks in log: {errors}")
         servfail = res.get("rcode_SERVFAIL", 0) + res.get("rcode_FORMERR", 0)

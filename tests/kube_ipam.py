@@ -10,6 +10,7 @@ from typing import Any
 from kube_status import HTTPError, Obj
 
 FAMILY = {4: "IPv4", 6: "IPv6"}
+_IP_FIELDS = ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")
 
 
 class ClusterIPs:
@@ -47,25 +48,19 @@ class ClusterIPs:
         for ip in (svc.get("spec") or {}).get("clusterIPs") or []:
             self.used.pop(ip, None)
 
-    def assign(self, svc: Obj, cur: Obj | None, owner: str) -> None:  # noqa: C901 - kube-apiserver's ClusterIP rules, one branch each
+    def assign(self, svc: Obj, cur: Obj | None, owner: str) -> None:
         """Default and allocate `svc`'s ClusterIPs in place (raises HTTPError 422)."""
         spec = svc.setdefault("spec", {})
         old = (cur or {}).get("spec") or {}
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        for p in spec.get("ports") or []:
-            if isinstance(p, dict):
-                p.setdefault("protocol", "TCP")
-                if spec["type"] != "ExternalName":
-                    p.setdefault("targetPort", p.get("port"))
+        _defaults(spec)
         if spec["type"] == "ExternalName":
-            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            for f in _IP_FIELDS:
                 spec.pop(f, None)
             if cur is not None:
                 self.release(cur)
             return
         if old.get("clusterIPs"):  # immutable once set
-            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            for f in _IP_FIELDS:
                 spec.setdefault(f, copy.deepcopy(old.get(f)))
             if spec.get("clusterIPs") != old["clusterIPs"] or spec.get("clusterIP") != old["clusterIPs"][0]:
                 raise HTTPError(422, "Invalid", f'Service "{owner}" is invalid: spec.clusterIPs[0]: '
@@ -74,6 +69,15 @@ class ClusterIPs:
         want = list(spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else []))
         if spec.get("clusterIP") and want and want[0] != spec["clusterIP"]:
             raise HTTPError(422, "Invalid", "spec.clusterIPs[0]: must match spec.clusterIP")
+        spec["ipFamilyPolicy"], spec["ipFamilies"] = self._families(spec, want)
+        if want == ["None"]:
+            spec["clusterIP"], spec["clusterIPs"] = "None", ["None"]
+            return
+        ips = self._take(spec["ipFamilies"], want, owner)
+        spec["clusterIP"], spec["clusterIPs"] = ips[0], ips
+
+    def _families(self, spec: Obj, want: list[str]) -> tuple[str, list[str]]:
+        """(ipFamilyPolicy, ipFamilies) of a new Service, checked against this cluster."""
         policy = spec.get("ipFamilyPolicy") or "SingleStack"
         if policy not in ("SingleStack", "PreferDualStack", "RequireDualStack"):
             raise HTTPError(422, "Invalid", f"spec.ipFamilyPolicy: Unsupported value: {policy!r}")
@@ -94,25 +98,15 @@ class ClusterIPs:
         if policy != "SingleStack":
             fams = [f for f in fams if f in self.families]
             fams += [f for f in self.families if f not in fams][:2 - len(fams)]
-        spec["ipFamilyPolicy"], spec["ipFamilies"] = policy, fams[:2]
-        if want == ["None"]:
-            spec["clusterIP"], spec["clusterIPs"] = "None", ["None"]
-            return
-        ips = []
+        return policy, fams[:2]
+
+    def _take(self, families: list[str], want: list[str], owner: str) -> list[str]:
+        """One address per family: the requested ones (in range and free) then allocated ones;
+        none kept if any fails."""
+        ips: list[str] = []
         try:
-            for i, fam in enumerate(spec["ipFamilies"]):
-                if i < len(want):
-                    ip = want[i]
-                    a = ipaddress.ip_address(ip)
-                    if FAMILY[a.version] != fam or a not in self._net(fam):
-                        raise HTTPError(422, "Invalid", f"spec.clusterIPs[{i}]: Invalid value: {ip!r}: "
-                                        "provided IP is not in the valid range")
-                    if ip in self.used:
-                        raise HTTPError(422, "Invalid", f"spec.clusterIPs[{i}]: Invalid value: {ip!r}: "
-                                        "provided IP is already allocated")
-                    self.used[ip] = owner
-                else:
-                    ip = self._allocate(fam, owner)
+            for i, fam in enumerate(families):
+                ip = self._request(i, fam, want[i], owner) if i < len(want) else self._allocate(fam, owner)
                 ips.append(ip)
         except (HTTPError, ValueError) as e:
             for ip in ips:
@@ -120,4 +114,27 @@ class ClusterIPs:
             if isinstance(e, HTTPError):
                 raise
             raise HTTPError(422, "Invalid", f"spec.clusterIPs: {e}") from e
-        spec["clusterIP"], spec["clusterIPs"] = ips[0], ips
+        return ips
+
+    def _request(self, i: int, family: str, ip: str, owner: str) -> str:
+        """Take a requested address (422 if out of range or in use; ValueError if not an address)."""
+        a = ipaddress.ip_address(ip)
+        if FAMILY[a.version] != family or a not in self._net(family):
+            raise HTTPError(422, "Invalid", f"spec.clusterIPs[{i}]: Invalid value: {ip!r}: "
+                            "provided IP is not in the valid range")
+        if ip in self.used:
+            raise HTTPError(422, "Invalid", f"spec.clusterIPs[{i}]: Invalid value: {ip!r}: "
+                            "provided IP is already allocated")
+        self.used[ip] = owner
+        return ip
+
+
+def _defaults(spec: Obj) -> None:
+    """The API's defaults for a Service: type, sessionAffinity, port protocol and targetPort."""
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if spec["type"] != "ExternalName":
+                p.setdefault("targetPort", p.get("port"))

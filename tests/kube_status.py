@@ -21,3 +21,7 @@ class HTTPError(Exception):
 
 
 # ---- selectors -------------------------------------------------------------------------------
+
+
+class RawJSON(bytes):
+    """A response body already encoded."""

@@ -3,6 +3,7 @@ the controller as a process, and `mcsdns serve` answering from what it wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import time
@@ -14,7 +15,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 import yaml
-from controller_env import IDS, Cluster, eventually, run_controller, shop
+from controller_env import IDS, Cluster, Controller, eventually, run_controller, shop
 from helpers import run_server
 
 CIDR = "10.77.0.0/24"
@@ -230,20 +231,29 @@ def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster
         assert si["spec"]["ips"] != [ips[high]]
 
 
-def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path: Path) -> None:
-    a, b = clusters2
+@contextlib.contextmanager
+def two_replicas(a: Cluster, b: Cluster, tmp_path: Path,
+                 lease_duration: str) -> Iterator[tuple[Controller, Controller, dict[str, Any]]]:
+    """Replicas "one" and "two" with leader election, once web (exported in a) is imported in b:
+    both and the Lease."""
     for cl in (a, b):
         cl.kube.namespace("ns")
         cl.kube.namespace("kube-system")
     a.kube.service("ns", "web")
     a.kube.export("ns", "web")
-    le = ("--leader-elect", "--lease-duration", "2")
+    le = ("--leader-elect", "--lease-duration", lease_duration)
     with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
             run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
         eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")
         lease = a.kube.get(LEASE)
         assert lease is not None
-        leader = lease["spec"]["holderIdentity"]
+        yield one, two, lease
+
+
+def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path: Path) -> None:
+    a, b = clusters2
+    with two_replicas(a, b, tmp_path, "2") as (one, two, held):
+        leader = held["spec"]["holderIdentity"]
         assert leader in ("one", "two")
         follower = two if leader == "one" else one
         a.kube.service("ns", "db")
@@ -351,18 +361,8 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
     ReleaseOnCancel), so the standby leads within about RetryPeriod (2 s), not the 15 s
     lease duration."""
     a, b = clusters2
-    for cl in (a, b):
-        cl.kube.namespace("ns")
-        cl.kube.namespace("kube-system")
-    a.kube.service("ns", "web")
-    a.kube.export("ns", "web")
-    le = ("--leader-elect", "--lease-duration", "15")
-    with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
-            run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
-        eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")
-        lease = a.kube.get(LEASE)
-        assert lease is not None
-        leader, rv = lease["spec"]["holderIdentity"], lease["metadata"]["resourceVersion"]
+    with two_replicas(a, b, tmp_path, "15") as (one, two, held):
+        leader, rv = held["spec"]["holderIdentity"], held["metadata"]["resourceVersion"]
         follower = "two" if leader == "one" else "one"
         eventually((two if leader == "one" else one).ready, what="a ready follower")
         t0 = time.monotonic()

@@ -331,25 +331,19 @@ def apis() -> Iterator[list[KubeAPI]]:
         yield [stack.enter_context(KubeAPI()) for _ in range(2)]
 
 
-def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list[KubeAPI],
-                                                                      tmp_path: Path) -> None:
-    """The controller with the Deployment's arguments and volumes (the in-cluster kubeconfig from
-    the ConfigMap, a member kubeconfig from the Secret) exports a service, imports it, removes a
-    stale import and takes the Lease; every request it made in each cluster is authorized by what
-    that identity is bound to: the ServiceAccount's bindings here, the ClusterRole in the member."""
-    objs = render(VARIANTS["with-controller"])
-    dep = named(objs, "Deployment", "mcsdns-controller")
-    spec, args = pod(dep), pod(dep)["containers"][0]["args"]
-    members = cluster_args(args)[:2]
-    assert args[0] == "controller"
-    ids = ["east", "west"]
+def _members(objs: list[Obj], dep: Obj, members: list[tuple[str, str]], apis: list[KubeAPI],
+             tmp_path: Path) -> tuple[list[str], list[list[Grant]]]:
+    """Each member cluster (ids east, west) as the Deployment reaches it: its --cluster flag
+    (the in-cluster kubeconfig from the ConfigMap with a fake ServiceAccount dir, or a member
+    kubeconfig as from the Secret) and the rules that identity is bound to."""
+    spec = pod(dep)
     sa_dir = tmp_path / "sa"
     sa_dir.mkdir()
     (sa_dir / "token").write_text("test-token")
     (sa_dir / "ca.crt").write_text("not used over plain HTTP\n")
-    kept = [a for a in args[1:] if not a.startswith(("--cluster=", "--health"))]
+    flags: list[str] = []
     perms: list[list[Grant]] = []
-    for (name, path), api, cid in zip(members, apis, ids, strict=True):
+    for (name, path), api, cid in zip(members, apis, ["east", "west"], strict=True):
         vol, key = mounted(spec, path)
         kubeconfig = tmp_path / f"{name}.kubeconfig"
         if "configMap" in vol:
@@ -361,9 +355,26 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
         else:  # docs/deploy.md: bind ClusterRole mcsdns-controller to the member kubeconfig's identity
             api.write_kubeconfig(kubeconfig, name)
             perms.append([(None, r) for r in named(objs, "ClusterRole", "mcsdns-controller")["rules"]])
-        kept += ["--cluster", f"{name}={kubeconfig}"]
+        flags += ["--cluster", f"{name}={kubeconfig}"]
         api.put({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
                  "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
+    return flags, perms
+
+
+def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list[KubeAPI],
+                                                                      tmp_path: Path) -> None:
+    """The controller with the Deployment's arguments and volumes (the in-cluster kubeconfig from
+    the ConfigMap, a member kubeconfig from the Secret) exports a service, imports it, removes a
+    stale import and takes the Lease; every request it made in each cluster is authorized by what
+    that identity is bound to: the ServiceAccount's bindings here, the ClusterRole in the member."""
+    objs = render(VARIANTS["with-controller"])
+    dep = named(objs, "Deployment", "mcsdns-controller")
+    args = pod(dep)["containers"][0]["args"]
+    members = cluster_args(args)[:2]
+    assert args[0] == "controller"
+    kept = [a for a in args[1:] if not a.startswith(("--cluster=", "--health"))]
+    cluster_flags, perms = _members(objs, dep, members, apis, tmp_path)
+    kept += cluster_flags
     local, member = apis
     for o in _service("shop", "web") + [{"apiVersion": f"{MCS}/v1beta1", "kind": "ServiceExport",
                                          "metadata": {"name": "web", "namespace": "shop"}}]:

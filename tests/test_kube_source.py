@@ -76,8 +76,8 @@ def kubeconfig(api: KubeAPI, tmp_path: Path) -> Path:
     return api.write_kubeconfig(tmp_path / "kubeconfig")
 
 
-def example_queries() -> list[tuple[str, str]]:
-    """Every name the example objects define, with the types a client asks."""
+def example_names() -> list[tuple[str, str]]:
+    """Every name the example objects define (service, SRV, per-endpoint), with the types a client asks."""
     qs: list[tuple[str, str]] = []
     for o in example_objects():
         md = o["metadata"]
@@ -90,7 +90,12 @@ def example_queries() -> list[tuple[str, str]]:
             svc = f"{md['labels'][SERVICE]}.{md['namespace']}.svc.{Z}"
             qs += [(f"{e['hostname']}.{md['labels'][CLUSTER]}.{svc}", "A") for e in o["endpoints"]
                    if e.get("hostname")]
-    return qs + [(f"nope.shop.svc.{Z}", "A")]
+    return qs
+
+
+def example_queries() -> list[tuple[str, str]]:
+    """`example_names` and a name that does not exist."""
+    return example_names() + [(f"nope.shop.svc.{Z}", "A")]
 
 
 def test_initial_sync_answers_match_the_manifest_source(api: KubeAPI, kubeconfig: Path,

@@ -21,7 +21,7 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rdatatype
-from helpers import EXAMPLE, REPO, Server, free_port, stop_process, wait_for
+from helpers import EXAMPLE, REPO, Server, drain, free_port, stop_process, wait_for
 
 from mcsdns.server import stop_tcp_intake, stop_udp_intake
 
@@ -317,15 +317,6 @@ def group(kind: socket.SocketKind, port: int, n: int = 2) -> list[socket.socket]
     return out
 
 
-def queued(s: socket.socket) -> list[bytes]:
-    out = []
-    while True:
-        try:
-            out.append(s.recv(100))
-        except BlockingIOError:
-            return out
-
-
 def test_udp_intake_stops_and_the_queue_stays_readable() -> None:
     """What the hand-over relies on: closing a UDP socket of a SO_REUSEPORT group drops its
     queued datagrams; after stop_udp_intake the group's other socket gets every new one,
@@ -340,12 +331,12 @@ def test_udp_intake_stops_and_the_queue_stays_readable() -> None:
             time.sleep(0.1)
 
         send(b"before")
-        on_a = len(queued(a))
-        assert 0 < on_a < len(clients) and on_a + len(queued(b)) == len(clients)  # spread over both
+        on_a = len(drain(a))
+        assert 0 < on_a < len(clients) and on_a + len(drain(b)) == len(clients)  # spread over both
         send(b"queued")
         stop_udp_intake(a.fileno())
         send(b"after")
-        kept, got_b = queued(a), queued(b)
+        kept, got_b = drain(a), drain(b)
         assert kept and all(d.startswith(b"queued") for d in kept)
         assert len([d for d in got_b if d.startswith(b"after")]) == len(clients)
         assert len(kept) + len(got_b) == 2 * len(clients)  # none lost
@@ -354,7 +345,7 @@ def test_udp_intake_stops_and_the_queue_stays_readable() -> None:
         c, d = group(socket.SOCK_DGRAM, port)  # the same without stop_udp_intake
         send(b"dropped")
         c.close()
-        assert len(queued(d)) < len(clients)
+        assert len(drain(d)) < len(clients)
         d.close()
     finally:
         for s in (a, b, *clients):

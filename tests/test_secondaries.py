@@ -19,6 +19,7 @@ import dns.rdatatype
 import dns.zone
 import pytest
 from helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, wait_for
+from knot_conf import secondary_conf
 
 ZONE = "clusterset.local."
 SECRET = base64.b64encode(b"mcsdns-secondaries-test-key-4567").decode()
@@ -36,41 +37,7 @@ def unconfined(binary: str, tmp: Path) -> str:
 
 
 def knotd(tmp: Path, port: int, primary: int) -> list[str]:
-    (tmp / "knot.conf").write_text(f"""server:
-    rundir: "{tmp}"
-    listen: 127.0.0.1@{port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-log:
-  - target: stderr
-    any: info
-database:
-    storage: "{tmp}"
-key:
-  - id: xfr-key
-    algorithm: hmac-sha256
-    secret: {SECRET}
-remote:
-  - id: primary
-    address: 127.0.0.1@{primary}
-    key: xfr-key
-acl:
-  - id: notify-from-primary
-    address: 127.0.0.1
-    key: xfr-key
-    action: notify
-template:
-  - id: default
-    storage: "{tmp}"
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: changes
-zone:
-  - domain: clusterset.local
-    master: primary
-    acl: notify-from-primary
-""")
+    (tmp / "knot.conf").write_text(secondary_conf(tmp, port, primary, SECRET))
     return [unconfined("knotd", tmp), "-c", str(tmp / "knot.conf")]
 
 

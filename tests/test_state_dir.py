@@ -19,10 +19,10 @@ import dns.flags
 import dns.message
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, Server, run_server, wait_for
+from helpers import Server, run_server, wait_for
 from kubeapi import KubeAPI
-
-from mcsdns.sources.files import load_file
+from test_kube_source import example_names as example_queries
+from test_kube_source import example_objects
 
 Z = "clusterset.local"
 MCS = "multicluster.x-k8s.io"
@@ -36,27 +36,6 @@ def service_import(name: str, ns: str, ips: list[str]) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": ns},
             "spec": {"type": "ClusterSetIP", "ips": ips,
                      "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
-
-
-def example_objects() -> list[dict[str, Any]]:
-    return [o for p in sorted(EXAMPLE.glob("*.yaml")) for o in load_file(p)]
-
-
-def example_queries() -> list[tuple[str, str]]:
-    """Every name the example defines (service, SRV, per-endpoint), with the types asked."""
-    qs: list[tuple[str, str]] = []
-    for o in example_objects():
-        md = o["metadata"]
-        if o["kind"] == "ServiceImport":
-            base = f"{md['name']}.{md['namespace']}.svc.{Z}"
-            qs += [(base, "A"), (base, "AAAA"), (base, "SRV")]
-            qs += [(f"_{p['name']}._{p['protocol'].lower()}.{base}", "SRV")
-                   for p in o["spec"]["ports"] if p.get("name")]
-        elif o["kind"] == "EndpointSlice":
-            svc = f"{md['labels'][SERVICE]}.{md['namespace']}.svc.{Z}"
-            qs += [(f"{e['hostname']}.{md['labels'][CLUSTER]}.{svc}", "A") for e in o["endpoints"]
-                   if e.get("hostname")]
-    return qs
 
 
 def answer(m: dns.message.Message) -> tuple[str, bool, list[str], list[str]]:

@@ -118,18 +118,25 @@ def hog(src: str, srv: Server, n: int) -> list[socket.socket]:
     return out
 
 
+def hog_while_another_asks(srv: Server, n: int) -> list[socket.socket]:
+    """Five times: client A (127.0.0.2) opens `n` more idle connections, then client B
+    (127.0.0.3) asks over TCP and is answered within 0.5 s. A's connections."""
+    held: list[socket.socket] = []
+    for _ in range(5):
+        held += hog("127.0.0.2", srv, n)
+        t = time.monotonic()
+        with connect_from("127.0.0.3", srv) as b:
+            assert tcp_answer(b, timeout=1).answer
+        assert time.monotonic() - t < 0.5
+    return held
+
+
 def test_a_client_at_its_limit_never_stops_another_clients_query(tmp_path: Path) -> None:
     # client A (127.0.0.2) opens 3x its limit, idle, and reconnects as they close; client B
     # (127.0.0.3) asks over TCP between A's bursts and must be answered at once every time
     with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "20",
                      "--tcp-max-conns-per-client", "8"], tmp_path) as srv:
-        held: list[socket.socket] = []
-        for _ in range(5):
-            held += hog("127.0.0.2", srv, 24)
-            t = time.monotonic()
-            with connect_from("127.0.0.3", srv) as b:
-                assert tcp_answer(b, timeout=1).answer
-            assert time.monotonic() - t < 0.5
+        held = hog_while_another_asks(srv, 24)
         assert srv.metric('mcsdns_tcp_connections_evicted_total{limit="client"}') >= 5 * 24 - 8
         assert sum(not closed(c, 0.01) for c in held) == 8
         assert srv.metric("mcsdns_tcp_connections ") <= 9
@@ -140,13 +147,7 @@ def test_a_client_at_its_limit_never_stops_another_clients_query(tmp_path: Path)
 def test_a_client_filling_the_whole_table_never_stops_another_clients_query(tmp_path: Path) -> None:
     # (the default --tcp-max-conns-per-client, 100, lets one client fill the table of 20)
     with run_server(["--manifests", str(EXAMPLE), "--tcp-max-conns", "20"], tmp_path) as srv:
-        held: list[socket.socket] = []
-        for _ in range(5):
-            held += hog("127.0.0.2", srv, 25)
-            t = time.monotonic()
-            with connect_from("127.0.0.3", srv) as b:
-                assert tcp_answer(b, timeout=1).answer
-            assert time.monotonic() - t < 0.5
+        held = hog_while_another_asks(srv, 25)
         assert srv.metric("mcsdns_tcp_connections_rejected_total") == 0
         for c in held:
             c.close()

@@ -179,17 +179,21 @@ def test_signed_queries_without_keys_get_badkey_and_with_a_key_are_signed(
             assert r.rcode() == dns.rcode.NOTAUTH and r.tsig_error == dns.rcode.BADSIG
 
 
+def two_changes(srv: Server, mdir: Path) -> tuple[int, int, int]:
+    """The serial before, after one change of api's address and after another."""
+    serials = [soa_serial(srv)]
+    for ip in ("10.77.0.1", "10.77.0.2"):
+        (mdir / "live.yaml").write_text(clusterset_ip("api", ip))
+        assert wait_for(lambda: soa_serial(srv) != serials[-1], 5)
+        serials.append(soa_serial(srv))
+    return serials[0], serials[1], serials[2]
+
+
 def test_serial_grows_per_change_and_ixfr_follows(mdir: Path, tmp_path: Path) -> None:
     with run_server(["--manifests", str(mdir), "--allow-transfer", "127.0.0.1"], tmp_path) as srv:
         zone = dns.zone.Zone(ZONE, relativize=False)
         dns.query.inbound_xfr("127.0.0.1", zone, port=srv.port, timeout=5)
-        s0 = soa_serial(srv)
-        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.1"))
-        assert wait_for(lambda: soa_serial(srv) != s0, 5)
-        s1 = soa_serial(srv)
-        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.2"))
-        assert wait_for(lambda: soa_serial(srv) != s1, 5)
-        s2 = soa_serial(srv)
+        s0, s1, s2 = two_changes(srv, mdir)
         assert s0 < s1 < s2
         # IXFR from s0: two deltas, applied by dnspython to its copy of the zone
         q, _ = dns.xfr.make_query(zone)
@@ -220,13 +224,7 @@ def test_serial_survives_restart_with_state_dir(mdir: Path, tmp_path: Path) -> N
     args = ["--manifests", str(mdir), "--state-dir", str(state)]
     with run_server(args, tmp_path) as srv:
         assert wait_for(lambda: (state / "serial").exists(), 5)
-        s0 = soa_serial(srv)
-        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.1"))
-        assert wait_for(lambda: soa_serial(srv) != s0, 5)
-        s1 = soa_serial(srv)
-        (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.2"))
-        assert wait_for(lambda: soa_serial(srv) != s1, 5)
-        s2 = soa_serial(srv)
+        s0, s1, s2 = two_changes(srv, mdir)
     assert s2 > s1 > s0
     with run_server(args, tmp_path) as srv:  # same content: same serial
         assert wait_for(lambda: soa_serial(srv) == s2, 5)
