@@ -30,8 +30,9 @@ import dns.message  # noqa: E402
 
 from bench.gen_clusterset import generate  # noqa: E402
 from mcsdns.app import Config  # noqa: E402
-from mcsdns.roles.loader import loader_for  # noqa: E402
+from mcsdns.roles.loader import Loader, loader_for  # noqa: E402
 from mcsdns.server import _batchio  # noqa: E402
+from mcsdns.server.pipeline import Pipeline  # noqa: E402
 from mcsdns.server.udp import DURATION_BOUNDS_NS, RequestTimer  # noqa: E402
 
 
@@ -45,7 +46,7 @@ def queries(path: Path, n: int) -> list[bytes]:
     return out
 
 
-async def loaded_app(data: Path) -> App:
+async def loaded_app(data: Path) -> Loader:
     """mcsdns answering from the generated clusterset (sources started, zone loaded), no sockets."""
     generate(data, 1000, 10000, 3)
     loader = loader_for(Config(listen=[], manifests=str(data / "manifests")))
@@ -55,7 +56,7 @@ async def loaded_app(data: Path) -> App:
     while not loader.synced():  # answer from the data, not SERVFAIL
         await asyncio.sleep(0.01)
     app.zone.set_loaded()
-    return app
+    return loader
 
 
 def timing_costs(timer: RequestTimer, reps: int = 200_000) -> tuple[float, float]:
@@ -79,7 +80,7 @@ def timing_costs(timer: RequestTimer, reps: int = 200_000) -> tuple[float, float
 class Bench:
     """Queries sent from a client socket and served by `_batchio.serve` on a server socket."""
 
-    def __init__(self, app: App, qs: list[bytes], timer: RequestTimer) -> None:
+    def __init__(self, app: Pipeline, qs: list[bytes], timer: RequestTimer) -> None:
         self.app, self.qs, self.timer, self.k = app, qs, timer, 0
         self.srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.srv.bind(("127.0.0.1", 0))
@@ -113,9 +114,9 @@ class Bench:
 
 
 async def measure(a: argparse.Namespace) -> None:
-    app = await loaded_app(a.data)
+    loader = await loaded_app(a.data)
     timer = RequestTimer()
-    bench = Bench(app, queries(a.data / "queries" / f"{a.mix}.txt", 1000), timer)
+    bench = Bench(loader.pipeline, queries(a.data / "queries" / f"{a.mix}.txt", 1000), timer)
     observe_ns, plain_ns = timing_costs(timer)
     print(f"mix {a.mix}; observe() per batch: {observe_ns:,.0f} ns; plain path timing per query: "
           f"{plain_ns:,.0f} ns (the C side reads CLOCK_MONOTONIC twice per batch either way)\n")
