@@ -29,7 +29,6 @@ log = logging.getLogger("mcsdns.query")
 _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
 _AR0, _AR1 = b"\x00\x00", b"\x00\x01"
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
-_TSIG_FIXED = 26  # octets of a TSIG RR besides its key name, algorithm name and MAC
 
 SLOW_PATH = define("mcsdns_dns_slow_path_total", "counter", "Queries off the fast path, by outcome "
                    "(parsed, formerr, notimp, badvers, dropped; tsig_signed, tsig_badkey, tsig_badsig, "
@@ -160,26 +159,16 @@ class Handler:
         return out
 
     def _signed(self, data: bytes, q: Query, tcp: bool) -> bytes:
-        """A TSIG-signed query: NOTAUTH with an unsigned TSIG error for an unknown key
-        or a bad MAC (RFC 8945 5.2, 5.3.2); else the answer, signed."""
-        try:
-            rr = tsig.parse(data, q.tsig)
-            key, err = tsig.check(self.tsig_keys, data, rr)
-        except FormErr as e:
+        """A TSIG-signed query: refused as `tsig.verify` decides, else the answer, signed."""
+        v = tsig.verify(self.tsig_keys, data, q, (OPT_DO1 if q.do else OPT_DO0) if q.edns else b"")
+        if v.rr is None:
             self.slow_count["formerr"] += 1
-            log.debug("FORMERR: %s", e)
-            return error_response(data, Rcode.FORMERR)
-        opt = (OPT_DO1 if q.do else OPT_DO0) if q.edns else b""
-        if err:  # every failure, BADKEY (key None) included
-            self._tsig_log.log(rr.name[:64].decode("ascii", "replace"), logging.WARNING,
-                               "signed query refused: %s", tsiglog.failure(rr, err))
-        if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
-            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
-            return tsig.unsigned_error(header_only(q, Rcode.NOTAUTH, opt), rr, err)
-        signer = tsig.Signer(key, rr)
-        if err:
-            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
-            return signer.sign(header_only(q, Rcode.NOTAUTH, opt), err)
+            log.debug("FORMERR: %s", v.why)
+        elif v.error:  # every failure, BADKEY included
+            self._tsig_log.log(v.rr.name[:64].decode("ascii", "replace"), logging.WARNING,
+                               "signed query refused: %s", tsiglog.failure(v.rr, v.error))
+            self.slow_count["tsig_" + tsig.ERROR_NAMES[v.error].lower()] += 1
+        if v.signer is None:
+            return v.refusal
         self.slow_count["tsig_signed"] += 1
-        reserve = len(key.name) + len(key.algorithm) + key.mac_size + _TSIG_FIXED
-        return signer.sign(self._answer(q, tcp, reserve))
+        return v.signer.sign(self._answer(q, tcp, v.signer.size))

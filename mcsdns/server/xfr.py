@@ -20,7 +20,6 @@ from typing import Any
 
 from ..dns import header, tsig
 from ..dns.errors import Drop, FormErr
-from ..dns.header import error_response
 from ..dns.message import Query, header_only, parse_query
 from ..dns.names import decode_name, skip_name
 from ..dns.rdata import serial_in_message, with_serial
@@ -124,28 +123,19 @@ class Transfers:
             return None  # the handler drops or answers FORMERR
         return self._respond(msg, q, peer)
 
-    def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:  # noqa: C901 - to split with the DNS wire layer
+    def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:
         signer: tsig.Signer | None = None
         allowed = self.allowed(peer)
         if q.tsig >= 0:
-            try:
-                rr = tsig.parse(msg, q.tsig)
-                key, err = tsig.check(self.keys, msg, rr)
-            except FormErr:
-                yield error_response(msg, Rcode.FORMERR)
-                return
-            if err:  # every failure, BADKEY (key None) included; the line states the ACL check
+            v = tsig.verify(self.keys, msg, q)
+            if v.rr is not None and v.error:  # every failure, BADKEY included; the line states the ACL check
                 acl = "" if allowed else "; not in --allow-transfer"
-                self._refused(q, peer, tsiglog.failure(rr, err) + acl, logging.WARNING)
-            if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
+                self._refused(q, peer, tsiglog.failure(v.rr, v.error) + acl, logging.WARNING)
                 self._count(q.qtype, "notauth")
-                yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
+            if v.signer is None:
+                yield v.refusal
                 return
-            signer = tsig.Signer(key, rr)
-            if err:
-                self._count(q.qtype, "notauth")
-                yield signer.sign(header_only(q, Rcode.NOTAUTH), err)
-                return
+            signer = v.signer
         rcode = 0
         why = ""
         if not allowed:
