@@ -14,15 +14,16 @@ import logging
 from collections import Counter
 
 from ..dns import tsig
-from ..dns.answer import EDNS_SIZE, MAX_TCP, OPT_DO0, OPT_DO1, UDP_MIN, Answer, header_index, opt_record
+from ..dns.answer import EDNS_SIZE, MAX_TCP, OPT_DO0, OPT_DO1, UDP_MIN, header_index, opt_record
 from ..dns.errors import Drop, FormErr
 from ..dns.header import error_response
-from ..dns.message import Query, header_only, options_fit, parse_query
+from ..dns.message import Query, header_only, options_fit, parse_query, question_end
 from ..dns.types import Rcode
 from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from . import tsiglog
-from .cache import ResponseCache, next_body, with_serial
+from .cache import ResponseCache
+from .response import render
 
 log = logging.getLogger("mcsdns.query")
 
@@ -64,7 +65,7 @@ class Handler:
         try:
             if data[2] & 0xF8 or data[4:10] != _QD1:
                 return self._slow(data, tcp)
-            qend = data.find(0, 12) + 5  # end of the question, if its name is uncompressed
+            qend = question_end(data)  # confirmed by cache.lookup
             rest = len(data) - qend
             if rest == 0 and data[10:12] == _AR0 and qend > 4:
                 idx = (data[2] & 1) | ((data[3] >> 3) & 2)
@@ -91,30 +92,12 @@ class Handler:
         ans = cache.lookup(q)
         if ans is None:
             return self._slow(data, tcp)
-        fits = ans.size + len(q) + len(opt) + 12 <= limit
-        if fits:
-            hdr = ans.hdrs[idx]
-            out = data[:2] + hdr + q + (ans.bodies[0] if ans.n == 1 else next_body(ans, ans.bodies)) + opt
-            serial_at = ans.serial_at + len(opt) if ans.serial_at else 0
-            if serial_at:
-                out = with_serial(out, serial_at, cache.serial)
-        else:
-            out = self._fit(data[:2], ans, idx, q, opt, limit)
-        if rest > 11 or (ans.n > 1 and not fits):  # rest > 11: EDNS options
+        out = render(data[:2], ans, idx, q, opt, limit, cache.serial)
+        if rest > 11:  # EDNS options: not kept
             cache.count(ans, tcp, out)
-        elif fits:
-            cache.keep(tcp, data, q, out, ans, hdr, opt, serial_at)
         else:
-            cache.keep(tcp, data, q, out, ans, b"", opt, 0)
+            cache.keep(tcp, data, q, out, ans, idx, opt, limit)
         return out
-
-    def _fit(self, qid: bytes, ans: Answer, idx: int, q: bytes, opt: bytes, limit: int) -> bytes:
-        """The response when the whole answer does not fit: without Additional, else
-        truncated (TC, no records)."""
-        fb = ans.fallback
-        if fb is not None and fb.size + len(q) + len(opt) + 12 <= limit:
-            return qid + fb.hdrs[idx] + q + next_body(fb, fb.bodies) + opt
-        return qid + ans.tc_hdrs[idx] + q + opt
 
     def _slow(self, data: bytes, tcp: bool) -> bytes | None:
         try:
@@ -148,13 +131,7 @@ class Handler:
         cache = self.cache
         ans = cache.answer(q.qname.lower(), q.question[-4:])
         limit = MAX_TCP if tcp else (min(max(q.edns_size, UDP_MIN), EDNS_SIZE) if q.edns else UDP_MIN)
-        limit -= reserve
-        if ans.size + len(q.question) + len(opt) + 12 <= limit:
-            out = q.id + ans.hdrs[idx] + q.question + next_body(ans, ans.bodies) + opt
-            if ans.serial_at:
-                out = with_serial(out, ans.serial_at + len(opt), cache.serial)
-        else:
-            out = self._fit(q.id, ans, idx, q.question, opt, limit)
+        out = render(q.id, ans, idx, q.question, opt, limit - reserve, cache.serial)
         cache.count(ans, tcp, out)
         return out
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..dns import header, tsig
 from ..dns.errors import Drop, FormErr
-from ..dns.message import Query, header_only, parse_query
+from ..dns.message import Query, header_only, parse_query, question_end
 from ..dns.names import decode_name, skip_name
 from ..dns.rdata import serial_in_message, with_serial
 from ..dns.types import Rcode, RRClass, RRType
@@ -114,7 +114,7 @@ class Transfers:
 
     def stream(self, msg: bytes, peer: Any) -> Iterator[bytes] | None:
         """Responses to a TCP AXFR/IXFR query; None when `msg` is no such query."""
-        end = msg.find(0, 12) + 5
+        end = question_end(msg)  # confirmed by parse_query
         if end < 17 or len(msg) < end or msg[2] & 0xF8 or msg[end - 4] or msg[end - 3] not in _XFR:
             return None
         try:
