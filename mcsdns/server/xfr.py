@@ -124,6 +124,9 @@ class Transfers:
         return self._respond(msg, q, peer)
 
     def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:
+        """The messages answering a transfer query: refused (TSIG, ACL, zone, state,
+        load), FORMERR for an IXFR without the client's SOA, else the transfer, signed
+        when the query was."""
         signer: tsig.Signer | None = None
         allowed = self.allowed(peer)
         if q.tsig >= 0:
@@ -136,18 +139,7 @@ class Transfers:
                 yield v.refusal
                 return
             signer = v.signer
-        rcode = 0
-        why = ""
-        if not allowed:
-            rcode, why = Rcode.REFUSED, "not in --allow-transfer"
-        elif self.keys and signer is None:
-            rcode, why = Rcode.REFUSED, "not signed with the transfer key"
-        elif q.qname.lower() != self.zone.origin or q.qclass != RRClass.IN:
-            rcode, why = Rcode.REFUSED, "not our zone"
-        elif not self.versions.established:
-            rcode, why = Rcode.SERVFAIL, "zone not synced yet"
-        elif self.active >= MAX_ACTIVE:
-            rcode, why = Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
+        rcode, why = self._denial(q, allowed, signer is not None)
         if rcode:
             self._refused(q, peer, why)
             self._count(q.qtype, "refused" if rcode == Rcode.REFUSED else "servfail")
@@ -178,6 +170,20 @@ class Transfers:
                 yield signer.sign(out) if signer else out
         finally:
             self.active -= 1
+
+    def _denial(self, q: Query, allowed: bool, signed: bool) -> tuple[int, str]:
+        """(rcode, why) for a transfer not made now, else (0, "")."""
+        if not allowed:
+            return Rcode.REFUSED, "not in --allow-transfer"
+        if self.keys and not signed:
+            return Rcode.REFUSED, "not signed with the transfer key"
+        if q.qname.lower() != self.zone.origin or q.qclass != RRClass.IN:
+            return Rcode.REFUSED, "not our zone"
+        if not self.versions.established:
+            return Rcode.SERVFAIL, "zone not synced yet"
+        if self.active >= MAX_ACTIVE:
+            return Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
+        return 0, ""
 
     def _axfr(self) -> Iterator[Record]:
         """SOA, every record of the zone (as of now), SOA."""
