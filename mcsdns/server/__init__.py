@@ -1,4 +1,4 @@
-"""Serving: answering (`handler`, with the `cache` of responses), the one owner of
+"""Serving: answering (`handler`, with the `cache` of responses laid out by `response`), the one owner of
 the zone version (`publisher`), the UDP and TCP listeners (`udp`, `tcp`, and the C
 extension `_batchio` for batched UDP), zone transfers (`xfr`), NOTIFY (`notify`) and
 the --state-dir writer (`statekeeper`). This file: socket helpers for the listeners.
