@@ -12,7 +12,7 @@ from . import flags
 from .app import Config
 from .controller.cli import add_parser as add_controller
 from .diagnose.cli import add_parser as add_diagnose
-from .dns import tsig
+from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text
 from .server.cache import CACHE_BYTES
@@ -119,7 +119,7 @@ def _add_transfer_args(s: argparse.ArgumentParser) -> None:
                    help="TSIG keys (repeatable): BIND's key file (tsig-keygen), knot's (keymgr -t), "
                         "or NAME:ALGORITHM:BASE64SECRET lines. With keys, transfers must be signed "
                         "with one; signed queries are verified and answered signed; NOTIFY is "
-                        f"signed with the first. Without this and --tsig-key: ${tsig.ENV}")
+                        f"signed with the first. Without this and --tsig-key: ${tsigkeys.ENV}")
     x.add_argument("--tsig-key", action="append", default=[], metavar="NAME:ALGORITHM:BASE64SECRET",
                    help="a TSIG key on the command line (repeatable; visible in ps: prefer a file)")
     x.add_argument("--tsig-allow-weak", action="store_true",
@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "records":
             return asyncio.run(print_records(cfg, args.timeout))
         try:
-            cfg.tsig_keys = tsig.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
-                                                 args.tsig_allow_weak)
+            cfg.tsig_keys = tsigkeys.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
+                                                     args.tsig_allow_weak)
         except ValueError as e:
             raise flags.ConfigError(e) from None
         return serve(cfg, args.tsig_key)
@@ -191,7 +191,7 @@ def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
     if tsig_on_command_line:
         logging.getLogger("mcsdns").warning(
             "--tsig-key shows the secret to anyone who can list processes: prefer --tsig-key-file "
-            "or $%s", tsig.ENV)
+            "or $%s", tsigkeys.ENV)
     if cfg.workers > 1:
         from .roles.supervisor import Supervisor
 

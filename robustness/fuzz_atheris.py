@@ -190,7 +190,7 @@ def main() -> int:
 
     with atheris.instrument_imports(include=["mcsdns"]):
         import mcsdns.app  # noqa: F401  (every module of the packet path, instrumented)
-        from mcsdns.dns import tsig
+        from mcsdns.ops import tsigkeys
         from mcsdns.server import _batchio
     from helpers import drain, example_handlers
 
@@ -198,7 +198,7 @@ def main() -> int:
 
     print(extension_report(), flush=True)
     time.time = lambda: float(FUZZ_TIME)  # see the module docstring
-    key = tsig.parse_key(KEY)
+    key = tsigkeys.parse_key(KEY)
     hc, hp = example_handlers()
     for h in (hc, hp):
         h.tsig_keys[key.name] = key

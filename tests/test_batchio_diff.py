@@ -9,19 +9,27 @@ in step."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import shutil
 import socket
+import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 
+import dns.flags
+import dns.message
+import dns.rdatatype
 import pytest
-from helpers import REPO, drain, example_handlers
+from helpers import EXAMPLE, REPO, drain, example_handlers, headless
 
+from mcsdns.app import App, Config
 from mcsdns.server.handler import Handler
 
 sys.path.insert(0, str(REPO))
-from robustness.packets import hostile, query, variant  # noqa: E402
+from robustness.packets import hostile, query, variant, wire_name  # noqa: E402
 
 pytest.importorskip("mcsdns.server._batchio")
 
@@ -32,9 +40,10 @@ CLIENTS = 3  # per side: answers must go back to the socket that asked
 BUF = 4 << 20  # socket buffers: a burst is read, and answered, whole
 
 
-def bursts(rng: random.Random, total: int) -> Iterator[list[tuple[int, bytes]]]:
+def bursts(rng: random.Random, total: int,
+           fresh: Callable[[random.Random], bytes] = query) -> Iterator[list[tuple[int, bytes]]]:
     """Bursts of (client, datagram), `total` datagrams in all: mostly queries seen
-    before (cache hits) and their variants, fresh and hostile queries, random bytes
+    before (cache hits) and their variants, `fresh` and hostile queries, random bytes
     of any length up to MAX_UDP; many bursts longer than a batch."""
     seen: list[bytes] = []
     edges = [0, 1, 2, 3, 11, 12, 13, MAX_UDP - 1, MAX_UDP]  # each once, then random lengths
@@ -58,7 +67,7 @@ def bursts(rng: random.Random, total: int) -> Iterator[list[tuple[int, bytes]]]:
                 if rng.random() < 0.3:
                     seen.append(msg)
             elif r < 0.85:
-                msg = query(rng)
+                msg = fresh(rng)
                 seen.append(msg)
             else:
                 msg = hostile(rng)
@@ -110,17 +119,19 @@ def serve_python(sock: socket.socket, h: Handler, errors: list[tuple[bytes, str]
             sock.sendto(out, addr)
 
 
-def test_c_and_python_paths_answer_a_hostile_stream_identically() -> None:
-    hc, hp = example_handlers()
-    rng = random.Random(18)
+def differential(hc: Handler, hp: Handler, stream: Iterator[list[tuple[int, bytes]]],
+                 rng: random.Random) -> tuple[list[list[bytes]], int]:
+    """Send `stream` to both sides (a new SOA serial every tenth burst); the answers
+    each client got, checked equal on both sides, and the bursts longer than a batch."""
     errors_c: list[tuple[bytes, str]] = []
     errors_p: list[tuple[bytes, str]] = []
-    answered = over_batch = 0
+    answers: list[list[bytes]] = []
+    over_batch = 0
     with ExitStack() as stack:
         srv_c, srv_p = udp_socket(stack), udp_socket(stack)
         cli_c = [udp_socket(stack) for _ in range(CLIENTS)]
         cli_p = [udp_socket(stack) for _ in range(CLIENTS)]
-        for b, burst in enumerate(bursts(rng, 3000)):
+        for b, burst in enumerate(stream):
             if b % 10 == 9:  # a new SOA serial, which cached negative answers must carry from now on
                 serial = rng.randbytes(4)
                 for h in (hc, hp):
@@ -136,8 +147,57 @@ def test_c_and_python_paths_answer_a_hostile_stream_identically() -> None:
                 got_c, got_p = drain(cli_c[j]), drain(cli_p[j])
                 asked = [m.hex() for k, m in burst if k == j]
                 assert got_c == got_p, f"burst {b}, client {j}: queries {asked}"
-                answered += len(got_c)
+                answers.append(got_c)
     assert errors_c == errors_p
+    return answers, over_batch
+
+
+def test_c_and_python_paths_answer_a_hostile_stream_identically() -> None:
+    hc, hp = example_handlers()
+    rng = random.Random(18)
+    answers, over_batch = differential(hc, hp, bursts(rng, 3000), rng)
+    answered = sum(map(len, answers))
     assert answered > 1500 and over_batch >= 5  # most of the stream was answered; many long bursts
     hits = hc.cache.hits()
     assert hits > 500 and hits == hp.cache.hits()  # many answers came from the cache in C
+
+
+BIG = [(f"big{n}", n) for n in (6, 8, 16, 40)]  # headless services of n endpoints
+
+
+def big_query(rng: random.Random) -> bytes:
+    """A query (EDNS or not, any size) for A, SRV or ANY of a BIG service's names."""
+    name, _ = rng.choice(BIG)
+    name = rng.choice(("", "_http._tcp.")) + name + ".big.svc.clusterset.local."
+    msg = bytearray(query(rng, name))
+    end = 12 + len(wire_name(name))
+    msg[end:end + 4] = struct.pack("!HH", rng.choice((1, 33, 255)), 1)
+    return bytes(msg)
+
+
+def big_handlers(tmp: Path) -> tuple[Handler, Handler]:
+    """Two loads (same serial) of the example plus headless services whose A, SRV and
+    ANY answers do not fit 512 octets: sent without Additional, or truncated."""
+    d = tmp / "m"
+    shutil.copytree(EXAMPLE, d)
+    (d / "big.yaml").write_text("---\n".join(headless(name, n) for name, n in BIG))
+    for _ in range(3):
+        a, b = (App(Config(listen=[], manifests=str(d))) for _ in range(2))
+        assert not asyncio.run(a.load_once(10.0)) and not asyncio.run(b.load_once(10.0))
+        if a.zone.serial == b.zone.serial:
+            return a.handler, b.handler
+    raise AssertionError("no two loads within the same second")
+
+
+def test_c_and_python_paths_agree_on_answers_too_large_for_the_client(tmp_path: Path) -> None:
+    """Answers cut to their fallback (no Additional) or truncated, rotating or not,
+    kept and answered in C or in Python: the same bytes."""
+    hc, hp = big_handlers(tmp_path)
+    rng = random.Random(28)
+    answers, _ = differential(hc, hp, bursts(rng, 2000, big_query), rng)
+    msgs = [dns.message.from_wire(m) for got in answers for m in got if len(m) > 12 and not m[3] & 0xF]
+    srv = [m for m in msgs if m.question and m.question[0].rdtype == dns.rdatatype.SRV and m.answer]
+    assert sum(1 for m in msgs if m.flags & dns.flags.TC) > 10  # truncated
+    assert sum(1 for m in srv if not m.flags & dns.flags.TC and not m.additional) > 10  # fallback
+    assert sum(1 for m in srv if m.additional) > 10  # whole
+    assert hc.cache.hits() > 200 and hc.cache.hits() == hp.cache.hits()

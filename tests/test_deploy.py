@@ -33,8 +33,8 @@ from helpers import EXAMPLE, REPO, run_server, tool
 from kubeapi import KubeAPI
 
 from mcsdns.cli import build_parser
-from mcsdns.dns import tsig
 from mcsdns.kube import permissions
+from mcsdns.ops import tsigkeys
 from mcsdns.server.listeners import HANDOFF
 from mcsdns.sources.files import load_file
 
@@ -468,7 +468,7 @@ def test_server_tsig_keys_come_from_an_optional_secret_not_the_command_line() ->
     ns = build_parser().parse_args(server["args"])
     assert ns.tsig_key == [] and ns.tsig_key_file == []  # else $MCSDNS_TSIG_KEY is ignored
     env = {e["name"]: e for e in server["env"]}
-    ref = env[tsig.ENV]["valueFrom"]["secretKeyRef"]
+    ref = env[tsigkeys.ENV]["valueFrom"]["secretKeyRef"]
     assert ref["optional"] is True and ref["name"] and ref["key"]
 
 

@@ -216,7 +216,7 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
 def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
     pytest.importorskip("mcsdns.server._batchio")
     from mcsdns.server import _batchio as batchio
-    from mcsdns.server.cache import Canned
+    from mcsdns.server.response import Canned
 
     table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, ("A", "NOERROR"), 70_002),
                                   b"-odd": "not a Canned", b"-ok": Canned(b"cached", ("A", "NOERROR"), 8)}
@@ -238,7 +238,7 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
     to a negative count)."""
     pytest.importorskip("mcsdns.server._batchio")
     from mcsdns.server import _batchio as batchio
-    from mcsdns.server.cache import Canned
+    from mcsdns.server.response import Canned
 
     c = Canned(b"cached", ("A", "NOERROR"), 8)
     c.hits = sys.maxsize - 1
@@ -253,15 +253,15 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
 
 
 def test_response_cache_works_without_the_extension() -> None:
-    # where _batchio is not built, cache.Canned gets its fields from mcsdns.server._canned
+    # where _batchio is not built, response.Canned gets its fields from mcsdns.server._canned
     code = """
 import sys
 sys.modules["mcsdns.server._batchio"] = None  # as if it were not built
 sys.path.insert(0, "tests")
 import dns.message
-from mcsdns.server import cache
+from mcsdns.server import response
 from test_udp import _example_handler
-assert cache.Canned.__mro__[1].__module__ == "mcsdns.server._canned"
+assert response.Canned.__mro__[1].__module__ == "mcsdns.server._canned"
 h = _example_handler()
 orders = set()
 for i in range(4):

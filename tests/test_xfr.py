@@ -417,7 +417,7 @@ def test_mutated_transfer_and_tsig_queries_never_raise(i: int, flips: list[tuple
 
 
 def _xfr_stack() -> tuple[object, object, object]:
-    from mcsdns.dns.tsig import parse_key
+    from mcsdns.ops.tsigkeys import parse_key
     from mcsdns.server.cache import ResponseCache
     from mcsdns.server.handler import Handler
     from mcsdns.server.publisher import ZonePublisher

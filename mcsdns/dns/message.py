@@ -33,6 +33,16 @@ class Query:
     end_of_question: int = 12
 
 
+def question_end(msg: bytes) -> int:
+    """Where the question of a query ends, found fast: 4 octets (type, class) past the
+    first zero octet after the header, 4 or less if there is none (it may lie past the
+    end of `msg`). Exact when the name is a plain wire name (`names.is_wire_name`:
+    uncompressed, no zero octet inside a label), as every name of the zone is: callers
+    confirm the name (the fast path by looking it up, transfers by `parse_query`).
+    `read_name` is the exact reading, for the slow path and the query log."""
+    return msg.find(0, header.SIZE) + 5
+
+
 def parse_query(data: bytes) -> Query:
     """Parse a query strictly. Raises Drop, FormErr, or returns the query
     (whose opcode may still be unsupported; only then may it have no question,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..dns.names import decode_name
+from ..dns.errors import FormErr
+from ..dns.names import decode_name, read_name
 from ..dns.types import QTYPE_LABELS, RCODE_NAMES
 
 log = logging.getLogger("mcsdns.query")
@@ -26,18 +27,11 @@ _FLAGS = (("qr", 0x8000), ("aa", 0x0400), ("tc", 0x0200), ("rd", 0x0100), ("ra",
 
 def _question(q: bytes) -> tuple[str, int, int, int]:
     """Name, type, class of the first question and its end (raises IndexError or
-    ValueError on a message without a plain one: compressed, or over 255 octets)."""
-    i = 12
-    while q[i]:
-        if q[i] & 0xC0:
-            raise ValueError("compressed name")
-        i += q[i] + 1
-    if i - 12 + 1 > 255:
-        raise ValueError("name over 255 octets")
-    end = i + 5
-    if end > len(q):
+    FormErr on a message without a plain one: compressed, or over 255 octets)."""
+    name, i = read_name(q, 12, "question")
+    if i + 4 > len(q):
         raise IndexError
-    return decode_name(q[12:i + 1]), (q[i + 1] << 8) | q[i + 2], (q[i + 3] << 8) | q[i + 4], end
+    return decode_name(name), (q[i] << 8) | q[i + 1], (q[i + 2] << 8) | q[i + 3], i + 4
 
 
 def _client(peer: Any) -> tuple[str, int]:
@@ -57,7 +51,7 @@ def fields(query: bytes, response: bytes | None, proto: str, peer: Any, elapsed_
         if query[10:12] != b"\x00\x00" and query[end:end + 3] == b"\x00\x00\x29":  # OPT first
             bufsize = max(512, (query[end + 3] << 8) | query[end + 4])
             do = bool(query[end + 7] & 0x80)
-    except (IndexError, ValueError):
+    except (IndexError, FormErr):
         pass
     rcode, flags, rsize = "-", "-", 0
     if response is not None and len(response) >= 4:

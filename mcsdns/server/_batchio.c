@@ -7,6 +7,10 @@
  * then the entry's `out`, then (if `bodies` is a tuple) its next body and
  * `tail`; for a negative answer (serial_at > 0) the 4 octets of `serial` (a
  * bytearray, the zone's SOA serial) go serial_at octets before the end.
+ * That is `from_cache`, the one mirror of mcsdns/server/response.py `replayer`
+ * (tests/test_batchio_diff.py compares the two byte for byte): a change to the
+ * response layout is made in both. The key is the whole query after its ID, so
+ * no question end is needed here (Python's is dns.message.question_end).
  * Every other datagram is
  * answered by respond(data, False) (bytes, or None for no answer); if respond
  * raises, on_error(data, exc) is called and what it returns is sent the same
@@ -60,7 +64,7 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* A whole response minus its ID, kept in the response cache (handler.Canned
+/* A whole response minus its ID, kept in the response cache (response.Canned
  * subclasses it). bodies: None, or a tuple of bytes rotated through by rot. */
 typedef struct {
     PyObject_HEAD
@@ -117,7 +121,8 @@ static PyType_Spec canned_spec = {"mcsdns.server._batchio.Canned", sizeof(Canned
 static PyTypeObject *CannedType;
 
 /* Copy the cached answer `v` for datagram i into sbufs[k] and point smsgs[k]
- * at it; returns 0, or -1 if `v` cannot answer it here. */
+ * at it; returns 0, or -1 if `v` cannot answer it here. The mirror of
+ * response.replayer: ID + out [+ bodies[rot] + tail], serial patched. */
 static int from_cache(PyObject *v, int i, int k, const char *serial) {
     if (!PyObject_TypeCheck(v, CannedType)) return -1;
     Canned *c = (Canned *)v;

@@ -7,7 +7,7 @@ from ._canned import CannedBase as Canned
 BATCH: int
 Unsent = list[tuple[bytes, bytes]]
 __all__ = ["BATCH", "Canned", "Unsent", "send", "serve"]
-_C = TypeVar("_C", bound=Canned)  # the table holds Canned or a subclass (the handler's)
+_C = TypeVar("_C", bound=Canned)  # the table holds Canned or a subclass (response.Canned)
 
 # serve() and send() share static buffers: either raises RuntimeError while a call of
 # either is running (re-entered from respond()/on_error(), or from another thread).

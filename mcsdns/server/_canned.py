@@ -1,4 +1,5 @@
-"""The fields of a cached response, where the C extension (`server._batchio.Canned`) is not built."""
+"""The fields of a kept response (`response.Canned`), where the C extension
+(`server._batchio.Canned`) is not built."""
 
 from __future__ import annotations
 

@@ -22,16 +22,11 @@ from operator import attrgetter, mul
 
 from ..dns.answer import Answer, render
 from ..dns.names import is_wire_name
-from ..dns.rdata import SERIAL_SIZE
 from ..dns.types import Rcode, RRType, qtype_label
 from ..ops.stats import Put, define, put_histogram
 from ..zone.zone import Zone
 from .panics import Panics
-
-try:  # the C type lets the batched UDP path answer hits without calling Python
-    from ._batchio import Canned as _CannedBase
-except ImportError:  # not built: the same fields in Python
-    from ._canned import CannedBase as _CannedBase
+from .response import Canned, keep, replayer
 
 HOT_MAX = 16_384  # question memo entries (each key at most 259 octets)
 NEGATIVE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
@@ -58,37 +53,9 @@ CACHE_FLUSHES = define("mcsdns_cache_flushes_total", "counter",
                        "Times the response cache was emptied because it reached its byte or entry limit.")
 
 
-def with_serial(out: bytes, at: int, serial: bytearray) -> bytes:
-    """A negative response with the zone's current SOA serial `at` octets before its end."""
-    return out[:-at] + serial + out[-at + SERIAL_SIZE:]
-
-
-def next_body(x: Answer | _CannedBase, bodies: tuple[bytes, ...]) -> bytes:
-    """The next of `x`'s rotating `bodies` (the C extension does the same for its hits)."""
-    r = x.rot
-    x.rot = r + 1 if r + 1 < len(bodies) else 0
-    return bodies[r]
-
-
 def size_bucket(n: int) -> int:
     """Index of the first bound >= n (len(SIZE_BOUNDS) for +Inf)."""
     return bisect_left(SIZE_BOUNDS, n)
-
-
-class Canned(_CannedBase):
-    """A whole response minus its ID, with its hit count and metrics labels.
-    For an answer that rotates, `out` is header + question and each use
-    appends the next of `bodies` and `tail` (its OPT record); otherwise
-    `bodies` is None and `out` is all of it."""
-
-    __slots__ = ("key", "size")
-
-    def __init__(self, out: bytes, key: tuple[str, str], size: int,
-                 rotating: Answer | None = None, tail: bytes = b"", serial_at: int = 0) -> None:
-        self.out, self.hits, self.key, self.tail = out, 1, key, tail
-        self.serial_at = serial_at
-        self.bodies, self.rot = (rotating.bodies, rotating.rot) if rotating is not None else (None, 0)
-        self.size = size  # of the whole response
 
 
 Table = dict[bytes, Canned]  # whole query after the ID -> its response after the ID
@@ -117,7 +84,7 @@ class SizeHistogram:
         self.total = 0
 
     def add(self, size: int, n: int = 1) -> None:
-        self.buckets[size_bucket(size)] += n
+        self.buckets[bisect_left(SIZE_BOUNDS, size)] += n  # size_bucket, inlined: once per response not kept
         self.total += size * n
 
 
@@ -146,6 +113,7 @@ class ResponseCache:
         # the zone's SOA serial, written into every negative response sent (also by _batchio)
         self.serial = bytearray(struct.pack("!I", zone.serial))
         self.panics = Panics()  # internal errors: rendering here, answering in the listeners
+        self.hit = replayer(self.tables, self.serial)  # (query, tcp) -> the kept response, or None
 
     # ---- answers ----
 
@@ -199,26 +167,15 @@ class ResponseCache:
 
     # ---- whole responses ----
 
-    def hit(self, data: bytes, tcp: bool) -> bytes | None:
-        """The kept response to the query `data`, or None."""
-        c = self.tables[tcp].get(data[2:])
-        if c is None:
-            return None
-        c.hits += 1
-        bodies = c.bodies
-        if bodies is None:
-            if c.serial_at:
-                return with_serial(data[:2] + c.out, c.serial_at, self.serial)
-            return data[:2] + c.out
-        return data[:2] + c.out + next_body(c, bodies) + c.tail
-
-    def keep(self, tcp: bool, data: bytes, q: bytes, out: bytes, ans: Answer, hdr: bytes, opt: bytes,
-             serial_at: int) -> None:
-        """Keep `out`, the response to `data` (question `q`, built from `ans` with header
-        `hdr`), unless it is too large; counted here either way."""
+    def keep(self, tcp: bool, data: bytes, q: bytes, out: bytes, ans: Answer, idx: int, opt: bytes,
+             limit: int) -> None:
+        """Keep `out`, the response to `data` rendered by `response.render` (question `q`,
+        from `ans` with header `idx`, `opt` and `limit`), unless it is too large or cannot
+        be replayed; counted here either way."""
         key = data[2:]
         cost = len(key) + len(out) + ENTRY_COST
-        if cost > self.cache_bytes:
+        c = keep(out, ans, idx, q, opt, limit) if cost <= self.cache_bytes else None
+        if c is None:
             self.count(ans, tcp, out)
             return
         table = self.tables[tcp]
@@ -226,10 +183,7 @@ class ResponseCache:
             self.flushes += 1
             self._drop_responses(None)
         self.used += cost
-        if ans.n == 1:
-            c = table[key] = Canned(out[2:], ans.key, len(out), serial_at=serial_at)
-        else:  # every rotation has the same size
-            c = table[key] = Canned(hdr + q, ans.key, len(out), ans, opt)
+        table[key] = c
         self.keys[tcp].setdefault(q[:-4].lower(), []).append(key)
         group = self.groups[tcp].get((ans.key, c.size))
         if group is None:

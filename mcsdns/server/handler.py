@@ -14,22 +14,22 @@ import logging
 from collections import Counter
 
 from ..dns import tsig
-from ..dns.answer import EDNS_SIZE, MAX_TCP, OPT_DO0, OPT_DO1, UDP_MIN, Answer, header_index, opt_record
+from ..dns.answer import EDNS_SIZE, MAX_TCP, OPT_DO0, OPT_DO1, UDP_MIN, header_index, opt_record
 from ..dns.errors import Drop, FormErr
 from ..dns.header import error_response
-from ..dns.message import Query, header_only, options_fit, parse_query
+from ..dns.message import Query, header_only, options_fit, parse_query, question_end
 from ..dns.types import Rcode
 from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from . import tsiglog
-from .cache import ResponseCache, next_body, with_serial
+from .cache import ResponseCache
+from .response import render
 
 log = logging.getLogger("mcsdns.query")
 
 _QD1 = b"\x00\x01\x00\x00\x00\x00"  # QDCOUNT=1 ANCOUNT=0 NSCOUNT=0
 _AR0, _AR1 = b"\x00\x00", b"\x00\x01"
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
-_TSIG_FIXED = 26  # octets of a TSIG RR besides its key name, algorithm name and MAC
 
 SLOW_PATH = define("mcsdns_dns_slow_path_total", "counter", "Queries off the fast path, by outcome "
                    "(parsed, formerr, notimp, badvers, dropped; tsig_signed, tsig_badkey, tsig_badsig, "
@@ -65,7 +65,7 @@ class Handler:
         try:
             if data[2] & 0xF8 or data[4:10] != _QD1:
                 return self._slow(data, tcp)
-            qend = data.find(0, 12) + 5  # end of the question, if its name is uncompressed
+            qend = question_end(data)  # confirmed by cache.lookup
             rest = len(data) - qend
             if rest == 0 and data[10:12] == _AR0 and qend > 4:
                 idx = (data[2] & 1) | ((data[3] >> 3) & 2)
@@ -92,30 +92,12 @@ class Handler:
         ans = cache.lookup(q)
         if ans is None:
             return self._slow(data, tcp)
-        fits = ans.size + len(q) + len(opt) + 12 <= limit
-        if fits:
-            hdr = ans.hdrs[idx]
-            out = data[:2] + hdr + q + (ans.bodies[0] if ans.n == 1 else next_body(ans, ans.bodies)) + opt
-            serial_at = ans.serial_at + len(opt) if ans.serial_at else 0
-            if serial_at:
-                out = with_serial(out, serial_at, cache.serial)
-        else:
-            out = self._fit(data[:2], ans, idx, q, opt, limit)
-        if rest > 11 or (ans.n > 1 and not fits):  # rest > 11: EDNS options
+        out = render(data[:2], ans, idx, q, opt, limit, cache.serial)
+        if rest > 11:  # EDNS options: not kept
             cache.count(ans, tcp, out)
-        elif fits:
-            cache.keep(tcp, data, q, out, ans, hdr, opt, serial_at)
         else:
-            cache.keep(tcp, data, q, out, ans, b"", opt, 0)
+            cache.keep(tcp, data, q, out, ans, idx, opt, limit)
         return out
-
-    def _fit(self, qid: bytes, ans: Answer, idx: int, q: bytes, opt: bytes, limit: int) -> bytes:
-        """The response when the whole answer does not fit: without Additional, else
-        truncated (TC, no records)."""
-        fb = ans.fallback
-        if fb is not None and fb.size + len(q) + len(opt) + 12 <= limit:
-            return qid + fb.hdrs[idx] + q + next_body(fb, fb.bodies) + opt
-        return qid + ans.tc_hdrs[idx] + q + opt
 
     def _slow(self, data: bytes, tcp: bool) -> bytes | None:
         try:
@@ -149,37 +131,21 @@ class Handler:
         cache = self.cache
         ans = cache.answer(q.qname.lower(), q.question[-4:])
         limit = MAX_TCP if tcp else (min(max(q.edns_size, UDP_MIN), EDNS_SIZE) if q.edns else UDP_MIN)
-        limit -= reserve
-        if ans.size + len(q.question) + len(opt) + 12 <= limit:
-            out = q.id + ans.hdrs[idx] + q.question + next_body(ans, ans.bodies) + opt
-            if ans.serial_at:
-                out = with_serial(out, ans.serial_at + len(opt), cache.serial)
-        else:
-            out = self._fit(q.id, ans, idx, q.question, opt, limit)
+        out = render(q.id, ans, idx, q.question, opt, limit - reserve, cache.serial)
         cache.count(ans, tcp, out)
         return out
 
     def _signed(self, data: bytes, q: Query, tcp: bool) -> bytes:
-        """A TSIG-signed query: NOTAUTH with an unsigned TSIG error for an unknown key
-        or a bad MAC (RFC 8945 5.2, 5.3.2); else the answer, signed."""
-        try:
-            rr = tsig.parse(data, q.tsig)
-            key, err = tsig.check(self.tsig_keys, data, rr)
-        except FormErr as e:
+        """A TSIG-signed query: refused as `tsig.verify` decides, else the answer, signed."""
+        v = tsig.verify(self.tsig_keys, data, q, (OPT_DO1 if q.do else OPT_DO0) if q.edns else b"")
+        if v.rr is None:
             self.slow_count["formerr"] += 1
-            log.debug("FORMERR: %s", e)
-            return error_response(data, Rcode.FORMERR)
-        opt = (OPT_DO1 if q.do else OPT_DO0) if q.edns else b""
-        if err:  # every failure, BADKEY (key None) included
-            self._tsig_log.log(rr.name[:64].decode("ascii", "replace"), logging.WARNING,
-                               "signed query refused: %s", tsiglog.failure(rr, err))
-        if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
-            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
-            return tsig.unsigned_error(header_only(q, Rcode.NOTAUTH, opt), rr, err)
-        signer = tsig.Signer(key, rr)
-        if err:
-            self.slow_count["tsig_" + tsig.ERROR_NAMES[err].lower()] += 1
-            return signer.sign(header_only(q, Rcode.NOTAUTH, opt), err)
+            log.debug("FORMERR: %s", v.why)
+        elif v.error:  # every failure, BADKEY included
+            self._tsig_log.log(v.rr.name[:64].decode("ascii", "replace"), logging.WARNING,
+                               "signed query refused: %s", tsiglog.failure(v.rr, v.error))
+            self.slow_count["tsig_" + tsig.ERROR_NAMES[v.error].lower()] += 1
+        if v.signer is None:
+            return v.refusal
         self.slow_count["tsig_signed"] += 1
-        reserve = len(key.name) + len(key.algorithm) + key.mac_size + _TSIG_FIXED
-        return signer.sign(self._answer(q, tcp, reserve))
+        return v.signer.sign(self._answer(q, tcp, v.signer.size))

@@ -20,8 +20,7 @@ from typing import Any
 
 from ..dns import header, tsig
 from ..dns.errors import Drop, FormErr
-from ..dns.header import error_response
-from ..dns.message import Query, header_only, parse_query
+from ..dns.message import Query, header_only, parse_query, question_end
 from ..dns.names import decode_name, skip_name
 from ..dns.rdata import serial_in_message, with_serial
 from ..dns.types import Rcode, RRClass, RRType
@@ -115,7 +114,7 @@ class Transfers:
 
     def stream(self, msg: bytes, peer: Any) -> Iterator[bytes] | None:
         """Responses to a TCP AXFR/IXFR query; None when `msg` is no such query."""
-        end = msg.find(0, 12) + 5
+        end = question_end(msg)  # confirmed by parse_query
         if end < 17 or len(msg) < end or msg[2] & 0xF8 or msg[end - 4] or msg[end - 3] not in _XFR:
             return None
         try:
@@ -124,40 +123,23 @@ class Transfers:
             return None  # the handler drops or answers FORMERR
         return self._respond(msg, q, peer)
 
-    def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:  # noqa: C901 - to split with the DNS wire layer
+    def _respond(self, msg: bytes, q: Query, peer: Any) -> Iterator[bytes]:
+        """The messages answering a transfer query: refused (TSIG, ACL, zone, state,
+        load), FORMERR for an IXFR without the client's SOA, else the transfer, signed
+        when the query was."""
         signer: tsig.Signer | None = None
         allowed = self.allowed(peer)
         if q.tsig >= 0:
-            try:
-                rr = tsig.parse(msg, q.tsig)
-                key, err = tsig.check(self.keys, msg, rr)
-            except FormErr:
-                yield error_response(msg, Rcode.FORMERR)
-                return
-            if err:  # every failure, BADKEY (key None) included; the line states the ACL check
+            v = tsig.verify(self.keys, msg, q)
+            if v.rr is not None and v.error:  # every failure, BADKEY included; the line states the ACL check
                 acl = "" if allowed else "; not in --allow-transfer"
-                self._refused(q, peer, tsiglog.failure(rr, err) + acl, logging.WARNING)
-            if key is None or err in (tsig.BADSIG, tsig.BADTRUNC):
+                self._refused(q, peer, tsiglog.failure(v.rr, v.error) + acl, logging.WARNING)
                 self._count(q.qtype, "notauth")
-                yield tsig.unsigned_error(header_only(q, Rcode.NOTAUTH), rr, err)
+            if v.signer is None:
+                yield v.refusal
                 return
-            signer = tsig.Signer(key, rr)
-            if err:
-                self._count(q.qtype, "notauth")
-                yield signer.sign(header_only(q, Rcode.NOTAUTH), err)
-                return
-        rcode = 0
-        why = ""
-        if not allowed:
-            rcode, why = Rcode.REFUSED, "not in --allow-transfer"
-        elif self.keys and signer is None:
-            rcode, why = Rcode.REFUSED, "not signed with the transfer key"
-        elif q.qname.lower() != self.zone.origin or q.qclass != RRClass.IN:
-            rcode, why = Rcode.REFUSED, "not our zone"
-        elif not self.versions.established:
-            rcode, why = Rcode.SERVFAIL, "zone not synced yet"
-        elif self.active >= MAX_ACTIVE:
-            rcode, why = Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
+            signer = v.signer
+        rcode, why = self._denial(q, allowed, signer is not None)
         if rcode:
             self._refused(q, peer, why)
             self._count(q.qtype, "refused" if rcode == Rcode.REFUSED else "servfail")
@@ -188,6 +170,20 @@ class Transfers:
                 yield signer.sign(out) if signer else out
         finally:
             self.active -= 1
+
+    def _denial(self, q: Query, allowed: bool, signed: bool) -> tuple[int, str]:
+        """(rcode, why) for a transfer not made now, else (0, "")."""
+        if not allowed:
+            return Rcode.REFUSED, "not in --allow-transfer"
+        if self.keys and not signed:
+            return Rcode.REFUSED, "not signed with the transfer key"
+        if q.qname.lower() != self.zone.origin or q.qclass != RRClass.IN:
+            return Rcode.REFUSED, "not our zone"
+        if not self.versions.established:
+            return Rcode.SERVFAIL, "zone not synced yet"
+        if self.active >= MAX_ACTIVE:
+            return Rcode.REFUSED, f"{MAX_ACTIVE} transfers already in progress"
+        return 0, ""
 
     def _axfr(self) -> Iterator[Record]:
         """SOA, every record of the zone (as of now), SOA."""
