@@ -167,9 +167,10 @@ def drain(sock: socket.socket) -> list[bytes]:
             return out
 
 
-def example_app() -> Pipeline:
-    """The example clusterset loaded, its sources stopped (changes go through app.store)."""
-    loader = loader_for(Config(listen=[], manifests=str(EXAMPLE)))
+def example_app(manifests: Path = EXAMPLE) -> Pipeline:
+    """The example clusterset (or `manifests`) loaded, its sources stopped (changes go
+    through the pipeline's store)."""
+    loader = loader_for(Config(listen=[], manifests=str(manifests)))
     assert not asyncio.run(loader.load_once(10.0))
     return loader.pipeline
 

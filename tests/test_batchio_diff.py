@@ -9,7 +9,6 @@ in step."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import shutil
 import socket
@@ -23,9 +22,8 @@ import dns.flags
 import dns.message
 import dns.rdatatype
 import pytest
-from helpers import EXAMPLE, REPO, drain, example_handlers, headless
+from helpers import EXAMPLE, REPO, drain, example_app, example_handlers, headless
 
-from mcsdns.app import App, Config
 from mcsdns.server.handler import Handler
 
 sys.path.insert(0, str(REPO))
@@ -182,8 +180,7 @@ def big_handlers(tmp: Path) -> tuple[Handler, Handler]:
     shutil.copytree(EXAMPLE, d)
     (d / "big.yaml").write_text("---\n".join(headless(name, n) for name, n in BIG))
     for _ in range(3):
-        a, b = (App(Config(listen=[], manifests=str(d))) for _ in range(2))
-        assert not asyncio.run(a.load_once(10.0)) and not asyncio.run(b.load_once(10.0))
+        a, b = example_app(d), example_app(d)
         if a.zone.serial == b.zone.serial:
             return a.handler, b.handler
     raise AssertionError("no two loads within the same second")
