@@ -110,7 +110,7 @@ def test_writes_conflicts_and_status(api: KubeAPI, kc: client.ApiClient) -> None
 def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> None:
     api.bookmark_interval = 0.2
     co: Any = client.CustomObjectsApi(kc)
-    api.put(service_import("first", "ns", ["10.1.0.9"]))  # resourceVersion "0" would mean "from now"
+    api.put(service_import("first", "ns", ["10.1.0.9"]))
     rv = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports")["metadata"]["resourceVersion"]
     api.put(service_import("a", "ns", ["10.1.0.1"]))
     api.put(service_import("a", "ns", ["10.1.0.2"]))
@@ -121,7 +121,7 @@ def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> 
     events = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
     types = [e["type"] for e in events]
     assert types[:3] == ["ADDED", "MODIFIED", "DELETED"] and "BOOKMARK" in types
-    assert [int(e["object"]["metadata"]["resourceVersion"]) for e in events[:3]] == [2, 3, 4]
+    assert [int(e["object"]["metadata"]["resourceVersion"]) - int(rv) for e in events[:3]] == [1, 2, 3]
     api.compact()
     resp = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports", watch=True, resource_version=rv,
                                          _preload_content=False)
