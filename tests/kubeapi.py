@@ -14,6 +14,10 @@ on 127.0.0.1. Run one instance per simulated cluster.
     api.stop(); ...; api.start()          # outage on the same port; objects and RVs kept
     api.start(reset_watch_cache=True)     # ... and old resourceVersions now get 410 Gone
 
+It behaves as kube-apiserver v1.36 does where tests and benchmarks depend on it (checked
+against a real one by tests/realk8s_probe.py and tests/test_real_parity.py; the differences
+left are listed in docs/testing.md).
+
 Served API (what is served is configurable):
 - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/G`, `/apis/G/V`
   (APIResourceList with `<plural>` and `<plural>/status`). `KubeAPI(groups={G: (V, ...)})`
@@ -21,9 +25,11 @@ Served API (what is served is configurable):
   `register(Resource(...))` adds any resource type; defaults are in `RESOURCES`.
 - list `GET .../<plural>` (namespaced `/namespaces/NS/<plural>` or all namespaces):
   `labelSelector` (`k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`),
-  `fieldSelector` (`metadata.name`, `metadata.namespace`; `=`, `==`, `!=`),
-  `limit`/`continue` paging over a consistent snapshot (an unknown or evicted token is
-  410 Expired), `resourceVersion` (`0`: served as from the watch cache, the whole list in
+  `fieldSelector` (`metadata.name`, `metadata.namespace`, a kind's own such as a Service's
+  `spec.type`; `=`, `==`, `!=`), `limit`/`continue` paging over a consistent snapshot (an
+  evicted token is 410 Expired, an undecodable one 400), metadata-only lists (`Accept:
+  application/json;as=PartialObjectMetadataList;...`); no protobuf (a request accepting only
+  protobuf is 406), `resourceVersion` (`0`: served as from the watch cache, the whole list in
   one response, `limit` ignored, unless `cache_pages` is set, as newer watch caches page
   their snapshots; otherwise ignored except `resourceVersionMatch=Exact`,
   which only serves the current version). List metadata carries the current
@@ -34,16 +40,22 @@ Served API (what is served is configurable):
   `bookmark()`), ERROR (`Status` code 410 "Expired" when `resourceVersion` is older than
   the retained event window). `resourceVersion` unset or "0" starts with synthetic ADDED
   events for the current objects. `timeoutSeconds` ends the stream (default 1800 s).
+  Streaming lists (`sendInitialEvents=true`, and bookmarks from resourceVersion unset/0) are
+  refused with an ERROR event as by a real server on etcd 3.4, unless `watch_list` is set:
+  then ADDED events and a BOOKMARK annotated `k8s.io/initial-events-end`.
   The window keeps the last `window` events; `compact()` drops them all now.
 - writes: POST (create; 409 AlreadyExists), PUT (replace; 409 on a stale
   `metadata.resourceVersion`), PATCH (merge patch; a JSON list body is a JSON patch with
   add/replace/remove), DELETE, and the `/status` subresource (PUT/PATCH change only
-  `status`; the main resource ignores `status` changes). uid, creationTimestamp and
-  generation (bumped when `spec` changes) are set as the real API does.
+  `status`; the main resource ignores `status` changes). uid, creationTimestamp,
+  generation (per kind: custom resources, EndpointSlices) and managedFields (kube_fields)
+  are set as the real API does; writes are validated (kube_valid: names, labels,
+  EndpointSlice limits, with the real 422 messages), except `put()`.
 - Services get ClusterIPs as kube-apiserver allocates them (`ClusterIPs`: from
   `service_cidrs`, dual-stack per `ipFamilyPolicy`/`ipFamilies`, immutable, headless `None`
-  kept, released on delete) and the API's defaults (type, sessionAffinity, port protocol and
-  targetPort).
+  kept, released on delete; headless without a selector: RequireDualStack) and the API's
+  defaults (type, sessionAffinity, internalTrafficPolicy, port protocol and targetPort,
+  `status.loadBalancer`).
 - faults: `stop()`/`start()`, `drop_watches()` (close every open watch),
   `fail_next(n, status, reason, message)` (the next n requests get that error, with a
   `Status` body), `requests` (log of (method, path?query) served).
@@ -56,7 +68,8 @@ Served API (what is served is configurable):
 `KubeAPI` composes the parts, one module each: kube_resources (resource types, discovery,
 paths), kube_store (objects, resourceVersions, the event window), kube_lists, kube_watch,
 kube_rbac, kube_ipam (ClusterIPs), kube_select (selectors, patches), kube_status (error
-bodies) and kube_http (the HTTP handler and open connections).
+bodies), kube_fields (managedFields), kube_valid (validation, content types, watch options)
+and kube_http (the HTTP handler and open connections).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 thing, not only against the test API server (`kubeapi.py`).
 
 The control plane comes from `realk8s.sh`, named by the environment variable
-`MCSDNS_REALK8S` (its path); without it the tests that ask for one skip, saying so. The
-project's CRDs (deploy/crds) are installed. One control plane serves the whole pytest
+`MCSDNS_REALK8S` (its path; `MCSDNS_KUBE_APISERVER` may name the kube-apiserver binary it
+runs); without it the tests that ask for one skip, saying so. The project's CRDs
+(deploy/crds) are installed. One control plane serves the whole pytest
 session (`real_k8s` fixture, in conftest.py); each test works in namespaces of its own.
 
     with RealK8s.up("name") as k8s:      # or the session fixture `real_k8s`
@@ -29,6 +30,7 @@ from urllib.error import HTTPError
 import pytest
 
 ENV = "MCSDNS_REALK8S"
+APISERVER_ENV = "MCSDNS_KUBE_APISERVER"
 CRDS = Path(__file__).resolve().parent.parent / "deploy" / "crds"
 SKIP_REASON = (f"no real API server: set {ENV} to the path of realk8s.sh (etcd and kubectl on PATH) "
                "to run this test against a real kube-apiserver")
@@ -62,6 +64,8 @@ class RealK8s:
         for f in CRDS.glob("*_*.yaml"):
             shutil.copy(f, crds)
         env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
+        if os.environ.get(APISERVER_ENV):  # a kube-apiserver binary of one's own
+            env["KUBE_APISERVER"] = os.environ[APISERVER_ENV]
         out = subprocess.run([sh, "up", name], env=env, capture_output=True, text=True, timeout=180)
         if out.returncode != 0:
             raise RuntimeError(f"realk8s.sh up {name} failed: {out.stderr[-2000:]}")

@@ -230,7 +230,24 @@ def p_content(send: Send, n: str) -> dict[str, Any]:
     return out
 
 
-PROBES = [p_crd_metadata, p_crd_generation, p_service, p_endpointslice, p_lists, p_watch, p_content]
+def p_sizes(send: Send, n: str) -> dict[str, Any]:
+    """Bytes of one object in a list answer (what a client reads and decodes)."""
+    send("POST", f"{MCS}/namespaces/{n}/serviceimports", si("db"))
+    send("POST", f"{EPS}/namespaces/{n}/endpointslices", slice_("db-1", n=10))
+    send("POST", f"/api/v1/namespaces/{n}/services", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "db", "labels": {"app": "db"}}, "spec": {"selector": {"app": "db"}, "ports": [{"port": 80}]}})
+    out = {}
+    for what, path in (("ServiceImport", f"{MCS}/namespaces/{n}/serviceimports"),
+                       ("EndpointSlice (10 endpoints)", f"{EPS}/namespaces/{n}/endpointslices"),
+                       ("Service", f"/api/v1/namespaces/{n}/services")):
+        (item,) = js(send("GET", path))["items"]
+        out[f"{what}: bytes, managedFields bytes"] = (
+            len(json.dumps(item, separators=(",", ":"))),
+            len(json.dumps(item["metadata"].get("managedFields"), separators=(",", ":"))))
+    return out
+
+
+PROBES = [p_sizes, p_crd_metadata, p_crd_generation, p_service, p_endpointslice, p_lists, p_watch, p_content]
 
 
 def run(send: Send, tag: str) -> dict[str, dict[str, Any]]:
