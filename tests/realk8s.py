@@ -107,10 +107,12 @@ class RealK8s:
                                                  "metadata": {"name": name}})
         return name
 
-    def token_for(self, namespace: str, account: str) -> Path:
-        """A kubeconfig for a new ServiceAccount (no permissions granted) of `namespace`."""
-        self.json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                  {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
+    def token_for(self, namespace: str, account: str, create: bool = True) -> Path:
+        """A kubeconfig for ServiceAccount `account` of `namespace` (`create`: a new one, with
+        no permissions granted)."""
+        if create:
+            self.json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
         tok = self.json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
                         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
         lines = self.kubeconfig.read_text().replace(self.token, tok["status"]["token"])
