@@ -1,5 +1,5 @@
 """The test API server's validation, as kube-apiserver v1.36 refuses writes and requests: object
-names (a Service's an RFC 1123 label without dots, others an RFC 1123 subdomain), label keys
+names (a Service's or Namespace's an RFC 1123 label, others an RFC 1123 subdomain), label keys
 and values, EndpointSlices (addressType required, at most 1000 endpoints, 1 to 100 addresses
 each, each an IP address), watch options, and content negotiation (no protobuf here: a request
 that accepts only protobuf is 406, as the real server answers for custom resources). Each
@@ -44,9 +44,9 @@ def _invalid(value: Any, msg: str) -> str:
 
 
 def _name(r: Resource, name: str) -> list[Cause]:
-    if r.kind == "Service":
-        if "." in name:
-            return [("FieldValueInvalid", _invalid(name, "must not contain dots"), "metadata.name")]
+    if r.kind in ("Service", "Namespace") and "." in name:
+        return [("FieldValueInvalid", _invalid(name, "must not contain dots"), "metadata.name")]
+    if r.kind in ("Service", "Namespace"):
         ok, msg = len(name) <= 63 and _LABEL.fullmatch(name), LABEL_MSG
     else:
         ok, msg = len(name) <= 253 and _SUBDOMAIN.fullmatch(name), SUBDOMAIN_MSG

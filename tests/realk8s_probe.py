@@ -135,7 +135,7 @@ def p_service(send: Send, n: str) -> dict[str, Any]:
             "ipFamilies/policy": (sp.get("ipFamilies"), sp.get("ipFamilyPolicy")),
             "headless ipFamilies/policy": (h["spec"].get("ipFamilies"), h["spec"].get("ipFamilyPolicy")),
             "generation": o["metadata"].get("generation"), "metadata keys": meta_keys(o),
-            "bad name": err(bad)}
+            "bad name": err(bad), "namespace a.b": err(send("POST", "/api/v1/namespaces", ns("a.b")))}
 
 
 def p_endpointslice(send: Send, n: str) -> dict[str, Any]:
