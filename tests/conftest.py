@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from controller_env import IDS, Cluster  # noqa: E402
+from realk8s import real_k8s  # noqa: E402,F401 - the session's real control plane (MCSDNS_REALK8S)
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(self.api.write_latency)
         try:
             body = json.loads(raw) if raw else None
-            code, out = self.api.handle(self.command, self.path, body, self.headers.get("Content-Type", ""))
+            code, out = self.api.handle(self.command, self.path, body, dict(self.headers.items()))
         except HTTPError as e:
             code, out = e.code, e.body
         except (ValueError, KeyError, IndexError, TypeError) as e:

@@ -79,6 +79,10 @@ class ClusterIPs:
     def _families(self, spec: Obj, want: list[str]) -> tuple[str, list[str]]:
         """(ipFamilyPolicy, ipFamilies) of a new Service, checked against this cluster."""
         policy = spec.get("ipFamilyPolicy") or "SingleStack"
+        if want == ["None"] and not spec.get("selector") and not spec.get("ipFamilyPolicy"):
+            # headless without a selector: both families, whatever the cluster serves
+            both = [self.families[0], *(f for f in FAMILY.values() if f != self.families[0])]
+            return "RequireDualStack", list(spec.get("ipFamilies") or both)
         if policy not in ("SingleStack", "PreferDualStack", "RequireDualStack"):
             raise HTTPError(422, "Invalid", f"spec.ipFamilyPolicy: Unsupported value: {policy!r}")
         fams = list(spec.get("ipFamilies") or [])
@@ -133,6 +137,8 @@ def _defaults(spec: Obj) -> None:
     """The API's defaults for a Service: type, sessionAffinity, port protocol and targetPort."""
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")

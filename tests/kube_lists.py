@@ -14,6 +14,7 @@ from kube_select import field_matcher, label_matcher
 from kube_status import HTTPError, Obj, RawJSON
 from kube_store import Store
 
+_META_V1 = "meta.k8s.io/v1"
 _PAGES_KEPT = 64  # snapshots kept for `continue` tokens; older tokens are 410 Expired
 
 
@@ -30,8 +31,9 @@ class Lists:
         self._pages.clear()
 
     def serve(self, r: Resource, api_version: str, ns: str | None, q: dict[str, str],
-             cache_pages: bool) -> RawJSON:
-        """A `<Kind>List` (`cache_pages`: resourceVersion=0 lists are paged too)."""
+              cache_pages: bool, metadata_only: bool = False) -> RawJSON:
+        """A `<Kind>List` (`cache_pages`: resourceVersion=0 lists are paged too), or with
+        `metadata_only` a `PartialObjectMetadataList`."""
         limit = int(q.get("limit") or 0)
         with self.store.cond:
             cont = q.get("continue")
@@ -50,25 +52,34 @@ class Lists:
                 token = token or self._keep(rv, items)
                 meta["continue"] = base64.urlsafe_b64encode(f"{token}:{offset + limit}".encode()).decode()
                 meta["remainingItemCount"] = len(items) - offset - limit
-            out = [self.store.encoded(o, api_version) for o in page]
-        head = json.dumps({"kind": f"{r.kind}List", "apiVersion": api_version, "metadata": meta})
+            if metadata_only:
+                out = [json.dumps({"kind": "PartialObjectMetadata", "apiVersion": _META_V1,
+                                   "metadata": o["metadata"]}).encode() for o in page]
+            else:
+                out = [self.store.encoded(o, api_version) for o in page]
+        head = json.dumps({"kind": "PartialObjectMetadataList" if metadata_only else f"{r.kind}List",
+                           "apiVersion": _META_V1 if metadata_only else api_version, "metadata": meta})
         return RawJSON(head[:-1].encode() + b', "items": [' + b", ".join(out) + b"]}")
 
     def _select(self, r: Resource, ns: str | None, q: dict[str, str]) -> list[Obj]:
         labels = label_matcher(q.get("labelSelector", ""))
-        fields = field_matcher(q.get("fieldSelector", ""))
+        fields = field_matcher(q.get("fieldSelector", ""), r)
         return self.store.matching(r, lambda n, o: (ns is None or n == ns)
                                    and labels(o["metadata"].get("labels") or {}) and fields(o))
 
     def _resume(self, cont: str) -> tuple[int, list[Obj], int, str]:
         """(resourceVersion, items, offset, token) of a `continue` token."""
         try:
-            token, offset_s = base64.urlsafe_b64decode(cont.encode()).decode().split(":")
-            rv, items = self._pages[token]
-            return rv, items, int(offset_s), token
-        except (ValueError, KeyError) as e:
+            token, offset_s = base64.urlsafe_b64decode(cont.encode() + b"==").decode().split(":")
+            offset = int(offset_s)
+        except ValueError as e:  # as the real server answers a token it cannot decode
+            raise HTTPError(400, "BadRequest", f"invalid continue token: continue key is not valid: {e}"
+                            ) from e
+        if token not in self._pages:
             raise HTTPError(410, "Expired", "The provided continue parameter is too old "
-                            "to display a consistent list result.") from e
+                            "to display a consistent list result.")
+        rv, items = self._pages[token]
+        return rv, items, offset, token
 
     def _keep(self, rv: int, items: list[Obj]) -> str:
         """Keep a snapshot for its next pages; its token."""

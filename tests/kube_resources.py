@@ -19,6 +19,9 @@ class Resource:
     versions: tuple[str, ...]  # first = preferred
     namespaced: bool = True
     status: bool = True  # has a /status subresource
+    generation: str = "custom"  # when metadata.generation bumps: "custom" (a CRD's rule),
+    # "endpointslice" (any change but metadata's, labels included), "" (never set)
+    fields: tuple[str, ...] = ()  # field selectors served beyond metadata.name/namespace
 
     @property
     def singular(self) -> str:
@@ -30,14 +33,15 @@ class Resource:
 
 
 RESOURCES = (
-    Resource("namespaces", "Namespace", "", ("v1",), namespaced=False),
-    Resource("services", "Service", "", ("v1",)),
-    Resource("endpointslices", "EndpointSlice", "discovery.k8s.io", ("v1",), status=False),
+    Resource("namespaces", "Namespace", "", ("v1",), namespaced=False, generation=""),
+    Resource("services", "Service", "", ("v1",), generation="", fields=("spec.clusterIP", "spec.type")),
+    Resource("endpointslices", "EndpointSlice", "discovery.k8s.io", ("v1",), status=False,
+             generation="endpointslice"),
     Resource("serviceexports", "ServiceExport", "multicluster.x-k8s.io", ("v1beta1", "v1alpha1")),
     Resource("serviceimports", "ServiceImport", "multicluster.x-k8s.io", ("v1beta1", "v1alpha1")),
     Resource("clusterproperties", "ClusterProperty", "about.k8s.io", ("v1beta1", "v1alpha1"),
              namespaced=False),
-    Resource("leases", "Lease", "coordination.k8s.io", ("v1",), status=False),
+    Resource("leases", "Lease", "coordination.k8s.io", ("v1",), status=False, generation=""),
 )
 
 Route = tuple[Resource, str, str | None, str | None, str | None, str]

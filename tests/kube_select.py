@@ -4,10 +4,12 @@ reads them."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+from kube_resources import Resource
 from kube_status import HTTPError, Obj
 
 _SET_TERM = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
@@ -55,16 +57,28 @@ def label_matcher(selector: str) -> Callable[[dict[str, str]], bool]:
     return lambda labels: all(one(labels, *term) for term in terms)
 
 
-def field_matcher(selector: str) -> Callable[[Obj], bool]:
-    """A predicate for `metadata.name` / `metadata.namespace` field selectors."""
-    terms: list[tuple[str, str, bool]] = []  # (attribute, value, negated)
+def _field(o: Obj, path: str) -> str:
+    v: Any = o
+    for p in path.split("."):
+        v = v.get(p) if isinstance(v, dict) else None
+    return "" if v is None else str(v)
+
+
+def field_matcher(selector: str, r: Resource | None = None) -> Callable[[Obj], bool]:
+    """A predicate for a field selector: `metadata.name`, `metadata.namespace` and the
+    resource's own fields (`Resource.fields`), refused as kube-apiserver refuses others."""
+    known = ("metadata.name", "metadata.namespace", *(r.fields if r else ()))
+    terms: list[tuple[str, str, bool]] = []  # (field path, value, negated)
     for term in _split_terms(selector):
         neg = "!=" in term
         f, v = (s.strip() for s in re.split(r"!=|==|=", term, maxsplit=1))
-        if f not in ("metadata.name", "metadata.namespace"):
+        if f not in known:
+            if r is not None and r.generation != "custom":
+                raise HTTPError(400, "BadRequest", f"{json.dumps(f)} is not a known field selector: only "
+                                + ", ".join(json.dumps(k) for k in known))
             raise HTTPError(400, "BadRequest", f"field label not supported: {f}")
-        terms.append((f.split(".")[1], v, neg))
-    return lambda o: all(((o["metadata"].get(a) or "") == v) != neg for a, v, neg in terms)
+        terms.append((f, v, neg))
+    return lambda o: all((_field(o, f) == v) != neg for f, v, neg in terms)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from kube_fields import record
 from kube_ipam import ClusterIPs
 from kube_resources import Resource
 from kube_status import HTTPError, Obj
@@ -23,10 +24,32 @@ def view(obj: Obj, api_version: str) -> Obj:
     return dict(obj, apiVersion=api_version) if obj.get("apiVersion") != api_version else obj
 
 
-def _new_metadata(md: Obj) -> None:
+def _new_metadata(r: Resource, md: Obj) -> None:
     md["uid"] = md.get("uid") or str(uuid.uuid4())
     md["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    md["generation"] = 1
+    if r.generation:
+        md["generation"] = 1
+    else:
+        md.pop("generation", None)
+
+
+def _body(r: Resource, obj: Obj) -> Obj:
+    """What a change of bumps metadata.generation: all but metadata (and status, when it is
+    a subresource)."""
+    return {k: v for k, v in obj.items() if k != "metadata" and not (k == "status" and r.status)}
+
+
+def _generation(r: Resource, obj: Obj, cur: Obj) -> int | None:
+    """The generation of `obj` replacing `cur`, as kube-apiserver's strategies set it: a custom
+    resource's bumps when its body changes; an EndpointSlice's also when its labels do;
+    other built-in kinds have none."""
+    if not r.generation:
+        return None
+    old = cur["metadata"].get("generation", 1)
+    changed = _body(r, obj) != _body(r, cur)
+    if r.generation == "endpointslice":
+        changed = changed or obj["metadata"].get("labels") != cur["metadata"].get("labels")
+    return int(old) + changed
 
 
 class Store:
@@ -37,7 +60,7 @@ class Store:
         self.window = window
         self.objs: dict[Key, Obj] = {}
         self.events: list[Event] = []
-        self.rv = 0
+        self.rv = 1  # as a real server's, never "0" (a watch from "0" asks for the current state)
         self.floor = 0  # watching from a resourceVersion below this is 410 Gone
         self.cond = threading.Condition()
         self.ipam = ClusterIPs(service_cidrs)
@@ -75,10 +98,12 @@ class Store:
         return cur
 
     def write(self, r: Resource, ns: str, obj: Obj, replace_status: bool = False,
-              status_only: bool = False, expect_rv: str | None = None, create: bool | None = None) -> Obj:
+              status_only: bool = False, expect_rv: str | None = None, create: bool | None = None,
+              manager: str = "kubeapi") -> Obj:
         """Create (`create` True) or replace (False) or either (None) an object, as the API's
         main resource (`status` kept as stored unless `replace_status`) or its /status
-        subresource (`status_only`); returns a copy of what is stored."""
+        subresource (`status_only`), recorded in managedFields under `manager`; returns a
+        copy of what is stored."""
         md = obj.setdefault("metadata", {})
         name = md.get("name")
         if not name:
@@ -96,13 +121,17 @@ class Store:
         if r.kind == "Service" and not status_only:
             self.ipam.assign(obj, cur, f"{ns}/{name}")
         if cur is None:
-            _new_metadata(md)
+            _new_metadata(r, md)
             if r.status and not replace_status:
                 obj.pop("status", None)
+            if r.kind == "Service":
+                obj.setdefault("status", {"loadBalancer": {}})
             typ = "ADDED"
         else:
             obj = self._update(r, obj, cur, replace_status, status_only)
             typ = "MODIFIED"
+        given = obj["metadata"].get("managedFields") or (cur or {}).get("metadata", {}).get("managedFields")
+        record(r, obj, [e for e in given or [] if isinstance(e, dict)], manager, status_only)
         self.objs[key] = obj
         self.emit(r, typ, obj)
         return copy.deepcopy(obj)
@@ -130,7 +159,11 @@ class Store:
                 obj["status"] = copy.deepcopy(cur["status"])
         md = obj["metadata"]
         md["uid"], md["creationTimestamp"] = old["uid"], old["creationTimestamp"]
-        md["generation"] = old.get("generation", 1) + (obj.get("spec") != cur.get("spec"))
+        gen = _generation(r, obj, cur)
+        if gen is None:
+            md.pop("generation", None)
+        else:
+            md["generation"] = gen
         return obj
 
     def matching(self, r: Resource, visible: Callable[[str, Obj], bool]) -> list[Obj]:

@@ -15,6 +15,8 @@ from kube_status import Obj, status
 from kube_store import Event, Store, view
 
 Send = Callable[[bytes], None]
+NO_WATCH_LIST = ("a watch stream was requested by the client but the required storage feature "
+                 "RequestWatchProgress is disabled")
 
 
 def event_line(typ: str, obj: Obj) -> bytes:
@@ -32,6 +34,7 @@ class Watches:
         self.epoch = 0  # bumped by end_all() to end watch loops
         self.bookmark_epoch = 0
         self.emitted: dict[int, float] = {}
+        self.watch_list = False  # serve streaming lists (a real server on an etcd with progress notify)
 
     def end_all(self) -> None:
         """End every watch loop (call with the store's lock held)."""
@@ -56,7 +59,7 @@ class _Stream:
         self.w, self.store, self.send = watches, watches.store, send
         self.r, self.api_version, self.ns, self.q = r, api_version, ns, q
         self.labels = label_matcher(q.get("labelSelector", ""))
-        self.fields = field_matcher(q.get("fieldSelector", ""))
+        self.fields = field_matcher(q.get("fieldSelector", ""), r)
         self.bookmarks = truthy(q.get("allowWatchBookmarks"))
         self.deadline = time.monotonic() + float(q.get("timeoutSeconds") or 1800)
         self.rv = 0
@@ -81,16 +84,43 @@ class _Stream:
                 if erv:
                     self.w.emitted.setdefault(erv, time.perf_counter())
 
+    def streaming(self) -> bool:
+        """Whether this watch is a streaming list: `sendInitialEvents=true`, or (as the server
+        defaults it) bookmarks allowed from resourceVersion unset or 0."""
+        send = self.q.get("sendInitialEvents")
+        from_now = self.q.get("resourceVersion") in (None, "", "0")
+        return truthy(send) or (send is None and self.bookmarks and from_now)
+
+    def _initial(self) -> list[bytes] | None:
+        """(lock held) The synthetic ADDED events of the current state (and, in a streaming list,
+        the bookmark that ends them); None once the refusal of a streaming list is sent."""
+        if self.streaming() and not self.w.watch_list:
+            self.send(event_line("ERROR", status(500, "InternalError", NO_WATCH_LIST)))
+            return None
+        self.rv = self.store.rv
+        out = [event_line("ADDED", view(o, self.api_version))
+               for o in self.store.matching(self.r, lambda _ns, o: self.visible(o))]
+        if self.streaming():
+            out.append(event_line("BOOKMARK", self._bookmark({"k8s.io/initial-events-end": "true"})))
+        return out
+
+    def _bookmark(self, annotations: dict[str, str] | None = None) -> Obj:
+        md: Obj = {"resourceVersion": str(self.store.rv)}
+        if annotations:
+            md["annotations"] = annotations
+        return {"kind": self.r.kind, "apiVersion": self.api_version, "metadata": md}
+
     def _begin(self) -> list[bytes] | None:
         """The position to watch from and the synthetic ADDED events of resourceVersion 0;
-        None once a 410 for a resourceVersion outside the window is sent."""
+        None once a 410 for a resourceVersion outside the window (or a refusal) is sent."""
         rv_s = self.q.get("resourceVersion") or "0"
         with self.store.cond:
             self.epoch, self.bm_epoch = self.w.epoch, self.w.bookmark_epoch
-            if rv_s == "0":
+            if self.q.get("sendInitialEvents") == "false" and rv_s == "0":
                 self.rv = self.store.rv
-                return [event_line("ADDED", view(o, self.api_version))
-                        for o in self.store.matching(self.r, lambda _ns, o: self.visible(o))]
+                return []
+            if rv_s == "0" or truthy(self.q.get("sendInitialEvents")):
+                return self._initial()
             try:
                 self.rv = int(rv_s)
             except ValueError:
@@ -117,8 +147,7 @@ class _Stream:
                     out.append((erv, event_line(typ, view(obj, self.api_version))))
             if want_bm:
                 self.next_bm = now + self.w.bookmark_interval
-                out.append((0, event_line("BOOKMARK", {"kind": self.r.kind, "apiVersion": self.api_version,
-                                                       "metadata": {"resourceVersion": str(self.store.rv)}})))
+                out.append((0, event_line("BOOKMARK", self._bookmark())))
                 self.rv = self.store.rv
             return out
 

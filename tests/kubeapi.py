@@ -14,6 +14,10 @@ on 127.0.0.1. Run one instance per simulated cluster.
     api.stop(); ...; api.start()          # outage on the same port; objects and RVs kept
     api.start(reset_watch_cache=True)     # ... and old resourceVersions now get 410 Gone
 
+It behaves as kube-apiserver v1.36 does where tests and benchmarks depend on it (checked
+against a real one by tests/realk8s_probe.py and tests/test_real_parity.py; the differences
+left are listed in docs/testing.md).
+
 Served API (what is served is configurable):
 - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/G`, `/apis/G/V`
   (APIResourceList with `<plural>` and `<plural>/status`). `KubeAPI(groups={G: (V, ...)})`
@@ -21,9 +25,11 @@ Served API (what is served is configurable):
   `register(Resource(...))` adds any resource type; defaults are in `RESOURCES`.
 - list `GET .../<plural>` (namespaced `/namespaces/NS/<plural>` or all namespaces):
   `labelSelector` (`k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`),
-  `fieldSelector` (`metadata.name`, `metadata.namespace`; `=`, `==`, `!=`),
-  `limit`/`continue` paging over a consistent snapshot (an unknown or evicted token is
-  410 Expired), `resourceVersion` (`0`: served as from the watch cache, the whole list in
+  `fieldSelector` (`metadata.name`, `metadata.namespace`, a kind's own such as a Service's
+  `spec.type`; `=`, `==`, `!=`), `limit`/`continue` paging over a consistent snapshot (an
+  evicted token is 410 Expired, an undecodable one 400), metadata-only lists (`Accept:
+  application/json;as=PartialObjectMetadataList;...`); no protobuf (a request accepting only
+  protobuf is 406), `resourceVersion` (`0`: served as from the watch cache, the whole list in
   one response, `limit` ignored, unless `cache_pages` is set, as newer watch caches page
   their snapshots; otherwise ignored except `resourceVersionMatch=Exact`,
   which only serves the current version). List metadata carries the current
@@ -34,16 +40,22 @@ Served API (what is served is configurable):
   `bookmark()`), ERROR (`Status` code 410 "Expired" when `resourceVersion` is older than
   the retained event window). `resourceVersion` unset or "0" starts with synthetic ADDED
   events for the current objects. `timeoutSeconds` ends the stream (default 1800 s).
+  Streaming lists (`sendInitialEvents=true`, and bookmarks from resourceVersion unset/0) are
+  refused with an ERROR event as by a real server on etcd 3.4, unless `watch_list` is set:
+  then ADDED events and a BOOKMARK annotated `k8s.io/initial-events-end`.
   The window keeps the last `window` events; `compact()` drops them all now.
 - writes: POST (create; 409 AlreadyExists), PUT (replace; 409 on a stale
   `metadata.resourceVersion`), PATCH (merge patch; a JSON list body is a JSON patch with
   add/replace/remove), DELETE, and the `/status` subresource (PUT/PATCH change only
-  `status`; the main resource ignores `status` changes). uid, creationTimestamp and
-  generation (bumped when `spec` changes) are set as the real API does.
+  `status`; the main resource ignores `status` changes). uid, creationTimestamp,
+  generation (per kind: custom resources, EndpointSlices) and managedFields (kube_fields)
+  are set as the real API does; writes are validated (kube_valid: names, labels,
+  EndpointSlice limits, with the real 422 messages), except `put()`.
 - Services get ClusterIPs as kube-apiserver allocates them (`ClusterIPs`: from
   `service_cidrs`, dual-stack per `ipFamilyPolicy`/`ipFamilies`, immutable, headless `None`
-  kept, released on delete) and the API's defaults (type, sessionAffinity, port protocol and
-  targetPort).
+  kept, released on delete; headless without a selector: RequireDualStack) and the API's
+  defaults (type, sessionAffinity, internalTrafficPolicy, port protocol and targetPort,
+  `status.loadBalancer`).
 - faults: `stop()`/`start()`, `drop_watches()` (close every open watch),
   `fail_next(n, status, reason, message)` (the next n requests get that error, with a
   `Status` body), `requests` (log of (method, path?query) served).
@@ -56,7 +68,8 @@ Served API (what is served is configurable):
 `KubeAPI` composes the parts, one module each: kube_resources (resource types, discovery,
 paths), kube_store (objects, resourceVersions, the event window), kube_lists, kube_watch,
 kube_rbac, kube_ipam (ClusterIPs), kube_select (selectors, patches), kube_status (error
-bodies) and kube_http (the HTTP handler and open connections).
+bodies), kube_fields (managedFields), kube_valid (validation, content types, watch options)
+and kube_http (the HTTP handler and open connections).
 """
 
 from __future__ import annotations
@@ -64,12 +77,13 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from kube_fields import manager_of
 from kube_http import Connections, Handler
 from kube_ipam import ClusterIPs
 from kube_lists import Lists
@@ -78,6 +92,7 @@ from kube_resources import RESOURCES, Catalog, Resource, Route, is_watch, not_fo
 from kube_select import json_patch, merge_patch
 from kube_status import HTTPError, Obj
 from kube_store import Store, view
+from kube_valid import accepts, check_watch, validate
 from kube_watch import Send, Watches
 
 __all__ = ["RESOURCES", "KubeAPI", "Resource"]
@@ -134,6 +149,16 @@ class KubeAPI:
         self.watches.bookmark_interval = seconds
 
     @property
+    def watch_list(self) -> bool:
+        """Whether streaming lists (`sendInitialEvents`) are served; False (the default) refuses
+        them as kube-apiserver does on an etcd without progress notifications (etcd 3.4)."""
+        return self.watches.watch_list
+
+    @watch_list.setter
+    def watch_list(self, on: bool) -> None:
+        self.watches.watch_list = on
+
+    @property
     def user(self) -> str:
         """The user named in 403 messages."""
         return self.rbac.user
@@ -149,7 +174,7 @@ class KubeAPI:
         r = self.resource_for_kind(obj["kind"], obj.get("apiVersion"))
         ns = obj["metadata"].get("namespace", "default") if r.namespaced else ""
         with self.cond:
-            return self.store.write(r, ns, copy.deepcopy(obj), replace_status=True)
+            return self.store.write(r, ns, copy.deepcopy(obj), replace_status=True, manager="kubeapi")
 
     def delete(self, kind: str, namespace: str | None, name: str, api_version: str | None = None) -> bool:
         """Delete an object; False if it did not exist."""
@@ -257,8 +282,10 @@ class KubeAPI:
 
     # ---- requests ----
 
-    def handle(self, method: str, url: str, body: Any, content_type: str) -> tuple[int, Any]:
+    def handle(self, method: str, url: str, body: Any,
+               headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
         """One non-watch request: (status, JSON body) or (200, ("WATCH", args...))."""
+        headers = headers or {}
         u = urlparse(url)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         parts = [p for p in u.path.split("/") if p]
@@ -278,10 +305,13 @@ class KubeAPI:
             if method != "GET":
                 raise HTTPError(405, "MethodNotAllowed")
             return 200, self.catalog.resource_list(parts[-2] if parts[0] == "apis" else "", parts[-1])
-        return self._handle_resource(method, route, body, q)
+        as_meta = accepts(headers.get("Accept") or "")
+        manager = manager_of(headers.get("User-Agent") or "", q.get("fieldManager"))
+        return self._handle_resource(method, route, body, q, (manager, as_meta))
 
-    def _handle_resource(self, method: str, route: Route, body: Any, q: dict[str, str]) -> tuple[int, Any]:
-        """A request on a collection or one object."""
+    def _handle_resource(self, method: str, route: Route, body: Any, q: dict[str, str],
+                         how: tuple[str, bool]) -> tuple[int, Any]:
+        """A request on a collection or one object; `how`: (field manager, metadata only)."""
         r, _version, ns, name, sub, api_version = route
         with self.cond:
             self.rbac.authorize(method, r, ns, name, sub, q)
@@ -289,28 +319,32 @@ class KubeAPI:
             raise not_found()
         if method == "GET" and name is None:
             if is_watch(q):
+                check_watch(q)
                 return 200, ("WATCH", r, api_version, ns, q)
-            return 200, self.lists.serve(r, api_version, ns, q, self.cache_pages)
+            return 200, self.lists.serve(r, api_version, ns, q, self.cache_pages, metadata_only=how[1])
         nskey = ns or "" if r.namespaced else ""
         with self.cond:
             if method == "POST" and name is None:
                 if not isinstance(body, dict):
                     raise HTTPError(400, "BadRequest", "body must be an object")
                 body.pop("status", None) if r.status else None
-                return 201, view(self.store.write(r, nskey, body, create=True), api_version)
+                validate(r, body)
+                return 201, view(self.store.write(r, nskey, body, create=True, manager=how[0]), api_version)
             if name is None:
                 raise HTTPError(405, "MethodNotAllowed")
-            return self._handle_object(method, r, nskey, name, sub == "status", body, api_version)
+            return self._handle_object(method, r, nskey, name, sub == "status", body, api_version, how[0])
 
     def _handle_object(self, method: str, r: Resource, nskey: str, name: str, status_only: bool, body: Any,
-                       api_version: str) -> tuple[int, Any]:
+                       api_version: str, manager: str) -> tuple[int, Any]:
         """GET, DELETE, PUT or PATCH of one object (call with `cond` held)."""
         key = (r.group, r.plural, nskey, name)
         cur = self.store.objs.get(key)
         if method == "PUT":
             if not isinstance(body, dict) or (body.get("metadata") or {}).get("name") != name:
                 raise HTTPError(400, "BadRequest", "metadata.name must match the URL")
-            out = self.store.write(r, nskey, body, status_only=status_only, create=False,
+            if not status_only:
+                validate(r, body)
+            out = self.store.write(r, nskey, body, status_only=status_only, create=False, manager=manager,
                                    expect_rv=(body.get("metadata") or {}).get("resourceVersion"))
             return 200, view(out, api_version)
         if method not in ("GET", "DELETE", "PATCH"):
@@ -324,8 +358,10 @@ class KubeAPI:
             return 200, view(copy.deepcopy(cur), api_version)
         new = json_patch(cur, body) if isinstance(body, list) else merge_patch(cur, body)
         meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+        if not status_only:
+            validate(r, new)
         out = self.store.write(r, nskey, new, status_only=status_only, create=False,
-                               expect_rv=meta.get("resourceVersion"))
+                               expect_rv=meta.get("resourceVersion"), manager=manager)
         return 200, view(out, api_version)
 
     def watch(self, send: Send, r: Resource, api_version: str, ns: str | None, q: dict[str, str]) -> None:

@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_kube_source import addrs, endpoint_slice, service_import
 
+from mcsdns.kube.client import Client
 from mcsdns.kube.config import client_configuration
 
 MCS = "multicluster.x-k8s.io"
@@ -110,7 +111,7 @@ def test_writes_conflicts_and_status(api: KubeAPI, kc: client.ApiClient) -> None
 def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> None:
     api.bookmark_interval = 0.2
     co: Any = client.CustomObjectsApi(kc)
-    api.put(service_import("first", "ns", ["10.1.0.9"]))  # resourceVersion "0" would mean "from now"
+    api.put(service_import("first", "ns", ["10.1.0.9"]))
     rv = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports")["metadata"]["resourceVersion"]
     api.put(service_import("a", "ns", ["10.1.0.1"]))
     api.put(service_import("a", "ns", ["10.1.0.2"]))
@@ -121,7 +122,7 @@ def test_watch_events_bookmarks_and_gone(api: KubeAPI, kc: client.ApiClient) -> 
     events = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
     types = [e["type"] for e in events]
     assert types[:3] == ["ADDED", "MODIFIED", "DELETED"] and "BOOKMARK" in types
-    assert [int(e["object"]["metadata"]["resourceVersion"]) for e in events[:3]] == [2, 3, 4]
+    assert [int(e["object"]["metadata"]["resourceVersion"]) - int(rv) for e in events[:3]] == [1, 2, 3]
     api.compact()
     resp = co.list_cluster_custom_object(MCS, "v1beta1", "serviceimports", watch=True, resource_version=rv,
                                          _preload_content=False)
@@ -177,3 +178,36 @@ def test_services_get_cluster_ips_as_a_real_api_server_allocates_them(tmp_path: 
         assert e.value.status == 422
         v1.delete_namespaced_service("dual", "ns")
         assert create("taken", clusterIP=dual.cluster_ip).cluster_ip == dual.cluster_ip  # released
+
+
+def test_streaming_lists_when_the_server_has_them(api: KubeAPI, tmp_path: Path) -> None:
+    c = Client(client_for(api, tmp_path))
+    api.put(service_import("a", "ns", ["10.1.0.1"]))
+    api.put(service_import("b", "ns", ["10.1.0.2"]))
+
+    def stream() -> list[Any]:
+        resp = c.open("GET", f"/apis/{MCS}/v1beta1/serviceimports", {
+            "watch": True, "timeoutSeconds": 1, "sendInitialEvents": True,
+            "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": True})
+        return [json.loads(line) for line in resp.data.splitlines() if line.strip()]
+
+    (refused,) = stream()  # as a real server on etcd 3.4 (no progress notifications)
+    assert refused["type"] == "ERROR" and "RequestWatchProgress" in refused["object"]["message"]
+    api.watch_list = True
+    evs = stream()
+    assert [e["type"] for e in evs] == ["ADDED", "ADDED", "BOOKMARK"]
+    end = evs[-1]["object"]["metadata"]
+    assert end == {"resourceVersion": str(api.rv), "annotations": {"k8s.io/initial-events-end": "true"}}
+
+
+def test_managed_fields_one_entry_per_manager(api: KubeAPI, kc: client.ApiClient) -> None:
+    co: Any = client.CustomObjectsApi(kc)
+    api.put(service_import("a", "ns", ["10.1.0.1"]))  # manager "kubeapi"
+    o = co.get_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", "a")
+    o["metadata"]["labels"] = {"x": "y"}
+    del o["metadata"]["managedFields"]  # omitted: the stored ones are kept
+    o = co.replace_namespaced_custom_object(MCS, "v1beta1", "ns", "serviceimports", "a", o,
+                                            field_manager="mcsdns-controller")
+    mf = {m["manager"]: m for m in o["metadata"]["managedFields"]}
+    assert sorted(mf) == ["kubeapi", "mcsdns-controller"]
+    assert mf["mcsdns-controller"]["fieldsV1"]["f:metadata"] == {"f:labels": {".": {}, "f:x": {}}}

@@ -1,0 +1,54 @@
+"""`mcsdns diagnose` on a real kube-apiserver (MCSDNS_REALK8S; skipped without it): its
+permission check asks the real RBAC (SelfSubjectAccessReviews), so the shipped least-privilege
+ClusterRole of the server (deploy/server/rbac.yaml) is checked to be enough for `serve`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from helpers import REPO
+from realk8s import RealK8s
+
+PATHS = {"ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+         "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+         "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"}
+
+
+def diagnose(kubeconfig: Path) -> tuple[int, dict[str, tuple[str, str]]]:
+    """(exit status, {check: (status, message)}) of a one-cluster diagnose."""
+    cmd = [sys.executable, "-m", "mcsdns", "diagnose", "--output", "json", "--kubeconfig", str(kubeconfig)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode in (0, 1), out.stderr
+    results: list[Any] = json.loads(out.stdout)["results"]
+    worst: dict[str, tuple[str, str]] = {}
+    for r in results:  # a check's FAIL wins over its OKs
+        if r["check"] not in worst or r["status"] == "FAIL":
+            worst[r["check"]] = (r["status"], r["message"])
+    return out.returncode, worst
+
+
+def test_diagnose_with_the_server_identity_as_deployed(real_k8s: RealK8s) -> None:
+    ns = real_k8s.namespace("mcsdns-system")
+    _, admin = diagnose(real_k8s.kubeconfig)
+    assert admin["api"] == ("OK", "reachable (v1.36.2)") and admin["permissions"][0] == "OK"
+    assert admin["crds"][0] == "OK" and admin["cluster-id"][0] == "FAIL"
+    real_k8s.json("POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", {
+        "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "east"}})
+    bare = real_k8s.token_for(ns, "nobody")
+    _, got = diagnose(bare)
+    assert got["permissions"][0] == "FAIL"
+    assert "lacks 9 of the 9 permissions mcsdns serve needs" in got["permissions"][1]
+    for doc in yaml.safe_load_all((REPO / "deploy" / "server" / "rbac.yaml").read_text()):
+        doc["metadata"]["namespace"] = ns
+        for s in doc.get("subjects") or []:
+            s["namespace"] = ns
+        real_k8s.json("POST", PATHS[doc["kind"]].format(ns=ns), doc)
+    rc, got = diagnose(real_k8s.token_for(ns, "mcsdns", create=False))
+    assert got["permissions"] == ("OK", "all 9 permissions mcsdns serve needs"), got
+    assert got["cluster-id"][0] == "OK", got
