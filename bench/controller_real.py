@@ -46,6 +46,7 @@ from mcsdns.kube.client import Client  # noqa: E402
 
 Obj = dict[str, Any]
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+IDLE = 5.0  # seconds the servers' idle CPU is sampled over
 OURS = ("serviceimports", "services", "endpointslices", "serviceexports")
 
 
@@ -188,16 +189,14 @@ def print_writes(n: int, ctl: Counter[tuple[str, str]], srv: Counter[tuple[str, 
         print(f"  {verb:7} {res + ('/' + sub if sub else ''):23} {v / n:.2f}")
 
 
-def run(args: argparse.Namespace, clusters: list[Cluster], tmp: Path) -> int:
-    t = time.perf_counter()
-    populate(clusters, args.n, args.threads)
-    print(f"loaded {args.n} exported services over {len(clusters)} real API servers in "
-          f"{time.perf_counter() - t:.1f}s", flush=True)
-    time.sleep(2)  # let the servers settle
+def sync_once(args: argparse.Namespace, clusters: list[Cluster], tmp: Path, what: str) -> bool:
+    """Start the controller, wait for /ready, print its time, CPU and every server's CPU and
+    the writes it made; stop it. False when it did not get ready or the sync is incomplete."""
     srv0 = [c.writes() for c in clusters]
     cpu0 = [c.cpu() for c in clusters]
     health, metrics = free_port(), free_port()
-    log = open(tmp / "controller.log", "wb")  # noqa: SIM115
+    path = tmp / f"controller-{what.replace(' ', '-')}.log"
+    log = open(path, "wb")  # noqa: SIM115
     env = dict(os.environ, PYTHONPATH=str(args.repo.resolve()))
     t0 = time.perf_counter()
     proc = subprocess.Popen(controller_cmd(clusters, health, metrics, args.workers), stdout=log,
@@ -205,31 +204,45 @@ def run(args: argparse.Namespace, clusters: list[Cluster], tmp: Path) -> int:
     try:
         while get(f"http://127.0.0.1:{health}/ready") != 200:
             if proc.poll() is not None or time.perf_counter() - t0 > args.timeout:
-                print("controller did not get ready; log:", (tmp / "controller.log").read_text()[-3000:])
-                return 1
+                print("controller did not get ready; log:", path.read_text()[-3000:])
+                return False
             time.sleep(0.1)
         ready = time.perf_counter() - t0
         ctl_cpu, cpu1 = cpu(proc.pid), [c.cpu() for c in clusters]
-        print(f"controller start -> /ready: {ready:.1f} s; controller CPU {ctl_cpu:.1f} s, "
+        print(f"{what}: controller start -> /ready {ready:.1f} s; controller CPU {ctl_cpu:.1f} s, "
               f"RSS {rss(proc.pid)[0]} MiB", flush=True)
-        servers = cpu_line("API servers' CPU, start -> ready", cpu0, cpu1)
-        print(f"  busy share of the servers: {servers / ready:.2f} cores of 2; controller "
-              f"{ctl_cpu / ready:.2f} cores")
+        servers = cpu_line("  API servers' CPU, start -> ready", cpu0, cpu1)
+        print(f"  busy: the servers {servers / ready:.2f} cores, the controller {ctl_cpu / ready:.2f} "
+              f"cores (of 2); the servers' share of the CPU spent {servers / (servers + ctl_cpu):.0%}")
         for i, c in enumerate(clusters):
             got = member_counts(c)
             print(f"  c{i}: {got[0]} ServiceImports with ips, {got[1]} derived Services, "
                   f"{got[2]} imported slices")
             if got != (args.n, args.n, args.n):
                 print("incomplete sync")
-                return 1
+                return False
         time.sleep(2)
         ctl = controller_writes(metrics)
         srv = sum((c.writes() - s0 for c, s0 in zip(clusters, srv0, strict=True)), Counter())
         print_writes(args.n, ctl, srv)
-        return 0
+        return True
     finally:
         stop_process(proc)
         log.close()
+
+
+def run(args: argparse.Namespace, clusters: list[Cluster], tmp: Path) -> int:
+    t = time.perf_counter()
+    populate(clusters, args.n, args.threads)
+    print(f"loaded {args.n} exported services over {len(clusters)} real API servers in "
+          f"{time.perf_counter() - t:.1f}s", flush=True)
+    time.sleep(2)  # let the servers settle
+    idle0 = [c.cpu() for c in clusters]
+    time.sleep(IDLE)
+    cpu_line(f"API servers' CPU idle, {IDLE:.0f} s", idle0, [c.cpu() for c in clusters])
+    if not sync_once(args, clusters, tmp, "first sync"):
+        return 1
+    return 0 if sync_once(args, clusters, tmp, "restart") else 1
 
 
 def main() -> int:
