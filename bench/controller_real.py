@@ -18,6 +18,8 @@ The clusters are taken down (and purged) at the end unless `--keep`.
 
     MCSDNS_REALK8S=/path/to/realk8s.sh .venv/bin/python bench/controller_real.py -n 1000
     .venv/bin/python bench/controller_real.py -n 3000 --realk8s /path/to/realk8s.sh --repo /tmp/old
+    MCSDNS_REALK8S=/path/to/realk8s.sh .venv/bin/python bench/controller_real.py -n 1000 \\
+        --clusterset-cidr 10.200.0.0/16
 """
 
 from __future__ import annotations
@@ -156,13 +158,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--prefix", default="ctlreal", help="cluster name prefix")
     p.add_argument("--keep", action="store_true", help="leave the clusters up")
     p.add_argument("--repo", type=Path, default=REPO, help="checkout whose controller runs")
+    p.add_argument("--clusterset-cidr", metavar="CIDR", help="run the controller in cidr mode (no derived "
+                   "Services) with this --clusterset-cidr")
     return p.parse_args()
 
 
-def controller_cmd(clusters: list[Cluster], health: int, metrics: int, workers: int) -> list[str]:
+def controller_cmd(clusters: list[Cluster], health: int, metrics: int, workers: int,
+                   cidr: str | None) -> list[str]:
     cmd = [sys.executable, "-m", "mcsdns.controller", "--health", f"127.0.0.1:{health}",
            "--metrics", f"127.0.0.1:{metrics}", "--resync", "3600", "--workers", str(workers),
            "--endpoint-ttl", "60", "--log-level", "WARNING"]
+    if cidr:
+        cmd += ["--clusterset-cidr", cidr]
     for i, c in enumerate(clusters):
         cmd += ["--cluster", f"c{i}={c.kubeconfig}"]
     return cmd
@@ -199,8 +206,8 @@ def sync_once(args: argparse.Namespace, clusters: list[Cluster], tmp: Path, what
     log = open(path, "wb")  # noqa: SIM115
     env = dict(os.environ, PYTHONPATH=str(args.repo.resolve()))
     t0 = time.perf_counter()
-    proc = subprocess.Popen(controller_cmd(clusters, health, metrics, args.workers), stdout=log,
-                            stderr=subprocess.STDOUT, cwd=args.repo, env=env)
+    cmd = controller_cmd(clusters, health, metrics, args.workers, args.clusterset_cidr)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=args.repo, env=env)
     try:
         while get(f"http://127.0.0.1:{health}/ready") != 200:
             if proc.poll() is not None or time.perf_counter() - t0 > args.timeout:
@@ -218,7 +225,7 @@ def sync_once(args: argparse.Namespace, clusters: list[Cluster], tmp: Path, what
             got = member_counts(c)
             print(f"  c{i}: {got[0]} ServiceImports with ips, {got[1]} derived Services, "
                   f"{got[2]} imported slices")
-            if got != (args.n, args.n, args.n):
+            if got != (args.n, 0 if args.clusterset_cidr else args.n, args.n):
                 print("incomplete sync")
                 return False
         time.sleep(2)
