@@ -1,0 +1,133 @@
+"""`mcsdns controller` against two REAL kube-apiservers (etcd + kube-apiserver each, brought up by
+realk8s.sh, whose path $MCSDNS_REALK8S names; skipped without it): a first sync gives the importing
+member ServiceImports with the ClusterIPs the real server allocated to their derived Services, the
+imported EndpointSlices owned by the import, and makes the writes per service that
+test_controller_writes counts on the test API server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_env import eventually, run_controller
+from test_controller_writes import DERIVED, writes_by_member
+
+from mcsdns.kube.client import Client
+
+REALK8S = os.environ.get("MCSDNS_REALK8S", "")
+pytestmark = pytest.mark.skipif(not os.path.isfile(REALK8S),
+                                reason="no real API server: set MCSDNS_REALK8S to the path of realk8s.sh")
+REPO = Path(__file__).resolve().parent.parent
+MCS = "multicluster.x-k8s.io/v1beta1"
+N = 3
+
+
+class Real:
+    """One realk8s control plane and a client of it."""
+
+    def __init__(self, home: Path, name: str, crds: Path) -> None:
+        self.home, self.name = home, name
+        env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
+        out = subprocess.run([REALK8S, "up", name], env=env, check=True, capture_output=True, text=True)
+        self.kubeconfig = out.stdout.strip().splitlines()[-1]
+        self.client = Client.load(self.kubeconfig, None, name=name)
+
+    def down(self) -> None:
+        self.client.close()
+        env = dict(os.environ, REALK8S_HOME=str(self.home))
+        subprocess.run([REALK8S, "down", "--purge", self.name], env=env, check=False, capture_output=True)
+
+    def create(self, path: str, obj: dict[str, Any]) -> None:
+        self.client.request("POST", path, obj)
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            out: dict[str, Any] = self.client.get(path)
+            return out
+        except Exception:
+            return None
+
+
+@pytest.fixture
+def reals(tmp_path: Path) -> Iterator[list[Real]]:
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for f in (REPO / "deploy" / "crds").glob("*_*.yaml"):
+        shutil.copy(f, crds / f.name)
+    home = Path(os.environ.get("REALK8S_HOME") or tmp_path / "realk8s")
+    out: list[Real] = []
+    try:
+        for name in ("a", "b"):
+            out.append(Real(home, f"mcsdns-test-{os.getpid()}-{name}", crds))
+        yield out
+    finally:
+        for r in out:
+            r.down()
+
+
+def populate(a: Real, b: Real) -> None:
+    """Cluster IDs a and b, namespace ns in both, N exported services in a."""
+    for r, cid in ((a, "a"), (b, "b")):
+        r.create("/apis/about.k8s.io/v1alpha1/clusterproperties", {
+            "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+            "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
+        r.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    for i in range(N):
+        a.create("/api/v1/namespaces/ns/services", {
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": f"s{i}", "namespace": "ns"},
+            "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+        a.create("/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices", {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"s{i}-x", "namespace": "ns",
+                         "labels": {"kubernetes.io/service-name": f"s{i}"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [f"10.9.0.{i + 1}"], "conditions": {"ready": True}}]})
+        a.create(f"/apis/{MCS}/namespaces/ns/serviceexports", {
+            "apiVersion": MCS, "kind": "ServiceExport", "metadata": {"name": f"s{i}", "namespace": "ns"}})
+
+
+def imported(r: Real, i: int) -> dict[str, Any] | None:
+    """Service s{i}'s ServiceImport in `r` once it has its ips and status."""
+    si = r.get(f"/apis/{MCS}/namespaces/ns/serviceimports/s{i}")
+    return si if si and si.get("status") and si["spec"].get("ips") else None
+
+
+def ready(r: Real, i: int) -> bool:
+    """Service s{i}'s ServiceExport in `r` has Ready=True."""
+    se = r.get(f"/apis/{MCS}/namespaces/ns/serviceexports/s{i}") or {}
+    conds = (se.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def test_first_sync_on_real_apiservers(reals: list[Real], tmp_path: Path) -> None:
+    a, b = reals
+    populate(a, b)
+    args = ["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}", "--resync", "600"]
+    with run_controller(args, tmp_path) as ctl:
+        eventually(ctl.ready, timeout=60, what="first full sync")
+        for i in range(N):
+            si = eventually(lambda i=i: imported(b, i), timeout=30, what=f"s{i} imported in b")
+            assert si["status"]["clusters"] == [{"cluster": "a"}]
+            name = si["metadata"]["annotations"]["multicluster.kubernetes.io/derived-service"]
+            svc = b.get(f"/api/v1/namespaces/ns/services/{name}")
+            assert svc is not None and svc["spec"]["clusterIPs"] == si["spec"]["ips"]  # the real allocator's
+            assert [o["uid"] for o in svc["metadata"]["ownerReferences"]] == [si["metadata"]["uid"]]
+            slices = b.client.list("/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices",
+                                   f"multicluster.kubernetes.io/service-name=s{i}")
+            assert [e["addresses"] for s in slices for e in s["endpoints"]] == [[f"10.9.0.{i + 1}"]]
+            owners = [o["uid"] for s in slices for o in s["metadata"]["ownerReferences"]]
+            assert owners == [si["metadata"]["uid"]]
+            eventually(lambda i=i: imported(a, i), timeout=30, what=f"s{i} imported in a")
+            eventually(lambda i=i: ready(a, i), timeout=30, what=f"s{i}'s export Ready in a")
+        got = writes_by_member(ctl.metrics())
+    for name in ("a", "b"):
+        want = Counter({k: v * N for k, v in DERIVED.items()})
+        if name == "a":
+            want[("serviceexports/status", "update")] = N
+        assert got[name] == want, got
