@@ -8,9 +8,7 @@ Once `loop` is set, the loop parses about TURN_ITEMS endpoints and ports per tur
 larger batch goes on over the next turns, in order; an object of more than BIG_ITEMS
 is parsed in `executor` and stored when that is done, unless a later small event or a
 deletion of the same object came first (a later large one is parsed next, so each
-lands). `idle` is False meanwhile. While `bulk` (the first load: nothing is answered
-from the store's services yet), every object is parsed off the loop, each operation's
-in one job, and its changes notified at once.
+lands). `idle` is False meanwhile.
 
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
@@ -93,7 +91,6 @@ class Store:
         self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
         self._turn_scheduled = False
         self.executor: Executor | None = None  # where large objects are parsed (None: the loop's default)
-        self.bulk = False  # set: with a loop, parse everything off it in one job per operation
 
     @property
     def idle(self) -> bool:
@@ -249,9 +246,9 @@ class Store:
             self.restored.discard((str(kind), key))
         if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
             if self.loop is not None:
-                items = 0 if self.bulk else size(kind, obj) + 1
-                if self.bulk or items > BIG_ITEMS:
-                    self._spend(0 if self.bulk else 1)  # bulk: the whole operation this turn
+                items = size(kind, obj) + 1
+                if items > BIG_ITEMS:
+                    self._spend(1)
                     if (kind, key) in self.pending:  # parsed once the one under way is stored:
                         self.waiting[(kind, key)] = obj  # each lands, however often it changes
                     else:
@@ -313,11 +310,8 @@ class Store:
         self._later.append((kind, key, token, obj, self._current(kind, key)))
 
     def _submit(self) -> None:
-        """Hand what was deferred to the executor, about BIG_ITEMS per job (`bulk`: one)."""
+        """Hand what was deferred to the executor, about BIG_ITEMS per job."""
         later, self._later = self._later, []
-        if self.bulk and later:
-            self._start(later)
-            return
         job: list[Deferred] = []
         items = 0
         for d in later:

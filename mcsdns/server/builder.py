@@ -5,10 +5,9 @@ when they cost at most BIG_ITEMS (endpoints and ports, plus SERVICE_COST per ser
 nearly every change). Larger changes are built in `executor`: the records (`zone.records`), what
 they change in the zone (`Zone.stage`) and the digest and journal difference
 (`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
-about SWAP_NAMES names per turn (all of them before the zone is loaded), so a query
-sees a service before or after its change, never half, and answering never waits for
-the build (the GIL is handed back every switch interval, 0.5 ms in `serve`; the GC is
-held off meanwhile, ops/gcpause.py).
+about SWAP_NAMES names per turn, so a query sees a service before or after its
+change, never half, and answering never waits for the build (the GIL is handed back
+every switch interval, 0.5 ms in `serve`; the GC is held off meanwhile, ops/gcpause.py).
 A service changed again while its build runs is built again after the swap.
 """
 
@@ -130,12 +129,10 @@ class Builder:
         self._swap(work)
 
     def _swap(self, work: Work) -> None:
-        """Swap in whole services, about SWAP_NAMES names this turn, the rest next turn;
-        all at once before the zone is loaded (nothing is answered from it yet)."""
+        """Swap in whole services, about SWAP_NAMES names this turn; the rest next turn."""
         batch: list[tuple[Staged, Worked]] = []
         names = 0
-        whole = not self.zone.loaded
-        while work and (whole or names < SWAP_NAMES):
+        while work and names < SWAP_NAMES:
             st, w, left = work.pop()
             batch.append((st, w))
             self.report(st.key, left)

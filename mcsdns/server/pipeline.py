@@ -54,7 +54,6 @@ class Pipeline:
         self.handler = Handler(self.cache)
         self.handler.tsig_keys.update((k.name, k) for k in keys)
         self.store.subscribe(self.rebuild)
-        self.store.bulk = True  # until `load`: nothing is answered from the zone
         self.left_out = LeftOutLog(self.store)  # names too long to serve
         # serial per content, journal (zone.journal), shared with the workers through `serial_file`
         self.versions = Versions(self.zone, SerialClock(serial_file))
@@ -99,9 +98,7 @@ class Pipeline:
         return self.zone.serial if self.versions.established else None
 
     def load(self) -> None:
-        """The zone holds all the data: answer from it, under its serial; later changes
-        are parsed and swapped in a bounded amount per loop turn."""
-        self.store.bulk = False
+        """The zone holds all the data: answer from it, under its serial."""
         self.publisher.load()
 
     def off_loop(self, loop: asyncio.AbstractEventLoop, forked: bool = False) -> None:
