@@ -27,7 +27,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import dns.message
 import dns.rcode
@@ -46,7 +46,13 @@ def ip(i: int) -> str:
     return f"10.{100 + i // 65536 % 100}.{i // 256 % 256}.{i % 256}"
 
 
-def load(api: KubeAPI, services: int, headless: int, slices_per: int, per_slice: int) -> tuple[str, set[str]]:
+class Putter(Protocol):
+    """Where `load` puts each object (the test API server, or a real one's loader)."""
+
+    def put(self, obj: dict[str, Any]) -> Any: ...
+
+
+def load(api: Putter, services: int, headless: int, slices_per: int, per_slice: int) -> tuple[str, set[str]]:
     """The objects; returns the last headless service's name and its addresses."""
     port = [{"name": "http", "protocol": "TCP", "port": 80}]
     for i in range(services - headless):

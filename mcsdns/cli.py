@@ -10,8 +10,8 @@ import sys
 
 from . import flags
 from .app import Config
-from .controller.cli import add_parser as add_controller
-from .diagnose.cli import add_parser as add_diagnose
+from .cli_controller import add_parser as add_controller
+from .cli_diagnose import add_parser as add_diagnose
 from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text

@@ -105,3 +105,14 @@ def test_json_logs(tmp_path: Path) -> None:
         lines = [json.loads(line) for line in srv.logs().splitlines() if line.startswith("{")]
     assert any(rec["level"] == "WARNING" and "y/x" in rec["msg"] for rec in lines)
     assert all({"time", "level", "logger", "msg"} <= rec.keys() for rec in lines)
+
+
+def test_serve_and_records_leave_the_controller_and_diagnose_unloaded() -> None:
+    """Their sub-parsers are built from flags alone: `serve` does not pay for loading them."""
+    code = ("import sys; from mcsdns import cli; a = cli.build_parser().parse_args(['serve']); "
+            "cli.config_from(a); import mcsdns.roles.single, mcsdns.roles.supervisor; "
+            "print(sorted({m.split('.')[0 if m[0] == 'p' else 1] for m in sys.modules "
+            "if m.startswith(('mcsdns.controller', 'mcsdns.diagnose', 'prometheus_client'))}))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=REPO, timeout=60).stdout
+    assert out.strip() == "[]"  # nor prometheus_client (/metrics loads it at the first scrape)

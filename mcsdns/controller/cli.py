@@ -6,70 +6,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
-import socket
 import sys
 import threading
 from types import FrameType
-from typing import Any
 
 from .. import flags
+from ..cli_controller import CIDR, DERIVED, add_parser
 from ..kube.names import valid_cluster_id
 from ..ops.errors import ConfigError
 from ..ops.http import HTTPEndpoints, serve_http
 from ..ops.logs import setup_logging
-from ..ops.process import version_text
-from ..server.udp import io_description
 from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager
 from .metrics import registry, render
-from .reconcile import CIDR, DERIVED
 
 log = logging.getLogger("mcsdns.controller")
-
-
-def add_parser(subparsers: Any) -> None:
-    """Add the `controller` subcommand (func=main)."""
-    c = subparsers.add_parser("controller", help="sync ServiceExports to ServiceImports across clusters",
-                              description=__doc__)
-    c.add_argument("--cluster", action="append", default=[], metavar="NAME=KUBECONFIG[@CONTEXT]",
-                   help="a member cluster (repeatable)")
-    c.add_argument("--cluster-id", action="append", default=[], metavar="NAME=ID",
-                   help="cluster ID of member NAME (default: its ClusterProperty "
-                        "cluster.clusterset.k8s.io or id.k8s.io)")
-    c.add_argument("--clusterset-ip", choices=(DERIVED, CIDR), default=None,
-                   help="where ClusterSetIPs come from: a derived Service's ClusterIP in each importing "
-                        "cluster (derived, the default) or --clusterset-cidr (cidr; the default when a "
-                        "--clusterset-cidr is given)")
-    c.add_argument("--clusterset-cidr", action="append", default=[], type=flags.cidr, metavar="CIDR",
-                   help="range for ClusterSetIPs in cidr mode (repeatable; one IPv4 and/or one IPv6)")
-    c.add_argument("--endpoint-ttl", type=flags.seconds, default=60.0, metavar="SECONDS",
-                   help="drop an unreachable member's endpoints after this long (default 60)")
-    c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
-                   help="re-queue every service at least this often (default 300)")
-    c.add_argument("--workers", type=flags.positive, default=16,
-                   help="services reconciled in parallel, and so at most this many writes in flight "
-                        "per member (default 16)")
-    c.add_argument("--leader-elect", action="store_true", help="only write while holding a Lease")
-    c.add_argument("--lease-namespace", type=flags.dns_label, default="kube-system")
-    c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller")
-    c.add_argument("--lease-cluster", default="", metavar="NAME",
-                   help="member holding the Lease (default: the first --cluster)")
-    c.add_argument("--lease-duration", type=flags.seconds, default=15.0, metavar="SECONDS")
-    c.add_argument("--identity", type=flags.non_empty, default=f"{socket.gethostname()}-{os.getpid()}",
-                   help="this replica's name in the Lease (default HOSTNAME-PID)")
-    c.add_argument("--health", type=flags.host_port, metavar="HOST:PORT",
-                   help="/health (always 200), /ready (200 after the first full sync, or while following) "
-                        "and /metrics")
-    c.add_argument("--metrics", type=flags.host_port, metavar="HOST:PORT",
-                   help="also serve /metrics (and /health, /ready) here")
-    c.add_argument("--once", action="store_true", help="sync every service once, then exit")
-    c.add_argument("--log-level", type=flags.log_level, default="INFO")
-    c.add_argument("--log-format", choices=("text", "json"), default="text")
-    c.add_argument("--version", action="version", version=version_text(io_description()))
-    c.set_defaults(func=main)
 
 
 def _members(args: argparse.Namespace) -> list[Member]:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..cli_controller import CIDR
 from ..kube.keys import Key
 from .contract import Target
 from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name
@@ -23,7 +24,6 @@ from .merge import CLUSTERSET_IP, Merged
 
 log = logging.getLogger("mcsdns.controller")
 
-DERIVED, CIDR = "derived", "cidr"
 IPs = tuple[list[str], list[str]]  # (ips, ipFamilies)
 
 

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from ..cli_controller import CIDR, DERIVED
 from ..kube.keys import Key
-from .clustersetip import CIDR, DERIVED, IPs, strategy
+from .clustersetip import IPs, strategy
 from .contract import Target
 from .engine import Engine, Result
 from .exports import ExportState, read_export

@@ -13,41 +13,11 @@ from .. import flags
 from ..dns.names import encode_name
 from ..kube.client import Client
 from ..kube.config import KubeconfigError, parse_cluster
-from ..kube.keys import Key
-from ..kube.names import is_dns_label
 from ..kube.permissions import CONTROLLER, SERVER
 from ..ops.errors import ConfigError
 from . import checks, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
-
-
-def service(s: str) -> Key:
-    """NAME.NAMESPACE -> (namespace, name)."""
-    name, _, ns = s.partition(".")
-    if not (is_dns_label(name) and is_dns_label(ns)):
-        raise argparse.ArgumentTypeError(f"{s}: expected NAME.NAMESPACE (a service and its namespace)")
-    return ns, name
-
-
-def add_parser(sub: argparse._SubParsersAction[flags.Parser]) -> None:
-    d = sub.add_parser("diagnose", help="check a cluster or a clusterset, from the objects to the DNS "
-                       "answers (read-only)")
-    d.add_argument("service", nargs="?", type=service, metavar="NAME.NAMESPACE",
-                   help="check only this service")
-    d.add_argument("--kubeconfig", metavar="PATH", help="one cluster: its kubeconfig (default $KUBECONFIG "
-                   "or ~/.kube/config); checks what `mcsdns serve` needs")
-    d.add_argument("--context", metavar="NAME", help="the kubeconfig context (default: its current one)")
-    d.add_argument("--cluster", action="append", default=[], metavar="NAME=KUBECONFIG[@CONTEXT]",
-                   help="every member of a clusterset, as `mcsdns controller` takes them (repeatable); "
-                        "checks what the controller needs")
-    d.add_argument("--dns", action="append", default=[], metavar="[NAME=]HOST:PORT",
-                   help="also ask this member's mcsdns the names its objects imply (one cluster: "
-                        "HOST:PORT; a clusterset: NAME=HOST:PORT, repeatable)")
-    d.add_argument("--zone", type=flags.zone, default="clusterset.local", help="the zone mcsdns serves")
-    d.add_argument("--output", choices=("text", "json"), default="text")
-    d.set_defaults(func=main)
-
 
 Clusters = dict[str, Client]  # by name, in the order given
 

@@ -11,11 +11,18 @@ from ..dns.names import encode_name
 from ..flags import http_addrs
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.http import HTTPEndpoints, HTTPErrors, HTTPServer, serve_http
-from ..ops.metrics import render
 from ..ops.stats import Snapshot, Stats
 from ..server.notify import Notifier
 
 log = logging.getLogger("mcsdns")
+
+
+def render(snaps: list[Snapshot]) -> bytes:
+    """The /metrics text; prometheus_client (~0.1 s to import) is loaded at the first scrape,
+    not at every start."""
+    from ..ops.metrics import render as text
+
+    return text(snaps)
 
 
 async def serve_endpoints(cfg: Config, ready: Callable[[], bool], snaps: Callable[[], list[Snapshot]],

@@ -108,10 +108,11 @@ class Builder:
         """Off the loop: each service's staged zone change, its digest and difference, and
         the names it left out."""
         out: Work = []
+        journaled = self.publisher.versions.established  # else `record` diffs, if it must
         for key, si, slices in inputs:
             left = LeftOut()
             st = self.zone.stage(key, records(self.zone, si, slices, loc, left))
-            out.append((st, work_out(key, st.before, st.new), left))
+            out.append((st, work_out(key, st.before, st.new, journaled), left))
         return out
 
     def _built(self, fut: asyncio.Future[Work], keys: list[Key]) -> None:

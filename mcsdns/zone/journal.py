@@ -65,15 +65,20 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
 
 
 class Worked(NamedTuple):
-    """A service change's digest and difference, worked out ahead (off the loop)."""
+    """A service change's digest and difference, worked out ahead (off the loop); the
+    difference is None when it was not (no journal yet: `record` works it out if needed)."""
 
     digest: int
-    removed: list[Record]
-    added: list[Record]
+    removed: list[Record] | None
+    added: list[Record] | None
 
 
-def work_out(key: Key, old: Names, new: Names) -> Worked:
-    """What `Versions.record` computes for a change from `old` to `new`."""
+def work_out(key: Key, old: Names, new: Names, journaled: bool = True) -> Worked:
+    """What `Versions.record` computes for a change from `old` to `new`; the difference
+    only when `journaled` (before the first serial nothing is journaled: the first build
+    of a large zone skips it)."""
+    if not journaled:
+        return Worked(service_digest(key, new), None, None)
     return Worked(service_digest(key, new), *diff(old, new))
 
 
@@ -118,7 +123,10 @@ class Versions:
         if d:
             self.svc_digest[key] = d
         if self.established and not self.pending_overflow:
-            r, a = (worked.removed, worked.added) if worked is not None else diff(old, new)
+            if worked is None or worked.removed is None or worked.added is None:
+                r, a = diff(old, new)  # not worked out ahead
+            else:
+                r, a = worked.removed, worked.added
             self.pending_removed += r
             self.pending_added += a
             if len(self.pending_removed) + len(self.pending_added) > JOURNAL_MAX_RRS:
