@@ -109,6 +109,29 @@ def memory_kib(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
+def wait_up(proc: subprocess.Popen[bytes], t0: float, sock: socket.socket, last: tuple[str, Any],
+            health: int, log: Path) -> tuple[float, float]:
+    """Seconds from `t0` to the first correct answer for `last` (name, expected answer) and
+    to /ready on port `health`; the log's tail is raised if the server exits or takes 300 s."""
+    first = ready = None
+    while first is None or ready is None:
+        if proc.poll() is not None or time.monotonic() - t0 > 300:
+            raise RuntimeError(log.read_text()[-3000:])
+        if first is None:
+            got = ask(sock, last[0])
+            if got is not None and got[0] == dns.rcode.NOERROR and got[1] == last[1]:
+                first = time.monotonic() - t0
+        if ready is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health}/ready", timeout=1) as r:
+                    if r.status == 200:
+                        ready = time.monotonic() - t0
+            except OSError:
+                pass
+        time.sleep(0.005)
+    return first, ready
+
+
 def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int,
         tmp: Path, repo: Path = REPO) -> dict[str, Any]:
     port, health = free_port(), free_port()
@@ -123,23 +146,8 @@ def one(api: KubeAPI, kubeconfig: Path, last: tuple[str, set[str]], workers: int
     t0 = time.monotonic()
     env = dict(os.environ, PYTHONPATH=str(repo))
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=repo, env=env)
-    first = ready = None
     try:
-        while first is None or ready is None:
-            if proc.poll() is not None or time.monotonic() - t0 > 300:
-                raise RuntimeError((tmp / f"mcsdns-{workers}.log").read_text()[-3000:])
-            if first is None:
-                got = ask(sock, last[0])
-                if got is not None and got[0] == dns.rcode.NOERROR and got[1] == last[1]:
-                    first = time.monotonic() - t0
-            if ready is None:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{health}/ready", timeout=1) as r:
-                        if r.status == 200:
-                            ready = time.monotonic() - t0
-                except OSError:
-                    pass
-            time.sleep(0.005)
+        first, ready = wait_up(proc, t0, sock, last, health, tmp / f"mcsdns-{workers}.log")
         time.sleep(1.0)
         rss, pss = memory_kib(proc.pid)
         lists = sum(1 for m, u in api.requests if m == "GET" and "watch=" not in u and "/apis/" in u

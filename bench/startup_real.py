@@ -32,13 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-import dns.rcode
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -46,7 +43,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import free_port  # noqa: E402
 
-from bench.startup import NS, ask, load, memory_kib  # noqa: E402
+from bench.startup import NS, load, memory_kib, wait_up  # noqa: E402
 from mcsdns.kube.client import Client  # noqa: E402
 from mcsdns.kube.errors import Conflict, NotFound  # noqa: E402
 
@@ -117,23 +114,8 @@ def one(cmd: list[str], env: dict[str, str], port: int, health: int, last: tuple
     cpu0 = cpu_s(api_pid)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
-    first = ready = None
     try:
-        while first is None or ready is None:
-            if proc.poll() is not None or time.monotonic() - t0 > 300:
-                raise RuntimeError(log.read_text()[-3000:])
-            if first is None:
-                got = ask(sock, last[0])
-                if got is not None and got[0] == dns.rcode.NOERROR and got[1] == last[1]:
-                    first = time.monotonic() - t0
-            if ready is None:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{health}/ready", timeout=1) as r:
-                        if r.status == 200:
-                            ready = time.monotonic() - t0
-                except OSError:
-                    pass
-            time.sleep(0.005)
+        first, ready = wait_up(proc, t0, sock, last, health, log)
         api, own = cpu_s(api_pid) - cpu0, cpu_s(proc.pid)
         time.sleep(1.0)
         rss, _ = memory_kib(proc.pid)

@@ -8,12 +8,12 @@ import socket
 from typing import Any
 
 from . import flags
+from .flags import CIDR, DERIVED
 from .ops.process import version_text
 from .server.udp import io_description
 
 DESCRIPTION = ("`mcsdns controller`: sync ServiceExports into ServiceImports, derived Services and "
                "EndpointSlices across member clusters.")
-DERIVED, CIDR = "derived", "cidr"  # --clusterset-ip: where ClusterSetIPs come from
 
 
 def _run(args: argparse.Namespace) -> int:

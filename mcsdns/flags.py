@@ -24,6 +24,7 @@ from .ops.errors import EXIT_CONFIG, ConfigError, os_reason, show_addr
 
 __all__ = ["EXIT_CONFIG", "ConfigError", "os_reason", "show_addr"]  # re-exported for the CLIs
 
+DERIVED, CIDR = "derived", "cidr"  # `mcsdns controller --clusterset-ip`: where ClusterSetIPs come from
 MAX_TTL = (1 << 31) - 1  # RFC 2181 section 8
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes label value

@@ -1,9 +1,12 @@
 """The companion sync controller (`mcsdns controller`), KEP-1645 ServiceExport → ServiceImport.
 
 members (`clusters`) → informer caches (`informers`) → work queue (`queue`) → one
-reconcile per service (`reconcile`), which builds each kind's desired state
-(`imports`, `derived`, `slices`, `status`), compares it (`views`) and writes through one
-write and error policy (`writes`); leader election (`lease`), ClusterSetIPs (`ipam`).
-May import mcsdns.kube, mcsdns.data, mcsdns.ops, mcsdns.cli_controller (its flags and
-the ClusterSetIP mode names) and (its CLI, for the version line) mcsdns.server.udp;
+reconcile per service (`reconcile`: the exports `merge`d, then each member's sync, an
+ordered list of kind steps), where each kind (`kinds/`, one `contract.Contract` each:
+path, desired object, view, merge, ownership) is applied by the `engine` (create,
+update when the view differs, delete; one error policy by kind and verb); the
+ClusterSetIP strategy (`clustersetip`: derived Services or `ipam`); leader election
+(`lease`).
+May import mcsdns.kube, mcsdns.data, mcsdns.ops, mcsdns.flags (the ClusterSetIP mode
+names) and (its CLI, for the version line) mcsdns.server.udp;
 nothing imports it but the CLIs (when `mcsdns controller` runs) and diagnose."""

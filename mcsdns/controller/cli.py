@@ -7,16 +7,14 @@ import argparse
 import asyncio
 import logging
 import signal
-import sys
 import threading
 from types import FrameType
 
 from .. import flags
-from ..cli_controller import CIDR, DERIVED, add_parser
+from ..flags import CIDR, DERIVED
 from ..kube.names import valid_cluster_id
 from ..ops.errors import ConfigError
 from ..ops.http import HTTPEndpoints, serve_http
-from ..ops.logs import setup_logging
 from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager
@@ -148,15 +146,3 @@ def run(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     """Entry point for `mcsdns controller` (logging is set up by the caller)."""
     return run(args)
-
-
-def _standalone(argv: list[str] | None = None) -> int:
-    p = flags.Parser(prog="mcsdns")
-    add_parser(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(["controller", *(argv if argv is not None else sys.argv[1:])])
-    setup_logging(args.log_level, args.log_format)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(_standalone())

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..cli_controller import CIDR
+from ..flags import CIDR
 from ..kube.keys import Key
 from .contract import Target
 from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ..cli_controller import CIDR, DERIVED
+from ..flags import CIDR, DERIVED
 from ..kube.keys import Key
 from .clustersetip import IPs, strategy
 from .contract import Target
