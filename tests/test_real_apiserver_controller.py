@@ -7,8 +7,6 @@ test_controller_writes counts on the test API server."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,32 +14,27 @@ from typing import Any
 
 import pytest
 from controller_env import eventually, run_controller
+from realk8s import SKIP_REASON, RealK8s, script
 from test_controller_writes import DERIVED, writes_by_member
 
 from mcsdns.kube.client import Client
 
-REALK8S = os.environ.get("MCSDNS_REALK8S", "")
-pytestmark = pytest.mark.skipif(not os.path.isfile(REALK8S),
-                                reason="no real API server: set MCSDNS_REALK8S to the path of realk8s.sh")
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 MCS = "multicluster.x-k8s.io/v1beta1"
 N = 3
 
 
 class Real:
-    """One realk8s control plane and a client of it."""
+    """One realk8s control plane (tests/realk8s.py) and a client of it."""
 
-    def __init__(self, home: Path, name: str, crds: Path) -> None:
-        self.home, self.name = home, name
-        env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
-        out = subprocess.run([REALK8S, "up", name], env=env, check=True, capture_output=True, text=True)
-        self.kubeconfig = out.stdout.strip().splitlines()[-1]
+    def __init__(self, home: Path, name: str) -> None:
+        self.k8s = RealK8s.up(name, home)
+        self.kubeconfig = str(self.k8s.kubeconfig)
         self.client = Client.load(self.kubeconfig, None, name=name)
 
     def down(self) -> None:
         self.client.close()
-        env = dict(os.environ, REALK8S_HOME=str(self.home))
-        subprocess.run([REALK8S, "down", "--purge", self.name], env=env, check=False, capture_output=True)
+        self.k8s.down()
 
     def create(self, path: str, obj: dict[str, Any]) -> None:
         self.client.request("POST", path, obj)
@@ -56,15 +49,10 @@ class Real:
 
 @pytest.fixture
 def reals(tmp_path: Path) -> Iterator[list[Real]]:
-    crds = tmp_path / "crds"
-    crds.mkdir()
-    for f in (REPO / "deploy" / "crds").glob("*_*.yaml"):
-        shutil.copy(f, crds / f.name)
-    home = Path(os.environ.get("REALK8S_HOME") or tmp_path / "realk8s")
     out: list[Real] = []
     try:
         for name in ("a", "b"):
-            out.append(Real(home, f"mcsdns-test-{os.getpid()}-{name}", crds))
+            out.append(Real(tmp_path / f"realk8s-{name}", f"mcsdns-test-{os.getpid()}-{name}"))
         yield out
     finally:
         for r in out:

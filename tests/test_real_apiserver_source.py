@@ -8,48 +8,26 @@ skips otherwise."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dns.rcode
 import pytest
 from helpers import Server, run_server, wait_for
+from realk8s import RealK8s
 
 from mcsdns.kube.client import Client
 from mcsdns.kube.errors import NotFound
 
-ENV = "MCSDNS_REALK8S"
-CRDS = Path(__file__).resolve().parent.parent / "deploy" / "crds"
 NS = "realsrc"
 SI = f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{NS}/serviceimports"
 ES = f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
 
 
-@pytest.fixture(scope="module")
-def kubeconfig() -> Iterator[Path]:
-    """The admin kubeconfig of a real control plane, up for this module."""
-    sh = os.environ.get(ENV, "")
-    if not sh or not os.access(sh, os.X_OK):
-        pytest.skip(f"no real API server: set {ENV} to the path of realk8s.sh to run this test")
-    home = Path(tempfile.mkdtemp(prefix="mcsdns-realsrc-"))
-    crds = home / "crds"  # realk8s.sh applies every manifest of the folder: the CRDs only
-    crds.mkdir()
-    for f in CRDS.glob("*_*.yaml"):
-        shutil.copy(f, crds)
-    env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
-    try:
-        out = subprocess.run([sh, "up", "realsrc"], env=env, capture_output=True, text=True, timeout=180)
-        if out.returncode != 0:
-            pytest.fail(f"realk8s.sh up failed: {out.stderr[-2000:]}")
-        yield Path(out.stdout.strip().splitlines()[-1])
-    finally:
-        subprocess.run([sh, "down", "--purge", "realsrc"], env=env, capture_output=True, timeout=60)
-        shutil.rmtree(home, ignore_errors=True)
+@pytest.fixture
+def kubeconfig(real_k8s: RealK8s) -> Path:
+    """The admin kubeconfig of the session's real control plane (skips without one)."""
+    return real_k8s.kubeconfig
 
 
 def service_import(name: str, typ: str, ips: list[str] | None = None) -> dict[str, Any]:
