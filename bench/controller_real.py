@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import free_port, stop_process  # noqa: E402
+from realk8s import crd_folder  # noqa: E402
 
 from bench.controller_scale import MCS, NAMESPACES, cpu, get, rss, source_slice  # noqa: E402
 from mcsdns.kube.client import Client  # noqa: E402
@@ -82,15 +82,6 @@ class Cluster:
             if lb.get("verb") in WRITE_VERBS and lb.get("resource") in OURS:
                 out[(lb["verb"], lb["resource"], lb.get("subresource", ""))] += int(float(line.split()[-1]))
         return out
-
-
-def crd_folder(tmp: Path) -> Path:
-    """The project's CRD manifests alone (realk8s.sh applies every file of a folder)."""
-    out = tmp / "crds"
-    out.mkdir()
-    for f in (REPO / "deploy" / "crds").glob("*_*.yaml"):
-        shutil.copy(f, out / f.name)
-    return out
 
 
 def populate(clusters: list[Cluster], n: int, threads: int) -> None:

@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import free_port  # noqa: E402
+from realk8s import crd_folder  # noqa: E402
 
 from bench.startup import NS, load, memory_kib, wait_up  # noqa: E402
 from mcsdns.kube.client import Client  # noqa: E402
@@ -163,11 +164,7 @@ def coredns_binary(given: str, tmp: Path) -> Path:
 
 def up(realk8s: str, home: Path) -> tuple[Path, int]:
     """A control plane of realk8s.sh with the project's CRDs: (kubeconfig, API server pid)."""
-    crds = home / "crds"  # realk8s.sh applies every manifest of the folder: the CRDs only
-    crds.mkdir(parents=True)
-    for f in (REPO / "deploy" / "crds").glob("*_*.yaml"):
-        shutil.copy(f, crds)
-    env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
+    env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crd_folder(home)))
     out = subprocess.run([realk8s, "up", CLUSTER], env=env, capture_output=True, text=True, check=True)
     pid = int((home / CLUSTER / "apiserver.pid").read_text())
     return Path(out.stdout.strip().splitlines()[-1]), pid

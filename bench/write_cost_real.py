@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from bench.controller_real import Cluster, crd_folder  # noqa: E402
+from realk8s import crd_folder  # noqa: E402
+
+from bench.controller_real import Cluster  # noqa: E402
 from bench.controller_scale import MCS, source_slice  # noqa: E402
 
 Obj = dict[str, Any]

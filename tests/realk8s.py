@@ -36,6 +36,16 @@ SKIP_REASON = (f"no real API server: set {ENV} to the path of realk8s.sh (etcd a
                "to run this test against a real kube-apiserver")
 
 
+def crd_folder(home: Path) -> Path:
+    """`home`/crds holding the project's CRD manifests alone (realk8s.sh applies every
+    manifest of the folder it is given)."""
+    crds = home / "crds"
+    crds.mkdir(parents=True, exist_ok=True)
+    for f in CRDS.glob("*_*.yaml"):
+        shutil.copy(f, crds)
+    return crds
+
+
 def script() -> str | None:
     """The realk8s.sh named by MCSDNS_REALK8S, or None."""
     path = os.environ.get(ENV, "")
@@ -59,11 +69,7 @@ class RealK8s:
         if sh is None:
             raise RuntimeError(SKIP_REASON)
         home = home or Path(tempfile.mkdtemp(prefix="mcsdns-realk8s-"))
-        crds = home / "crds"  # realk8s.sh applies every manifest of the folder: the CRDs only
-        crds.mkdir(parents=True, exist_ok=True)
-        for f in CRDS.glob("*_*.yaml"):
-            shutil.copy(f, crds)
-        env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
+        env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crd_folder(home)))
         if os.environ.get(APISERVER_ENV):  # a kube-apiserver binary of one's own
             env["KUBE_APISERVER"] = os.environ[APISERVER_ENV]
         out = subprocess.run([sh, "up", name], env=env, capture_output=True, text=True, timeout=180)
