@@ -157,3 +157,24 @@ def test_paths_work_against_the_api(api: KubeAPI, client: Client) -> None:
     got = client.get(SERVICE_IMPORTS.path("shop", "db", version="v1beta1"))
     assert got["metadata"]["name"] == "db"
     assert [o["metadata"]["name"] for o in client.list(SERVICE_IMPORTS.path(version="v1alpha1"))] == ["db"]
+
+
+def test_requests_counted_by_method_and_code(client: Client, tmp_path: Path) -> None:
+    client.request("POST", NAMESPACES.path(), body=NS)
+    with pytest.raises(Conflict):
+        client.request("POST", NAMESPACES.path(), body=NS)
+    with pytest.raises(NotFound):
+        client.get(NAMESPACES.path(name="nope"))
+    client.get(NAMESPACES.path(name="shop"))
+    assert client.counts == {("POST", "201"): 1, ("POST", "409"): 1, ("GET", "404"): 1, ("GET", "200"): 1}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = tmp_path / "dead"
+    kc.write_text(f"apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                  f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+                  "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n")
+    dead = Client.load(str(kc), None, timeout=(1.0, 1.0))
+    with pytest.raises(Unreachable):
+        dead.get(NAMESPACES.path())
+    assert dead.counts == {("GET", "<error>"): 1}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import builtins
 import json
+import threading
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +38,12 @@ class Client:
 
     def __init__(self, api: client.ApiClient, name: str = "", timeout: Timeout = TIMEOUT) -> None:
         self.api, self.name, self.timeout = api, name, timeout
+        self.counts: Counter[tuple[str, str]] = Counter()  # (method, HTTP code or "<error>") -> requests
+        self._counts_lock = threading.Lock()
+
+    def _count(self, method: str, code: str) -> None:
+        with self._counts_lock:
+            self.counts[(method, code)] += 1
 
     @classmethod
     def load(cls, kubeconfig: str | None, context: str | None, *, in_cluster: bool = False,
@@ -69,9 +77,12 @@ class Client:
             if not 200 <= resp.status <= 299:
                 data = resp.read()  # type: ignore[no-untyped-call]
         except ApiException as e:  # the client's own: a TLS error (status 0)
+            self._count(method, "<error>")
             raise Unreachable(f"{where}: {e.status} {e.reason}") from e
         except Exception as e:  # urllib3 connection errors, timeouts
+            self._count(method, "<error>")
             raise Unreachable(f"{where}: {e}") from e
+        self._count(method, str(resp.status))
         if not 200 <= resp.status <= 299:
             raise error_for(resp.status, resp.reason, data, Request.of(path, method=method),
                             f"{where}: {resp.status} {resp.reason}")
