@@ -118,6 +118,7 @@ class KubeAPI:
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
         self.cache_pages = False  # True: resourceVersion=0 lists are paged too (newer watch caches)
         self.write_latency = 0.0  # seconds each write waits before it is made (an etcd commit; benchmarks)
+        self.tokens: set[str] | None = None  # when set: a request without one of these bearer tokens gets 401
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._fail: list[tuple[int, str, str]] = []
@@ -291,6 +292,8 @@ class KubeAPI:
         parts = [p for p in u.path.split("/") if p]
         with self.cond:
             self.requests.append((method, url))
+            if self.tokens is not None and _bearer(headers) not in self.tokens:
+                raise HTTPError(401, "Unauthorized")  # kube-apiserver's answer to unknown credentials
             if self._fail:
                 raise HTTPError(*self._fail.pop(0))
         if method == "GET":
@@ -367,3 +370,8 @@ class KubeAPI:
     def watch(self, send: Send, r: Resource, api_version: str, ns: str | None, q: dict[str, str]) -> None:
         """Stream events until timeoutSeconds, drop_watches()/stop() or a broken connection."""
         self.watches.stream(send, r, api_version, ns, q)
+
+
+def _bearer(headers: Mapping[str, str]) -> str | None:
+    auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+    return auth[7:] if auth.startswith("Bearer ") else None

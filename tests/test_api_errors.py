@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import free_port, run_server, wait_for
 from kubeapi import KubeAPI
-from kubernetes.client.exceptions import ApiException
 from test_kube_source import addrs, service_import
 
-from mcsdns.kube.errors import Request, explain
+from mcsdns.kube.errors import ApiError, Request, explain
 
 Z = "clusterset.local"
 USER = "system:serviceaccount:dns:mcsdns"
@@ -135,7 +134,7 @@ def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
                                     'resources: ["serviceexports"], verbs: ["list","watch"]'), hits
             # a refused write (reconcile.py logs `explain` of it) names its own rule
             api.deny("serviceimports", ["create"])
-            with pytest.raises(ApiException) as e:
+            with pytest.raises(ApiError) as e:
                 m.request("POST", "/apis/multicluster.x-k8s.io/v1beta1/namespaces/shop/serviceimports",
                           {"metadata": {"name": "db"}, "spec": {"type": "ClusterSetIP"}})
             assert explain(e.value) == (
@@ -145,4 +144,4 @@ def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
                 'apiGroups: ["multicluster.x-k8s.io"], resources: ["serviceimports"], verbs: ["create"]')
         finally:
             stop.set()
-            m.api.close()
+            m.close()

@@ -14,10 +14,10 @@ from helpers import run_server, wait_for
 from kubeapi import KubeAPI
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from official import official_client
 from test_kube_source import addrs, endpoint_slice, service_import
 
 from mcsdns.kube.client import Client
-from mcsdns.kube.config import client_configuration
 
 MCS = "multicluster.x-k8s.io"
 
@@ -35,7 +35,7 @@ def kc(api: KubeAPI, tmp_path: Path) -> client.ApiClient:
 
 def client_for(api: KubeAPI, tmp: Path) -> client.ApiClient:
     """The kubernetes client, configured by the test API server's kubeconfig."""
-    return client.ApiClient(client_configuration(str(api.write_kubeconfig(tmp / "kc")), None))
+    return official_client(str(api.write_kubeconfig(tmp / "kc")))
 
 
 def raw(resp: Any) -> Any:
@@ -181,7 +181,7 @@ def test_services_get_cluster_ips_as_a_real_api_server_allocates_them(tmp_path: 
 
 
 def test_streaming_lists_when_the_server_has_them(api: KubeAPI, tmp_path: Path) -> None:
-    c = Client(client_for(api, tmp_path))
+    c = Client.load(str(api.write_kubeconfig(tmp_path / "kc2")), None)
     api.put(service_import("a", "ns", ["10.1.0.1"]))
     api.put(service_import("b", "ns", ["10.1.0.2"]))
 

@@ -14,8 +14,8 @@ import pytest
 from helpers import EXAMPLE, free_port, run_server, wait_for
 from kubeapi import KubeAPI
 from kubernetes import client
+from official import official_client
 
-from mcsdns.kube.config import client_configuration
 from mcsdns.sources.files import load_file
 
 Z = "clusterset.local"
@@ -62,7 +62,7 @@ def converges(srv: Any, name: str, want: list[str] | str, timeout: float = 5.0) 
 
 
 def kube_client(kubeconfig: Path) -> client.ApiClient:
-    return client.ApiClient(client_configuration(str(kubeconfig), None))
+    return official_client(str(kubeconfig))
 
 
 @pytest.fixture

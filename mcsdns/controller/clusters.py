@@ -12,11 +12,10 @@ from typing import Any
 
 from ..kube.client import Client
 from ..kube.clusterid import read_cluster_id
-from ..kube.config import KubeconfigError, parse_cluster
+from ..kube.config import connect, parse_cluster
 from ..kube.errors import VERBS, ApiError, Conflict, NotFound, Request, Unreachable
 from ..kube.names import MCS_GROUP, PREFERRED
 from ..kube.resources import MCS
-from ..ops.errors import ConfigError
 
 __all__ = ["ApiError", "Conflict", "Member", "NotFound", "Unreachable"]
 
@@ -47,17 +46,11 @@ class Member:
     def connect(self, pool: int = 32) -> None:
         """Build the API client from the kubeconfig (no request is made), with up to `pool`
         kept connections (the reconcile workers' writes and the watches share them)."""
-        try:
-            self.client = Client.load(self.kubeconfig, self.context, pool=pool, name=self.name)
-        except KubeconfigError as e:
-            ctx = f"@{self.context}" if self.context else ""
-            raise ConfigError(f"--cluster {self.name}={self.kubeconfig}{ctx}: cannot load kubeconfig: "
-                              f"{e}") from e
+        self.client = connect(self.kubeconfig, self.context, pool=pool, member=self.name)
 
-    @property
-    def api(self) -> Any:
-        """The official client's ApiClient under the client (its configuration, `close`)."""
-        return self._client().api
+    def close(self) -> None:
+        """Drop the kept connections."""
+        self._client().close()
 
     def _client(self) -> Client:
         if self.client is None:

@@ -9,9 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from ..kube.errors import explain
+from ..kube.errors import ApiError, explain
 from ..kube.keys import Key
 from .clusters import Conflict, NotFound, Unreachable
 from .contract import Contract, Kind, Obj, Verb, label
@@ -82,7 +80,7 @@ class Engine:
                      *self.key, e)
         except Unreachable as e:
             log.warning("cluster %s: %s %s/%s: %s", name, what, *self.key, e)
-        except ApiException as e:
+        except ApiError as e:
             log.error("cluster %s: %s %s/%s rejected: %s", name, what, *self.key, explain(e))
         self.r.retry = True
         if policy.blocks_import:
@@ -112,7 +110,7 @@ class Engine:
             path = c.path(self.mc.member, k[0])
             try:
                 return self._send(c, "POST", path, want)
-            except ApiException as e:
+            except ApiError as e:
                 again = c.rejected(self.mc.member.name, want, e)
                 if again is None:
                     raise

@@ -7,12 +7,10 @@ import argparse
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
-
 from .. import flags
 from ..dns.names import encode_name
 from ..kube.client import Client
-from ..kube.config import KubeconfigError, parse_cluster
+from ..kube.config import connect, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
 from ..ops.errors import ConfigError
 from . import checks, report
@@ -35,19 +33,12 @@ def members(args: argparse.Namespace) -> Clusters:
             raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
         out: Clusters = {}
         for name, kubeconfig, context in specs:
-            try:
-                out[name] = Client.load(kubeconfig, context, pool=32, name=name)
-            except KubeconfigError as e:
-                ctx = f"@{context}" if context else ""
-                raise ConfigError(f"--cluster {name}={kubeconfig}{ctx}: cannot load kubeconfig: {e}") from e
+            out[name] = connect(kubeconfig, context, pool=32, member=name)
         return out
-    path = str(args.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION)
     name = args.context or "cluster"
-    try:
-        return {name: Client.load(path, args.context, pool=32, name=name)}
-    except KubeconfigError as e:
-        given = f"--context {args.context} (--kubeconfig {path})" if args.context else f"--kubeconfig {path}"
-        raise ConfigError(f"{given}: cannot load kubeconfig: {e}") from None
+    c = connect(args.kubeconfig, args.context, pool=32)
+    c.name = name
+    return {name: c}
 
 
 def dns_targets(args: argparse.Namespace, ms: Clusters) -> dict[str, tuple[str, int]]:

@@ -1,8 +1,8 @@
 """The one Kubernetes API client of the server, the controller and `diagnose`.
 
-Requests go through the official client's configuration (kubeconfig, in-cluster
-service account, TLS, tokens) and connection pool, as plain JSON; every failure raises
-one of `errors`' taxonomy: `NotFound`, `Conflict`, `Expired`, `Unreachable`, `Rejected`.
+Requests go through `transport.Transport` (the kubeconfig's server, TLS, proxy and
+credentials, a pool of kept connections), as plain JSON; every failure raises one of
+`errors`' taxonomy: `NotFound`, `Conflict`, `Expired`, `Unreachable`, `Rejected`.
 Discovery asks one group at a time (`versions`, `preferred`)."""
 
 from __future__ import annotations
@@ -13,31 +13,32 @@ import threading
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, urlencode
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from .config import client_configuration
+from .. import __version__
 from .errors import NotFound, Request, Unreachable, error_for
+from .kubeconfig import load as load_kubeconfig
 from .names import PREFERRED
+from .transport import Timeout, Transport
 
 Obj = dict[str, Any]
-Timeout = tuple[float, float]  # connect, read
 TIMEOUT: Timeout = (3.0, 10.0)
 PAGE = 500  # objects per page of a list
+USER_AGENT = f"mcsdns/{__version__}"
 
 
-def _query(query: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    return [(k, str(v).lower() if isinstance(v, bool) else str(v))
-            for k, v in (query or {}).items() if v is not None]
+def _query(query: Mapping[str, Any] | None) -> str:
+    pairs = [(k, str(v).lower() if isinstance(v, bool) else str(v))
+             for k, v in (query or {}).items() if v is not None]
+    return "?" + urlencode(pairs) if pairs else ""
 
 
 class Client:
     """One API server. `name` (a member's) prefixes error messages; `timeout` is the
     default of every request."""
 
-    def __init__(self, api: client.ApiClient, name: str = "", timeout: Timeout = TIMEOUT) -> None:
-        self.api, self.name, self.timeout = api, name, timeout
+    def __init__(self, transport: Transport, name: str = "", timeout: Timeout = TIMEOUT) -> None:
+        self.transport, self.name, self.timeout = transport, name, timeout
         self.counts: Counter[tuple[str, str]] = Counter()  # (method, HTTP code or "<error>") -> requests
         self._counts_lock = threading.Lock()
 
@@ -48,50 +49,50 @@ class Client:
     @classmethod
     def load(cls, kubeconfig: str | None, context: str | None, *, in_cluster: bool = False,
              pool: int | None = None, name: str = "", timeout: Timeout = TIMEOUT) -> Client:
-        """From a kubeconfig (`config.client_configuration`; KubeconfigError), keeping up to
-        `pool` connections."""
-        cfg = client_configuration(kubeconfig, context, in_cluster)
-        if pool is not None:
-            cfg.connection_pool_maxsize = pool
-        return cls(client.ApiClient(cfg), name, timeout)
+        """From a kubeconfig (`kubeconfig.load`: KubeconfigError), keeping up to `pool`
+        connections."""
+        return cls(Transport(load_kubeconfig(kubeconfig, context, in_cluster), pool or 10), name, timeout)
 
     @property
     def host(self) -> str:
-        return str(self.api.configuration.host)
+        return self.transport.cfg.server.url
 
     def close(self) -> None:
-        self.api.close()  # type: ignore[no-untyped-call]
+        self.transport.close()
 
     def open(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: Any = None,
-             timeout: Timeout | None = None) -> Any:
+             timeout: Timeout | None = None, content_type: str = "application/json") -> Any:
         """One request; the unread urllib3 response of a 2xx answer (stream it, or read
         `.data`), else the error its status maps to (`Unreachable` when there is no answer)."""
         where = self._where(method, path)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        data = None
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
+            data = (body if isinstance(body, bytes) else body.encode() if isinstance(body, str)
+                    else json.dumps(body).encode())  # bytes and str: already serialized
         try:
-            req = self.api.param_serialize(method, path, query_params=_query(query), header_params=headers,
-                                           body=body, auth_settings=["BearerToken"])
-            resp = self.api.call_api(*req, _request_timeout=timeout or self.timeout)
+            resp = self.transport.send(method, quote(path) + _query(query), data, headers,
+                                       timeout or self.timeout)
             if not 200 <= resp.status <= 299:
-                data = resp.read()  # type: ignore[no-untyped-call]
-        except ApiException as e:  # the client's own: a TLS error (status 0)
+                answer = resp.data
+                resp.release_conn()
+        except Unreachable:
             self._count(method, "<error>")
-            raise Unreachable(f"{where}: {e.status} {e.reason}") from e
-        except Exception as e:  # urllib3 connection errors, timeouts
+            raise
+        except Exception as e:  # urllib3 connection, TLS and timeout errors
             self._count(method, "<error>")
             raise Unreachable(f"{where}: {e}") from e
         self._count(method, str(resp.status))
         if not 200 <= resp.status <= 299:
-            raise error_for(resp.status, resp.reason, data, Request.of(path, method=method),
+            raise error_for(resp.status, resp.reason or "", answer, Request.of(path, method=method),
                             f"{where}: {resp.status} {resp.reason}")
-        return resp.response
+        return resp
 
     def request(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None,
-                timeout: Timeout | None = None) -> Any:
+                timeout: Timeout | None = None, content_type: str = "application/json") -> Any:
         """One request; its decoded JSON body (None when empty)."""
-        resp = self.open(method, path, query, body, timeout)
+        resp = self.open(method, path, query, body, timeout, content_type)
         try:
             data = resp.data
         except Exception as e:  # the answer broke off

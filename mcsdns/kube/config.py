@@ -1,37 +1,24 @@
-"""The Kubernetes client configuration from a kubeconfig, for the server, the controller
-and `diagnose` alike."""
+"""Clusters named on the command line (`--cluster NAME=KUBECONFIG[@CONTEXT]`,
+`--kubeconfig`, `--context`) and their clients, with one form of error for every command."""
 
 from __future__ import annotations
 
-from kubernetes import client, config
-from kubernetes.config.config_exception import ConfigException
+from typing import Any
 
 from ..ops.errors import ConfigError
+from .client import Client
+from .kubeconfig import KubeconfigError
+
+__all__ = ["KubeconfigError", "connect", "parse_cluster"]
 
 
-class KubeconfigError(Exception):
-    """The configuration could not be loaded; the message is one line, the loader's reason."""
-
-
-def client_configuration(kubeconfig: str | None, context: str | None,
-                         in_cluster: bool = False) -> client.Configuration:
-    """Load `kubeconfig` (None: $KUBECONFIG or ~/.kube/config) with `context` (None: its
-    current one). With `in_cluster` and neither given, the pod's service account comes
-    first. The client makes no retries of its own: callers decide."""
-    cfg = client.Configuration()
+def connect(kubeconfig: str | None, context: str | None, *, member: str = "", **kw: Any) -> Client:
+    """`Client.load`; a kubeconfig that does not load is one ConfigError line, the same in
+    every command: "[--cluster NAME: ]cannot load kubeconfig: <file, context and reason>"."""
     try:
-        if in_cluster and not kubeconfig and not context:
-            try:
-                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            except ConfigException:
-                config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        else:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=cfg)
-    except Exception as e:  # the loader raises many kinds (ConfigException, OSError, YAML errors...)
-        raise KubeconfigError(" ".join(str(e).split())) from e  # a YAML error spans lines
-    cfg.retries = 0
-    return cfg
+        return Client.load(kubeconfig, context, name=member, **kw)
+    except KubeconfigError as e:
+        raise ConfigError(f"{f'--cluster {member}: ' if member else ''}cannot load kubeconfig: {e}") from None
 
 
 def parse_cluster(spec: str) -> tuple[str, str, str | None]:

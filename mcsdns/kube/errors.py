@@ -1,7 +1,7 @@
 """The one taxonomy of Kubernetes API errors, and their explanation for a person.
 
-Every failed request raises an `ApiError` (an `ApiException`, so `status`, `reason` and
-`body` are the API's): `NotFound` (404), `Conflict` (409), `Expired` (410 Gone),
+Every failed request raises an `ApiError` (`status`, `reason` and `body` are the
+API's): `NotFound` (404), `Conflict` (409), `Expired` (410 Gone),
 `Unreachable` (no answer: status 0, the cause chained; 429 or a server error), `Rejected`
 (any other error answer: 400, 401, 403, 422...) and `WatchError` (an ERROR event in a watch
 stream). `explain` gives one line with the status, the API's own Status reason and message
@@ -17,7 +17,6 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError, MaxRetryError
 
 from ..ops.errors import ConfigError
@@ -62,20 +61,21 @@ class Request:
                 f"verbs: {flow(self.verbs)}")
 
 
-class ApiError(ApiException):
+class ApiError(Exception):
     """A request that failed: the API's answer (`status`, `reason`, `body`), or none (status
     0, the cause chained); `request` is what it asked for, as RBAC sees it; `str` is
     `message` when one is given."""
 
     def __init__(self, message: str = "", *, status: int = 0, reason: str = "",
                  body: bytes | str | None = None, request: Request | None = None) -> None:
-        super().__init__(status=status, reason=reason,
-                         body=body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+        super().__init__(message)
+        self.status, self.reason = status, reason
+        self.body = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         self.message = message
         self.request = request
 
     def __str__(self) -> str:
-        return self.message or str(super().__str__())  # type: ignore[no-untyped-call]
+        return self.message or f"({self.status}) Reason: {self.reason}"
 
 
 class NotFound(ApiError):
@@ -110,7 +110,7 @@ def error_for(status: int, reason: str, body: bytes | str | None, request: Reque
     return cls(message, status=status, reason=reason, body=body, request=request)
 
 
-def status_of(e: ApiException) -> dict[str, Any]:
+def status_of(e: ApiError) -> dict[str, Any]:
     """The Kubernetes Status object in an error response's body ({} when there is none)."""
     try:
         body = json.loads(e.body) if e.body else None
@@ -123,7 +123,7 @@ def error_kind(e: BaseException) -> str:
     """A short metric label for a client error."""
     if isinstance(e, WatchError):
         return "watch_error"
-    if isinstance(e, ApiException):
+    if isinstance(e, ApiError):
         return f"http_{e.status}" if e.status else "unreachable"
     if isinstance(e, ValueError):
         return "bad_response"
@@ -133,11 +133,9 @@ def error_kind(e: BaseException) -> str:
 def describe(e: BaseException) -> str:
     """A one-line description of a client error: status, reason and the API's message; for
     no answer, its cause."""
-    if isinstance(e, ApiException):
+    if isinstance(e, ApiError):
         if not e.status:
-            if isinstance(e, ApiError):
-                return describe(e.__cause__) if e.__cause__ is not None else str(e)
-            return str(e.reason)
+            return describe(e.__cause__) if e.__cause__ is not None else str(e)
         st = status_of(e)
         out = f"HTTP {e.status} {st.get('reason') or e.reason}"
         msg = str(st.get("message") or "").strip()
@@ -154,7 +152,7 @@ def explain(e: BaseException, request: Request | None = None) -> str:
     if request is None and isinstance(e, ApiError):
         request = e.request
     out = describe(e)
-    status = e.status if isinstance(e, ApiException) else None
+    status = e.status if isinstance(e, ApiError) else None
     if status == 401:
         out += "; the kubeconfig's credentials (token, client certificate) were not accepted"
     elif status == 403 and request is not None:
@@ -186,6 +184,6 @@ class Problems:
 
 
 def _no_answer(e: BaseException) -> bool:
-    if isinstance(e, ApiException):
+    if isinstance(e, ApiError):
         return not e.status
     return isinstance(e, HTTPError | OSError | ValueError)

@@ -24,12 +24,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError, ReadTimeoutError
 
 from ..ops import gcpause
 from .client import Client
-from .errors import Expired, Request, WatchError, describe
+from .errors import ApiError, Expired, Request, WatchError, describe
 from .keys import Key, key_of
 
 log = logging.getLogger("mcsdns.kube")
@@ -147,7 +146,7 @@ class Reflector:
                     return
                 if self.relist:
                     continue
-                if not isinstance(e, ApiException | HTTPError | OSError | ValueError | WatchError):
+                if not isinstance(e, ApiError | HTTPError | OSError | ValueError | WatchError):
                     log.exception("%s: unexpected error", self.label)
                 self.on_health(False, e)
                 log.debug("%s: %s", self.label, describe(e))

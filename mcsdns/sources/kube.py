@@ -35,7 +35,7 @@ from typing import Any
 
 from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, obj_key
 from ..kube.client import Client
-from ..kube.config import KubeconfigError
+from ..kube.config import connect
 from ..kube.informers import DISCOVERY, Informers
 from ..kube.keys import Key
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, SERVICE_NAME_LABEL
@@ -160,13 +160,12 @@ class KubeSource:
 
     def _load(self) -> Client:
         try:
-            c = Client.load(self.kubeconfig, self.context, in_cluster=True,
-                            pool=2 * max(1, len(self.namespaces)) + 4, timeout=(5.0, 15.0))
-        except KubeconfigError as e:
-            given = " ".join(f"{flag} {v}" for flag, v in (("--kubeconfig", self.kubeconfig),
-                                                           ("--context", self.context)) if v)
-            where = given or "no --kubeconfig or --manifests, not in a cluster, and ~/.kube/config"
-            raise ConfigError(f"{where}: cannot load the Kubernetes client configuration: {e}") from None
+            c = connect(self.kubeconfig, self.context, in_cluster=True,
+                        pool=2 * max(1, len(self.namespaces)) + 4, timeout=(5.0, 15.0))
+        except ConfigError as e:
+            if self.kubeconfig or self.context:
+                raise
+            raise ConfigError(f"{e} (no --kubeconfig or --manifests given, and not in a cluster)") from None
         self.host = c.host
         return c
 

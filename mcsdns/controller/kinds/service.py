@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from kubernetes.client.exceptions import ApiException
-
+from ...kube.errors import ApiError
 from ...kube.keys import Key, key_of
 from ...kube.names import SERVICE_NAME_LABEL
 from ...kube.resources import SERVICES
@@ -80,7 +79,7 @@ class DerivedService(Contract):
     def rejected(self, member: str, want: Obj, e: Exception) -> Obj | None:
         """The exporters' IP family is not configured here: take this cluster's default."""
         spec = want["spec"]
-        if not isinstance(e, ApiException) or e.status != 422 or "ipFamilies" not in spec:
+        if not isinstance(e, ApiError) or e.status != 422 or "ipFamilies" not in spec:
             return None
         log.warning("cluster %s: Service %s/%s with ipFamilies %s rejected (%s); creating it with "
                     "the cluster's default IP family", member, want["metadata"]["namespace"],

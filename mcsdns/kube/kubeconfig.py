@@ -1,0 +1,221 @@
+"""Where and how to reach an API server: a kubeconfig, loaded and merged as kubectl does,
+or the pod's service account.
+
+`$KUBECONFIG` may list several files: named clusters, users and contexts and the
+current context come from the first file that sets them; relative paths are relative
+to the file that names them; missing files are skipped. Every failure is a
+`KubeconfigError` whose message is one line naming the file."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DEFAULT = Path("~/.kube/config")
+PLURALS = {"clusters": "cluster", "users": "user", "contexts": "context"}
+
+
+class KubeconfigError(Exception):
+    """The configuration could not be loaded; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A cluster entry: URL and how to trust it. `ca` is PEM text (from a file or data)."""
+
+    url: str
+    ca: str | None = None
+    insecure: bool = False
+    tls_server_name: str | None = None
+    proxy_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A user entry. Files stay paths (tokens are re-read when they change); `*_data` are
+    PEM text; `exec` is the credential plugin's stanza as written."""
+
+    token: str | None = None
+    token_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    exec: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Kubeconfig:
+    """One resolved context: the server, the identity and where they came from."""
+
+    server: Server
+    identity: Identity
+    source: str  # for messages: "kubeconfig PATH context NAME" or "in-cluster service account"
+    namespace: str = "default"
+    exec_cluster: Mapping[str, Any] = field(default_factory=dict)  # for provideClusterInfo
+
+
+def load(kubeconfig: str | None, context: str | None, in_cluster: bool = False) -> Kubeconfig:
+    """`kubeconfig` (None: $KUBECONFIG's files, else ~/.kube/config) at `context` (None:
+    its current one). With `in_cluster` and neither given, the pod's service account when
+    the process runs in a pod."""
+    if in_cluster and not kubeconfig and not context and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return service_account()
+    files = paths(kubeconfig)
+    merged = merge([(p, read(p)) for p in files if kubeconfig or p.exists()])
+    return resolve(merged, context, " ".join(str(p) for p in files))
+
+
+def paths(kubeconfig: str | None) -> list[Path]:
+    """The files to read, in order of precedence."""
+    if kubeconfig:
+        return [Path(kubeconfig).expanduser()]
+    env = os.environ.get("KUBECONFIG", "")
+    listed = [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    return listed or [DEFAULT.expanduser()]
+
+
+def read(path: Path) -> dict[str, Any]:
+    """One file's mapping ({} when empty)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise KubeconfigError(f"kubeconfig {path}: cannot read: {getattr(e, 'strerror', None) or e}") from e
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        raise KubeconfigError(f"kubeconfig {path}: not YAML: {' '.join(str(e).split())}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise KubeconfigError(f"kubeconfig {path}: not a kubeconfig (a {type(data).__name__}, "
+                              "not a mapping with clusters, users and contexts)")
+    return data
+
+
+def merge(files: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """kubectl's merge: the first file that names an entry (or the current context) wins.
+    Each entry remembers its file, for its relative paths and messages."""
+    out: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}, "current-context": ""}
+    for path, data in files:
+        if not out["current-context"] and isinstance(data.get("current-context"), str):
+            out["current-context"] = data["current-context"]
+        for plural, singular in PLURALS.items():
+            entries = data.get(plural) or []
+            if not isinstance(entries, list):
+                raise KubeconfigError(f"kubeconfig {path}: {plural} is not a list")
+            for e in entries:
+                if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+                    raise KubeconfigError(f"kubeconfig {path}: an entry of {plural} has no name")
+                body = e.get(singular) or {}
+                if not isinstance(body, dict):
+                    raise KubeconfigError(f"kubeconfig {path}: {singular} {e['name']} is not a mapping")
+                out[plural].setdefault(e["name"], (path, body))
+    return out
+
+
+def resolve(merged: dict[str, Any], context: str | None, where: str) -> Kubeconfig:
+    """The context `context` (or the current one) of a merged configuration."""
+    name = context or merged["current-context"]
+    if not name:
+        raise KubeconfigError(f"kubeconfig {where}: no current-context; name one with --context")
+    if name not in merged["contexts"]:
+        raise KubeconfigError(f"kubeconfig {where}: no context {name!r}")
+    cpath, ctx = merged["contexts"][name]
+    source = f"kubeconfig {cpath} context {name}"
+    cluster_name, user_name = ctx.get("cluster"), ctx.get("user")
+    if cluster_name not in merged["clusters"]:
+        raise KubeconfigError(f"{source}: no cluster {cluster_name!r}")
+    kpath, cluster = merged["clusters"][cluster_name]
+    upath, user = merged["users"].get(user_name, (cpath, {})) if user_name else (cpath, {})
+    if user_name and user_name not in merged["users"]:
+        raise KubeconfigError(f"{source}: no user {user_name!r}")
+    return Kubeconfig(_server(cluster, kpath, source), _identity(user, upath, source), source,
+                      str(ctx.get("namespace") or "default"), cluster)
+
+
+def service_account(folder: Path = SERVICE_ACCOUNT) -> Kubeconfig:
+    """The pod's own identity: its projected token (re-read as the kubelet rotates it)
+    and the cluster CA, at the address Kubernetes puts in every pod's environment."""
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST", ""), os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    if not host or not port:
+        raise KubeconfigError("in-cluster: KUBERNETES_SERVICE_HOST/PORT are not set")
+    host = f"[{host}]" if ":" in host else host
+    source = "in-cluster service account"
+    token = folder / "token"
+    if not token.is_file():
+        raise KubeconfigError(f"{source}: no token at {token}")
+    ns = folder / "namespace"
+    return Kubeconfig(Server(f"https://{host}:{port}", _pem(None, str(folder / "ca.crt"), folder, source)),
+                      Identity(token_file=str(token)), source,
+                      ns.read_text().strip() if ns.is_file() else "default")
+
+
+def _text(d: Mapping[str, Any], key: str, source: str) -> str | None:
+    v = d.get(key)
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise KubeconfigError(f"{source}: {key} is not a string")
+    return v
+
+
+def _file(path: str | None, base: Path) -> str | None:
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else base.parent / p)
+
+
+def _pem(data: str | None, path: str | None, base: Path, source: str, what: str = "") -> str | None:
+    """PEM text from base64 `data` or the file at `path` (relative to `base`'s folder)."""
+    if data is not None:
+        try:
+            return base64.b64decode(data, validate=True).decode()
+        except ValueError as e:
+            raise KubeconfigError(f"{source}: {what or 'certificate'} data is not base64 PEM") from e
+    if path is None:
+        return None
+    p = Path(path) if base.is_dir() else Path(_file(path, base) or path)
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise KubeconfigError(f"{source}: cannot read {what or 'certificate'} {p}: "
+                              f"{getattr(e, 'strerror', None) or e}") from e
+
+
+def _server(c: Mapping[str, Any], path: Path, source: str) -> Server:
+    url = _text(c, "server", source)
+    if not url or not url.startswith(("https://", "http://")):
+        raise KubeconfigError(f"{source}: cluster server {url!r} is not an http(s) URL")
+    ca = _pem(_text(c, "certificate-authority-data", source), _text(c, "certificate-authority", source),
+              path, source, "certificate-authority")
+    return Server(url.rstrip("/"), ca, bool(c.get("insecure-skip-tls-verify")),
+                  _text(c, "tls-server-name", source), _text(c, "proxy-url", source))
+
+
+def _identity(u: Mapping[str, Any], path: Path, source: str) -> Identity:
+    if u.get("auth-provider"):
+        name = (u["auth-provider"] or {}).get("name", "?") if isinstance(u["auth-provider"], dict) else "?"
+        raise KubeconfigError(f"{source}: auth-provider {name} is not supported; use an exec "
+                              "credential plugin (as kubectl does since 1.26)")
+    ex = u.get("exec")
+    if ex is not None and (not isinstance(ex, dict) or not isinstance(ex.get("command"), str)):
+        raise KubeconfigError(f"{source}: exec has no command")
+    if ex is not None and os.sep in ex["command"]:  # as kubectl: a relative path is the file's
+        ex = {**ex, "command": _file(ex["command"], path)}
+    return Identity(
+        token=_text(u, "token", source), token_file=_file(_text(u, "tokenFile", source), path),
+        username=_text(u, "username", source), password=_text(u, "password", source),
+        cert=_pem(_text(u, "client-certificate-data", source), _text(u, "client-certificate", source),
+                  path, source, "client-certificate"),
+        key=_pem(_text(u, "client-key-data", source), _text(u, "client-key", source),
+                 path, source, "client-key"),
+        exec=ex)
