@@ -55,7 +55,7 @@ SOURCE = [  # flags shared by serve and records
     ("--max-manifest-bytes", "0", "from 1 to"),
     ("--kubeconfig", "{missing}", "No such file or directory"),
     ("--kubeconfig", "{dir}", "a directory, not a file"),
-    ("--kubeconfig", "{file}", "cannot load the Kubernetes client configuration"),
+    ("--kubeconfig", "{file}", "cannot load kubeconfig"),
     ("--context", "", "non-empty"),
     ("--namespace", "Bad_NS", "DNS label"),
     ("--cluster-id", "Bad_ID", "cluster ID"),

@@ -171,7 +171,8 @@ def test_every_command_says_it_the_same_way(tmp_path: Path) -> None:
         lines[cmd[0]] = err[0]
     reason = "cannot load kubeconfig: kubeconfig /etc/passwd: not a kubeconfig (a str, not a mapping"
     assert all(reason in line for line in lines.values()), lines
-    assert "--cluster west: " + reason in lines["controller"]
+    assert lines["controller"].startswith("mcsdns: --cluster west=/etc/passwd: " + reason)
+    assert lines["serve"].startswith("mcsdns: --kubeconfig /etc/passwd: " + reason)
 
 
 def test_in_cluster_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,11 +14,15 @@ __all__ = ["KubeconfigError", "connect", "parse_cluster"]
 
 def connect(kubeconfig: str | None, context: str | None, *, member: str = "", **kw: Any) -> Client:
     """`Client.load`; a kubeconfig that does not load is one ConfigError line, the same in
-    every command: "[--cluster NAME: ]cannot load kubeconfig: <file, context and reason>"."""
+    every command: "<the flag that named it>: cannot load kubeconfig: <file, context, reason>"."""
     try:
         return Client.load(kubeconfig, context, name=member, **kw)
     except KubeconfigError as e:
-        raise ConfigError(f"{f'--cluster {member}: ' if member else ''}cannot load kubeconfig: {e}") from None
+        at = f"@{context}" if context else ""
+        flag = (f"--cluster {member}={kubeconfig}{at}" if member
+                else f"--context {context}" if context and (e.context or not kubeconfig)
+                else f"--kubeconfig {kubeconfig}" if kubeconfig else "")
+        raise ConfigError(f"{flag + ': ' if flag else ''}cannot load kubeconfig: {e}") from None
 
 
 def parse_cluster(spec: str) -> tuple[str, str, str | None]:

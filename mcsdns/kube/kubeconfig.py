@@ -23,7 +23,12 @@ PLURALS = {"clusters": "cluster", "users": "user", "contexts": "context"}
 
 
 class KubeconfigError(Exception):
-    """The configuration could not be loaded; the message is one line."""
+    """The configuration could not be loaded; the message is one line. `context`: the
+    context asked for is not there (the fault is the context named, not the file)."""
+
+    def __init__(self, message: str, context: bool = False) -> None:
+        super().__init__(message)
+        self.context = context
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def resolve(merged: dict[str, Any], context: str | None, where: str) -> Kubeconf
     if not name:
         raise KubeconfigError(f"kubeconfig {where}: no current-context; name one with --context")
     if name not in merged["contexts"]:
-        raise KubeconfigError(f"kubeconfig {where}: no context {name!r}")
+        raise KubeconfigError(f"kubeconfig {where}: no context {name!r}", context=bool(context))
     cpath, ctx = merged["contexts"][name]
     source = f"kubeconfig {cpath} context {name}"
     cluster_name, user_name = ctx.get("cluster"), ctx.get("user")
