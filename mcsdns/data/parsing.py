@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 from ..kube.keys import Key
-from .objects import SERVICE_IMPORT, EndpointSlice, Malformed, ServiceImport
+from .objects import ENDPOINT_SLICE, SERVICE_IMPORT, EndpointSlice, Malformed, ServiceImport
 
 Parsed: TypeAlias = ServiceImport | EndpointSlice
 Deferred = tuple[str, Key, object, dict[str, Any], Parsed | None]  # kind, key, token, raw, stored
@@ -22,12 +22,31 @@ def size(kind: str, obj: dict[str, Any]) -> int:
     return _model(kind).size(obj)
 
 
+PARSED = "\x00parsed"  # where `prepare` leaves its result in the raw object (no API field name)
+
+
+def prepare(obj: dict[str, Any]) -> None:
+    """Parse a raw ServiceImport or EndpointSlice ahead, in the thread that decoded it (a
+    list is parsed while the rest of it is still arriving); `parse` takes the result.
+    Other kinds are left alone."""
+    kind = obj.get("kind")
+    if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
+        try:
+            obj[PARSED] = _model(kind).parse(obj)
+        except Malformed as e:
+            obj[PARSED] = e
+
+
 def parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:
     """(the parsed object or why it is malformed, whether it equals `old`)."""
-    try:
-        new: Parsed = _model(kind).parse(obj)
-    except Malformed as e:
-        return e, False
+    new = obj.pop(PARSED, None)
+    if new is None:
+        try:
+            new = _model(kind).parse(obj)
+        except Malformed as e:
+            return e, False
+    elif isinstance(new, Malformed):
+        return new, False
     return new, old == new
 
 

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from urllib3.exceptions import HTTPError, ReadTimeoutError
@@ -30,6 +31,7 @@ from ..ops import gcpause
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, describe
 from .keys import Key, key_of
+from .listdecode import decode_list
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -88,8 +90,10 @@ class Reflector:
                  stop: threading.Event | None = None, kind: str | None = None,
                  key: Callable[[Obj], Key] = key_of, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
-                 backoff: tuple[float, float] = (0.2, 10.0)) -> None:
+                 backoff: tuple[float, float] = (0.2, 10.0),
+                 transform: Callable[[Obj], None] | None = None) -> None:
         self.label, self.kind, self.key = label, kind, key
+        self.transform = transform  # applied to each object in this thread, as it is decoded
         self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
         self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
@@ -165,12 +169,10 @@ class Reflector:
                 resp = self.client.open("GET", self.path, query, timeout=(5, 60))
             except Expired as e:
                 raise Expired(f"list continue token expired: {e.reason}") from e
-            data = gcpause.loads(resp.data)
-            for obj in data.get("items") or []:
-                if isinstance(obj, dict):
-                    if self.kind is not None:
-                        obj["kind"] = self.kind
-                    items.append(obj)
+            try:
+                data = decode_list(resp.stream(65536, decode_content=True), partial(self._item, items))
+            finally:
+                resp.release_conn()
             meta = data.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:
@@ -183,6 +185,15 @@ class Reflector:
         self.on_health(True, None)
         self.on_list(items, deletes)
         log.debug("%s: listed %d at resourceVersion %s", self.label, len(items), self.rv)
+
+    def _item(self, items: list[Obj], obj: Any) -> None:
+        """One object of a list, as it is decoded."""
+        if isinstance(obj, dict):
+            if self.kind is not None:
+                obj["kind"] = self.kind
+            if self.transform is not None:
+                self.transform(obj)
+            items.append(obj)
 
     def _watch(self) -> int:
         """Follow one watch request; returns the number of events seen."""
@@ -242,6 +253,8 @@ class Reflector:
             self.known.discard(key)
         else:
             self.known.add(key)
+            if self.transform is not None:
+                self.transform(obj)
         self.on_event(typ, obj)
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..data.parsing import prepare
 from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, obj_key
 from ..kube.client import Client
 from ..kube.config import connect
@@ -267,7 +268,8 @@ class KubeSource:
             c.reflector = inf.watch(
                 c.label, c.path, c.selector, kind=c.kind, key=obj_key, page_size=self.page_size,
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
-                on_list=partial(self._on_list, c), on_event=partial(self._on_event, c))
+                on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
+                transform=None if c.kind == CLUSTER_PROPERTY else prepare)
         inf.start()
 
     def _on_list(self, c: Collection, items: list[Obj], deletes: set[Key]) -> None:

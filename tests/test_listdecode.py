@@ -1,0 +1,87 @@
+"""A list response decoded as it streams in (mcsdns/kube/listdecode.py): the same objects
+as decoding it whole, however the bytes are cut; items handed on before the list ends;
+a large item decoded a bounded number of times; broken text refused."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcsdns.kube import listdecode
+from mcsdns.kube.listdecode import decode_list
+
+scalars = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text()
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=12)
+items = st.lists(st.dictionaries(st.text(max_size=6), values, max_size=5), max_size=8)
+
+
+def cut(data: bytes, sizes: list[int]) -> list[bytes]:
+    out, i = [], 0
+    for n in sizes:
+        out.append(data[i:i + n])
+        i += n
+    out.append(data[i:])
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=items, meta=st.dictionaries(st.text(max_size=5), values, max_size=3),
+       sizes=st.lists(st.integers(1, 40), max_size=60), indent=st.sampled_from([None, 1]),
+       items_first=st.booleans())
+def test_same_as_whole_decoding_however_cut(items: list[dict[str, Any]], meta: dict[str, Any],
+                                            sizes: list[int], indent: int | None, items_first: bool) -> None:
+    doc = {"items": items, "kind": "XList", "metadata": meta} if items_first else {
+        "kind": "XList", "metadata": meta, "items": items}
+    data = json.dumps(doc, indent=indent, ensure_ascii=False).encode()
+    got: list[Any] = []
+    head = decode_list(cut(data, sizes), got.append)
+    assert got == items
+    assert head == {**doc, "items": None}
+
+
+def test_items_are_handed_on_before_the_list_ends() -> None:
+    data = json.dumps({"kind": "XList", "metadata": {"resourceVersion": "7"},
+                       "items": [{"n": i} for i in range(100)]}).encode()
+    seen_at: list[int] = []
+    fed = 0
+
+    def chunks() -> Any:
+        nonlocal fed
+        for i in range(0, len(data), 64):
+            fed = i + 64
+            yield data[i:i + 64]
+
+    decode_list(chunks(), lambda item: seen_at.append(fed))
+    assert seen_at[0] <= 128 and seen_at[49] <= len(data) // 2 + 64 and seen_at == sorted(seen_at)
+
+
+def test_a_large_item_is_decoded_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    big = {"endpoints": [{"addresses": [f"10.0.{i // 256}.{i % 256}"]} for i in range(20000)]}
+    data = json.dumps({"kind": "XList", "items": [big]}).encode()
+    tries = 0
+    real = listdecode._PLAIN.raw_decode
+
+    class Counting:
+        def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
+            nonlocal tries
+            tries += 1
+            return real(s, idx)
+
+    monkeypatch.setattr(listdecode, "_PLAIN", Counting())
+    monkeypatch.setattr(listdecode, "_HOOKED", Counting())
+    got: list[Any] = []
+    decode_list(cut(data, [512] * (len(data) // 512)), got.append)  # ~1,400 chunks
+    assert got == [big]
+    assert tries < 40, tries  # about log2(size / chunk) attempts, not one per chunk
+
+
+@pytest.mark.parametrize("text", ['{"items": [{"a": 1}', '{"items": [{"a": 1}] ', '{"items": [1 2]}',
+                                  '["not", "a", "list object"]', '{"items": [{}]} trailing', ''])
+def test_broken_lists_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        decode_list([text.encode()], lambda item: None)
