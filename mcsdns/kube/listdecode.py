@@ -29,23 +29,27 @@ class ListDecoder:
 
     def __init__(self, on_item: Callable[[Any], None]) -> None:
         self.on_item = on_item
-        self.buf = ""
+        self.buf = ""  # text not decoded yet starts at `pos`
         self.pos = 0
+        self.parts: list[str] = []  # text fed since, not yet joined to `buf`
+        self.size = 0  # characters not decoded yet: in `buf` after `pos` and in `parts`
         self.state = "start"  # start, key, colon, value, items, item-sep, sep, done
         self.key = ""
         self.head: Obj = {}
-        self.retry_at = 0  # buffer length before which an incomplete value is not tried again
+        self.retry_at = 0  # `size` below which an incomplete value is not tried again
 
     def feed(self, text: str, final: bool = False) -> None:
-        if self.pos > 65536 and self.pos * 2 > len(self.buf):
-            self.buf, self.retry_at = self.buf[self.pos:], max(0, self.retry_at - self.pos)
-            self.pos = 0
-        self.buf += text
-        if len(self.buf) < self.retry_at and not final:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size < self.retry_at and not final:
             return
-        self.retry_at = 0
+        # what is decoded is dropped: the buffer stays short (a failed try's error counts
+        # the lines before it) and each character is copied a bounded number of times
+        self.buf = self.buf[self.pos:] + "".join(self.parts)
+        self.pos, self.parts, self.retry_at = 0, [], 0
         while self.state != "done" and self._step(final):
             pass
+        self.size = len(self.buf) - self.pos
 
     def finish(self) -> Obj:
         self.feed("", final=True)
@@ -77,7 +81,7 @@ class ListDecoder:
         except json.JSONDecodeError:
             if final:
                 raise
-            self.retry_at = start + 2 * (len(self.buf) - start)  # wait until the text doubles
+            self.retry_at = 2 * (len(self.buf) - start)  # wait until the text after it doubles
             return False, None
         if end == len(self.buf) and not final:  # a number may go on in the next chunk
             return False, None
