@@ -204,7 +204,9 @@ def test_first_list_comes_from_the_watch_cache_and_a_relist_after_410_from_the_l
         lists = [u for _, u in api.requests if "serviceimports" in u and "watch=true" not in u]
         assert len(lists) == 1 and "resourceVersion=0" in lists[0]  # 600 objects, no paging
         assert addrs(srv, f"s599.many.svc.{Z}") == ["10.9.2.100"]
-        after = _outage(api, srv, reset_watch_cache=True)
+        assert addrs(srv, f"s0.many.svc.{Z}") == ["10.9.0.1"]  # in the list's first part (500)
+        after = _outage(api, srv, reset_watch_cache=True)  # the relist, in parts too, deletes `a`
+        assert addrs(srv, f"s1.many.svc.{Z}") == ["10.9.0.2"]
         relists = [u for _, u in after if "serviceimports" in u and "watch=true" not in u]
         assert relists and all("resourceVersion" not in u for u in relists), relists
 

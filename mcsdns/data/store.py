@@ -138,9 +138,10 @@ class Store:
         """Apply several changes, then notify."""
         self._run(self._apply_op(upserts, deletes))
 
-    def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
-        """Make the objects of `kind` exactly `objs` (after a list or relist)."""
-        self._run(self._replace_op(kind, objs))
+    def replace(self, kind: str, objs: Iterable[dict[str, Any]], applied: Iterable[Key] = ()) -> None:
+        """Make the objects of `kind` exactly `objs` and those of `applied` (after a list or
+        relist; `applied`: the keys of its objects already upserted)."""
+        self._run(self._replace_op(kind, objs, set(applied)))
 
     def _apply_op(self, upserts: Iterable[dict[str, Any]],
                   deletes: Iterable[tuple[str, Key]]) -> Iterator[None]:
@@ -157,9 +158,8 @@ class Store:
                 yield
         self._pause(changed)
 
-    def _replace_op(self, kind: str, objs: Iterable[dict[str, Any]]) -> Iterator[None]:
+    def _replace_op(self, kind: str, objs: Iterable[dict[str, Any]], seen: set[Key]) -> Iterator[None]:
         changed: set[Key] = set()
-        seen: set[Key] = set()
         for obj in objs:
             obj.setdefault("kind", kind)
             seen.add(obj_key(obj))

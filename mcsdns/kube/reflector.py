@@ -91,9 +91,14 @@ class Reflector:
                  key: Callable[[Obj], Key] = key_of, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0),
-                 transform: Callable[[Obj], None] | None = None) -> None:
+                 transform: Callable[[Obj], None] | None = None,
+                 on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500) -> None:
         self.label, self.kind, self.key = label, kind, key
         self.transform = transform  # applied to each object in this thread, as it is decoded
+        # with `on_part`, a list's objects are handed on `part_size` at a time as they are
+        # decoded, and `on_list` gets those left (its deletes are from all of them)
+        self.on_part, self.part_size = on_part, part_size
+        self._listed: set[Key] = set()
         self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
         self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
@@ -158,6 +163,7 @@ class Reflector:
 
     def _list(self) -> None:
         items: list[Obj] = []
+        self._listed = set()
         cont: str | None = None
         while True:
             query: dict[str, Any] = {"limit": self.page_size, "labelSelector": self.selector}
@@ -179,7 +185,7 @@ class Reflector:
                 break
         self.rv = str(meta.get("resourceVersion") or "")
         self.latest = False
-        keys = {self.key(o) for o in items}
+        keys, self._listed = self._listed, set()
         deletes, self.known = self.known - keys, keys
         self.lists += 1
         self.on_health(True, None)
@@ -193,7 +199,11 @@ class Reflector:
                 obj["kind"] = self.kind
             if self.transform is not None:
                 self.transform(obj)
+            self._listed.add(self.key(obj))
             items.append(obj)
+            if self.on_part is not None and len(items) >= self.part_size:
+                self.on_part(items[:])
+                items.clear()
 
     def _watch(self) -> int:
         """Follow one watch request; returns the number of events seen."""

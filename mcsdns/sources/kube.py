@@ -72,6 +72,7 @@ class Collection:
     sole: bool  # the only collection of its kind: a relist may use Store.replace
     listed: bool = False  # a first list reached the Store (set on the loop)
     count: int = 0  # objects in its last list
+    applied: set[Key] = field(default_factory=set, repr=False)  # of the list under way, applied in parts
     reflector: Reflector | None = field(default=None, repr=False)
 
     @property
@@ -269,6 +270,7 @@ class KubeSource:
                 c.label, c.path, c.selector, kind=c.kind, key=obj_key, page_size=self.page_size,
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
+                on_part=partial(self._post, c, "part"),
                 transform=None if c.kind == CLUSTER_PROPERTY else prepare)
         inf.start()
 
@@ -288,21 +290,15 @@ class KubeSource:
         """Apply queued lists and events in order; runs of events are coalesced per object."""
         run: dict[tuple[str, Key], tuple[str, Obj]] = {}
         for c, what, payload in queue:
-            if what != "list":
+            if what not in ("list", "part"):
                 run[(c.kind, obj_key(payload))] = (what, payload)
                 continue
             self._apply_run(run)
             run = {}
-            items, deletes = payload
-            c.count = len(items)
             try:
-                if c.sole:
-                    self.store.replace(c.kind, _consume(items))
-                else:
-                    self.store.apply(_consume(items), [(c.kind, k) for k in deletes])
+                self._apply_list(c, what, payload)
             except Exception:  # pragma: no cover - the Store skips malformed objects itself
                 log.exception("%s: applying the list failed", c.label)
-            c.listed = True
         self._apply_run(run)
         if not self._synced and all(c.listed for c in self.collections if c.required) and any(
                 c.required for c in self.collections):
@@ -313,6 +309,22 @@ class KubeSource:
                      extra={"event": "synced", "source": "kubernetes", "service_imports": imports,
                             "endpoint_slices": slices})
             self.on_synced()
+
+    def _apply_list(self, c: Collection, what: str, payload: Any) -> None:
+        """A part of a list (applied as it arrives, so that the zone is built while the
+        rest is still coming) or its end: what is left, and the objects it no longer has."""
+        if what == "part":
+            c.applied.update(obj_key(o) for o in payload)
+            self.store.apply(_consume(payload), [])
+            return
+        items, deletes = payload
+        applied, c.applied = c.applied, set()
+        c.count = len(applied) + len(items)
+        if c.sole:
+            self.store.replace(c.kind, _consume(items), applied)
+        else:
+            self.store.apply(_consume(items), [(c.kind, k) for k in deletes])
+        c.listed = True
 
     def _apply_run(self, run: dict[tuple[str, Key], tuple[str, Obj]]) -> None:
         if not run:

@@ -97,8 +97,8 @@ class Hub:
         self.synced = False
         self.state: tuple[bool, float, str] = (False, 0.0, "")
 
-    def replace(self, kind: str, blobs: list[bytes]) -> None:
-        self._send(("replace", kind, blobs))
+    def replace(self, kind: str, blobs: list[bytes], applied: Iterable[Key] = ()) -> None:
+        self._send(("replace", kind, blobs, list(applied)))
 
     def apply(self, blobs: list[bytes], deletes: list[tuple[str, Key]]) -> None:
         self._send(("apply", blobs, deletes))
@@ -164,13 +164,14 @@ class Tee:
     def slices(self) -> dict[Key, Any]:
         return self.store.slices
 
-    def replace(self, kind: str, objs: Iterable[Obj]) -> None:
+    def replace(self, kind: str, objs: Iterable[Obj], applied: Iterable[Key] = ()) -> None:
+        applied = list(applied)
         if not self.hub.channels:  # no worker yet: nothing to pack
-            self.store.replace(kind, objs)
+            self.store.replace(kind, objs, applied)
             return
         blobs: list[bytes] = []
-        self.store.replace(kind, list(_tap(objs, blobs, kind)))  # all packed now: the store may go on later
-        self.hub.replace(kind, blobs)
+        self.store.replace(kind, list(_tap(objs, blobs, kind)), applied)  # all packed now
+        self.hub.replace(kind, blobs, applied)
 
     def apply(self, upserts: Iterable[Obj], deletes: Iterable[tuple[str, Key]]) -> None:
         if not self.hub.channels:
@@ -237,7 +238,7 @@ class RelaySource:
             except (EOFError, OSError):
                 return  # the supervisor is gone or closed the pipe: keep serving what we have
             if msg[0] == "replace":
-                msg = ("replace", msg[1], [pickle.loads(b) for b in msg[2]])
+                msg = ("replace", msg[1], [pickle.loads(b) for b in msg[2]], msg[3])
             elif msg[0] == "apply":
                 msg = ("apply", [pickle.loads(b) for b in msg[1]], msg[2])
             if not self._inbox.post(msg):
@@ -248,7 +249,7 @@ class RelaySource:
             what = msg[0]
             try:
                 if what == "replace":
-                    self.store.replace(msg[1], msg[2])
+                    self.store.replace(msg[1], msg[2], msg[3])
                 elif what == "apply":
                     self.store.apply(msg[1], msg[2])
                 elif what == "synced" and not self._synced:
