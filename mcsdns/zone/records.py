@@ -296,9 +296,18 @@ def _endpoint_srvs(b: _Build) -> None:
         per_tier = Counter(targets.values())
         rds = tuple(srv_wire(tier, max(1, 100 // per_tier[tier]), port, host)
                     for (port, host), tier in targets.items())
-        seen = dict.fromkeys(host for _, host in targets)
-        extra = tuple((h, rr.rtype, a) for h in seen for rr in names[h].values() for a in rr.rdatas)
-        b.port_srv(owner, rds, extra)
+        b.port_srv(owner, rds, _extra(names, dict.fromkeys(host for _, host in targets)))
+
+
+def _extra(names: Names, hosts: Iterable[bytes]) -> Extra:
+    """The address records of `hosts`, for Additional."""
+    out: list[tuple[bytes, int, bytes]] = []
+    for h in hosts:
+        rrsets = names[h]
+        for rr in (rrsets.rrset,) if type(rrsets) is One else rrsets.values():
+            t = rr.rtype
+            out.extend((h, t, a) for a in rr.rdatas)
+    return tuple(out)
 
 
 def _service_srv(b: _Build) -> None:
