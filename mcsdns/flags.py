@@ -72,8 +72,9 @@ _ARGPARSE_OWN = ("expected ", "ignored ", "not allowed ")  # argparse's messages
 
 
 class DeprecatedAlias(argparse.Action):
-    """An old name of a flag: sets the new flag's value and, the first time it is used in a
-    parse, warns on stderr (`mcsdns: warning: --OLD is deprecated: use --NEW`)."""
+    """An old name of a flag: sets the new flag's value and, the first time it is given (once
+    per parser: a command parses once), warns on stderr (`mcsdns: warning: --OLD is deprecated:
+    use --NEW ...`)."""
 
     def __init__(self, option_strings: list[str], dest: str, new: str, **kw: Any) -> None:
         super().__init__(option_strings, dest, default=argparse.SUPPRESS,
@@ -90,7 +91,7 @@ class DeprecatedAlias(argparse.Action):
 
 
 def add_log_args(p: argparse.ArgumentParser) -> None:
-    """--log-level and --log-format, as every long-running command takes them."""
+    """--log-level and --log-format, as serve, records and controller take them."""
     p.add_argument("--log-level", type=log_level, default="INFO", metavar="LEVEL",
                    help=f"least severe level logged: {', '.join(LOG_LEVELS).lower()} "
                         "(any case; default info)")
