@@ -228,6 +228,14 @@ def test_release_refuses_a_tag_that_is_not_the_version_or_not_in_the_changelog(t
     assert r.returncode == 2 and f"mcsdns/__init__.py at the tag says {v}" in r.stderr, r.stderr
     r = run("scripts/release", "v7.7.7", "--no-image", cwd=repo)
     assert r.returncode == 2 and "v7.7.7: no such tag" in r.stderr
+    dep = repo / "deploy" / "server" / "deployment.yaml"
+    dep.write_text(dep.read_text().replace(f"mcsdns/mcsdns:{v}", "mcsdns/mcsdns:0.0.9"))
+    git(repo, "commit", "-qam", "old image")
+    git(repo, "tag", "-f", f"v{v}")
+    r = run("scripts/release", f"v{v}", "--no-image", "--out", tmp_path / "o", cwd=repo)
+    assert r.returncode == 2, r.stderr
+    assert "deploy/ at the tag still names ghcr.io/mcsdns/mcsdns:0.0.9" in r.stderr, r.stderr
+    git(repo, "revert", "--no-edit", "HEAD")
     log = repo / "CHANGELOG.md"
     log.write_text(log.read_text().replace(f"## {v} (2026-11-26)", f"## {v} (unreleased)"))
     git(repo, "commit", "-qam", "undated")
