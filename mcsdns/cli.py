@@ -1,4 +1,5 @@
-"""Command line: `mcsdns serve`, `mcsdns records`, `mcsdns controller`."""
+"""Command line: `mcsdns serve` and `mcsdns records` here; `controller` and `diagnose` from
+cli_controller and cli_diagnose (their packages are imported only when they run)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import logging
 import os
 import sys
+import textwrap
 
 from . import flags
 from .app import Config
@@ -23,7 +25,8 @@ from .zone.locality import ORDER, POLICIES, Locality
 
 
 def _add_source_args(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--zone", type=flags.zone, default="clusterset.local")
+    s.add_argument("--zone", type=flags.zone, default="clusterset.local",
+                   help="the zone served (default clusterset.local)")
     s.add_argument("--ttl", type=flags.ttl, default=5, help="TTL of every record (default 5)")
     s.add_argument("--manifests", type=flags.directory, metavar="DIR",
                    help="serve objects from a directory of YAML/JSON files")
@@ -31,7 +34,8 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
                    help=f"skip manifest files larger than N bytes (default {MAX_BYTES}: 16 MiB)")
     s.add_argument("--kubeconfig", type=flags.readable_file, metavar="PATH",
                    help="watch a Kubernetes API (default: in-cluster)")
-    s.add_argument("--context", type=flags.non_empty, metavar="NAME")
+    s.add_argument("--context", type=flags.non_empty, metavar="NAME",
+                   help="the kubeconfig context (default: its current one)")
     s.add_argument("--namespace", action="append", default=[], dest="namespaces", type=flags.dns_label,
                    help="only watch these namespaces (repeatable; default all)")
     loc = s.add_argument_group("locality (headless answers ordered local cluster, region, rest)")
@@ -49,23 +53,46 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
     loc.add_argument("--terminating-fallback", action="store_true",
                      help="answer serving+terminating endpoints of a headless service while none "
                           "is ready (as kube-proxy does; the spec says NXDOMAIN)")
-    s.add_argument("--log-level", type=flags.log_level, default="INFO")
-    s.add_argument("--log-format", choices=("text", "json"), default="text")
-    s.add_argument("--version", action="version", version=version_text(io_description()))
+    flags.add_log_args(s)
+    flags.add_version(s, version_text(io_description()))
+
+
+ABOUT = ("mcsdns: an authoritative DNS server for the Kubernetes Multi-Cluster Services zone "
+         "clusterset.local (KEP-1645), answering from ServiceImports and EndpointSlices read from a "
+         "Kubernetes API or from manifest files, and a controller that syncs ServiceExports across "
+         "the member clusters of a clusterset.")
+MORE = "`mcsdns COMMAND --help` lists a command's flags; README.md and docs/ say more."
+
+
+class MainParser(flags.Parser):
+    """`mcsdns`: its help says what the tool is, then lists each command with its one line."""
+
+    def format_help(self) -> str:
+        sub = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
+        rows = [(c.dest, c.help or "") for c in sub._get_subactions()]
+        width = max(len(name) for name, _ in rows) + 2
+        self.description = "\n".join([textwrap.fill(ABOUT, 78), "", "commands:",
+                                      *(f"  {name:<{width}}{text}" for name, text in rows)])
+        return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = flags.Parser(prog="mcsdns", description=__doc__)
-    p.add_argument("--version", action="version", version=version_text(io_description()),
-                   help="print the version and the UDP I/O in use, and exit")
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="serve the clusterset.local zone")
+    p = MainParser(prog="mcsdns", usage="%(prog)s [-h] [--version] command ...", epilog=MORE,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    flags.add_version(p, version_text(io_description()))
+    sub = p.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS,
+                           parser_class=flags.Parser, prog="mcsdns")
+    s = sub.add_parser("serve", help="serve the clusterset.local zone",
+                       description="`mcsdns serve`: answer DNS queries for the zone (UDP and TCP), "
+                                   "from a Kubernetes API or a directory of manifests.")
     s.add_argument("--listen", action="append", type=flags.host_port, metavar="HOST:PORT",
                    help="UDP+TCP address (repeatable; default 0.0.0.0:53)")
     _add_source_args(s)
     _add_serve_args(s)
     _add_transfer_args(s)
-    r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file")
+    r = sub.add_parser("records", help="print the zone mcsdns would serve, as a zone file",
+                       description="`mcsdns records`: wait for the first sync, print the zone "
+                                   "`serve` would answer from, as a zone file, and exit.")
     _add_source_args(r)
     r.add_argument("--timeout", type=flags.seconds, default=30,
                    help="seconds to wait for the first sync, then exit 1 (default 30)")

@@ -14,6 +14,7 @@ from .server.udp import io_description
 
 DESCRIPTION = ("`mcsdns controller`: sync ServiceExports into ServiceImports, derived Services and "
                "EndpointSlices across member clusters.")
+CONCURRENT_RECONCILES = "--concurrent-reconciles"  # was --workers (a deprecated alias now)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -41,16 +42,24 @@ def add_parser(subparsers: Any) -> None:
                    help="drop an unreachable member's endpoints after this long (default 60)")
     c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
                    help="re-queue every service at least this often (default 300)")
-    c.add_argument("--workers", type=flags.positive, default=16,
+    c.add_argument(CONCURRENT_RECONCILES, type=flags.positive, default=16, metavar="N",
                    help="services reconciled in parallel, and so at most this many writes in flight "
                         "per member (default 16)")
+    c.add_argument("--workers", type=flags.positive, metavar="N", action=flags.DeprecatedAlias,
+                   new=CONCURRENT_RECONCILES, dest=CONCURRENT_RECONCILES[2:].replace("-", "_"))
+    # (its name up to 0.1.0; `serve --workers` counts processes, hence the new name)
     c.add_argument("--leader-elect", action="store_true", help="only write while holding a Lease")
-    c.add_argument("--lease-namespace", type=flags.dns_label, default="kube-system")
-    c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller")
+    c.add_argument("--lease-namespace", type=flags.dns_label, default="kube-system", metavar="NS",
+                   help="namespace of the Lease (default kube-system)")
+    c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller", metavar="NAME",
+                   help="name of the Lease (default mcsdns-controller)")
     c.add_argument("--lease-cluster", default="", metavar="NAME",
                    help="member holding the Lease (default: the first --cluster)")
-    c.add_argument("--lease-duration", type=flags.seconds, default=15.0, metavar="SECONDS")
+    c.add_argument("--lease-duration", type=flags.seconds, default=15.0, metavar="SECONDS",
+                   help="how long a Lease not renewed stays held; a standby takes over after it "
+                        "(default 15)")
     c.add_argument("--identity", type=flags.non_empty, default=f"{socket.gethostname()}-{os.getpid()}",
+                   metavar="NAME",
                    help="this replica's name in the Lease (default HOSTNAME-PID)")
     c.add_argument("--health", type=flags.host_port, metavar="HOST:PORT",
                    help="/health (always 200), /ready (200 after the first full sync, or while following) "
@@ -58,7 +67,6 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--metrics", type=flags.host_port, metavar="HOST:PORT",
                    help="also serve /metrics (and /health, /ready) here")
     c.add_argument("--once", action="store_true", help="sync every service once, then exit")
-    c.add_argument("--log-level", type=flags.log_level, default="INFO")
-    c.add_argument("--log-format", choices=("text", "json"), default="text")
-    c.add_argument("--version", action="version", version=version_text(io_description()))
+    flags.add_log_args(c)
+    flags.add_version(c, version_text(io_description()))
     c.set_defaults(func=_run)

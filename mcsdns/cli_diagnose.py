@@ -24,8 +24,9 @@ def service(s: str) -> Key:
 
 
 def add_parser(sub: argparse._SubParsersAction[flags.Parser]) -> None:
-    d = sub.add_parser("diagnose", help="check a cluster or a clusterset, from the objects to the DNS "
-                       "answers (read-only)")
+    d = sub.add_parser("diagnose", help="find why a name does not resolve (read-only checks)",
+                       description="`mcsdns diagnose`: check a cluster or a clusterset, from the "
+                                   "objects and permissions to the DNS answers; changes nothing.")
     d.add_argument("service", nargs="?", type=service, metavar="NAME.NAMESPACE",
                    help="check only this service")
     d.add_argument("--kubeconfig", metavar="PATH", help="one cluster: its kubeconfig (default $KUBECONFIG "
@@ -38,5 +39,6 @@ def add_parser(sub: argparse._SubParsersAction[flags.Parser]) -> None:
                    help="also ask this member's mcsdns the names its objects imply (one cluster: "
                         "HOST:PORT; a clusterset: NAME=HOST:PORT, repeatable)")
     d.add_argument("--zone", type=flags.zone, default="clusterset.local", help="the zone mcsdns serves")
-    d.add_argument("--output", choices=("text", "json"), default="text")
+    d.add_argument("--output", choices=("text", "json"), default="text",
+                   help="text: one line per check (default); json: the checks as one object")
     d.set_defaults(func=_run)

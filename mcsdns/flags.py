@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .dns.names import NameTooLong, encode_name
 from .kube.names import is_dns_label, valid_cluster_id
@@ -69,6 +69,40 @@ class Parser(argparse.ArgumentParser):
 
 
 _ARGPARSE_OWN = ("expected ", "ignored ", "not allowed ")  # argparse's messages not about a value
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old name of a flag: sets the new flag's value and, the first time it is given (once
+    per parser: a command parses once), warns on stderr (`mcsdns: warning: --OLD is deprecated:
+    use --NEW ...`)."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS,
+                         help=f"deprecated: the old name of {new}", **kw)
+        self.new, self.warned = new, False
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if not self.warned:
+            self.warned = True
+            print(f"mcsdns: warning: {option_string} is deprecated: use {self.new} (same meaning; "
+                  "the old name will be removed in a later release)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_log_args(p: argparse.ArgumentParser) -> None:
+    """--log-level and --log-format, as serve, records and controller take them."""
+    p.add_argument("--log-level", type=log_level, default="INFO", metavar="LEVEL",
+                   help=f"least severe level logged: {', '.join(LOG_LEVELS).lower()} "
+                        "(any case; default info)")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text: `TIME [LEVEL] logger: message` (default); json: one object a line")
+
+
+def add_version(p: argparse.ArgumentParser, text: str) -> None:
+    """--version: print `text` (the version and the UDP I/O in use) and exit."""
+    p.add_argument("--version", action="version", version=text,
+                   help="print the version and the UDP I/O in use, and exit")
 
 
 def checked(what: str, test: Callable[[str], object]) -> Callable[[str], str]:

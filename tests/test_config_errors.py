@@ -113,6 +113,7 @@ CASES = [
     case("controller", "--clusterset-cidr", "10.0.0.0/33", "address or CIDR"),
     case("controller", "--endpoint-ttl", "-1", "seconds above 0"),
     case("controller", "--resync", "0", "seconds above 0"),
+    case("controller", "--concurrent-reconciles", "0", "from 1 to"),
     case("controller", "--workers", "0", "from 1 to"),
     case("controller", "--leader-elect", "=yes", "ignored explicit argument"),
     case("controller", "--lease-namespace", "Kube_System", "DNS label"),

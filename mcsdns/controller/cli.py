@@ -42,7 +42,7 @@ def _members(args: argparse.Namespace) -> list[Member]:
                               "(a DNS label or two joined by a dot)")
         members[names.index(name)].cluster_id = cid
     for m in members:
-        m.connect(pool=args.workers + 8)
+        m.connect(pool=args.concurrent_reconciles + 8)
     return members
 
 
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                                 args.lease_duration)
     leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
-                  workers=max(1, args.workers), elector=elector, member_leases=leases)
+                  workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases)
     endpoints = None
     if not args.once:
         try:

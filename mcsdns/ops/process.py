@@ -47,7 +47,7 @@ def _boot_time() -> float:
 
 
 def version_text(udp_io: str, prog: str = "mcsdns") -> str:
-    """`mcsdns 0.1.0 (UDP: ...)`: the version and how UDP is read and written (`udp_io`)."""
+    """`mcsdns X.Y.Z (UDP: ...)`: the version and how UDP is read and written (`udp_io`)."""
     return f"{prog} {__version__} (UDP: {udp_io})"
 
 
