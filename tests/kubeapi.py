@@ -92,7 +92,7 @@ from kube_resources import RESOURCES, Catalog, Resource, Route, is_watch, not_fo
 from kube_select import json_patch, merge_patch
 from kube_status import HTTPError, Obj
 from kube_store import Store, view
-from kube_valid import accepts, check_watch, validate
+from kube_valid import accepts, check_fields, check_watch, validate
 from kube_watch import Send, Watches
 
 __all__ = ["RESOURCES", "KubeAPI", "Resource"]
@@ -315,6 +315,7 @@ class KubeAPI:
         r, _version, ns, name, sub, api_version = route
         with self.cond:
             self.rbac.authorize(method, r, ns, name, sub, q)
+        check_fields(r, body, q)
         if r.namespaced and ns is None and (name is not None or method != "GET"):
             raise not_found()
         if method == "GET" and name is None:
