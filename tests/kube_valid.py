@@ -124,6 +124,21 @@ def check_fields(r: Resource, obj: Any, q: dict[str, str]) -> None:
                         ", ".join(f'unknown field "{f}"' for f in unknown))
 
 
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml",
+               "application/strategic-merge-patch+json")
+CUSTOM_GROUPS = ("multicluster.x-k8s.io", "about.k8s.io")  # served from CRDs: no strategic merge
+
+
+def check_patch(r: Resource, content_type: str) -> None:
+    """415 for a PATCH whose Content-Type is no patch type (or a strategic merge patch of a
+    custom resource), as kube-apiserver answers."""
+    media = content_type.split(";")[0].strip()
+    ok = PATCH_TYPES if r.group not in CUSTOM_GROUPS else PATCH_TYPES[:3]
+    if media not in ok:
+        raise HTTPError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                        f"accepted media types include: {', '.join(ok)}")
+
+
 def validate(r: Resource, obj: Obj) -> None:
     """422 Invalid, naming every cause, if kube-apiserver would refuse this write."""
     md = obj.get("metadata") or {}

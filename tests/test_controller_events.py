@@ -6,7 +6,10 @@ controller's least-privilege rule."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +115,34 @@ def test_test_api_server_validates_events_as_kube_apiserver(member: Any) -> None
     body = Recorder(instance="ctl-0")._new(m, se([]), ("Normal", "Exported", "ok"), "2026-01-01T00:00:00Z")
     for code, msg in check_event_writes(lambda method, path, b, q: m.request(method, path, b, q), body):
         assert code == 0, msg
+    for code, msg in check_event_patches(raw_http(api.url), "ns", body["metadata"]["name"]):
+        assert code == 0, msg
+
+
+def check_event_patches(raw: Any, ns: str, name: str) -> list[tuple[int, str]]:
+    """PATCH an Event as client-go's recorder does (a strategic merge patch of count and
+    lastTimestamp), as a merge patch, and with plain JSON (415); [(0, "")] when as expected."""
+    out: list[tuple[int, str]] = []
+    path = EVENTS.path(ns, name)
+    for n, ctype, want in ((3, "application/strategic-merge-patch+json", 200),
+                           (4, "application/merge-patch+json", 200), (5, "application/json", 415)):
+        code, data = raw("PATCH", path, {"count": n, "lastTimestamp": "2026-01-01T00:00:09Z"}, ctype)
+        ok = code == want and (code != 200 or json.loads(data)["count"] == n)
+        out.append((0, "") if ok else (1, f"{ctype}: {code} {data[:300]!r}"))
+    return out
+
+
+def raw_http(url: str) -> Any:
+    """(method, path, body, content type) -> (status, body) against the test API server."""
+    def send(method: str, path: str, body: Obj, ctype: str) -> tuple[int, bytes]:
+        req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": ctype, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+    return send
 
 
 def check_event_writes(send: Any, body: Obj) -> list[tuple[int, str]]:
@@ -207,4 +238,10 @@ def test_events_on_a_real_apiserver_with_the_controllers_rule(real_k8s: RealK8s,
     admin.connect()
     body = rec._new(m, obj, ("Normal", "Exported", "ok"), "2026-01-01T00:00:00Z")
     for code, msg in check_event_writes(lambda method, path, b, q: admin.request(method, path, b, q), body):
+        assert code == 0, msg
+
+    def raw(method: str, path: str, b: Obj, ctype: str) -> tuple[int, bytes]:
+        code, _, data = real_k8s.request(method, path, b, {"Content-Type": ctype})
+        return code, data
+    for code, msg in check_event_patches(raw, ns, body["metadata"]["name"]):
         assert code == 0, msg
