@@ -7,6 +7,7 @@ controller's least-privilege rule."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -105,6 +106,43 @@ def test_an_event_deleted_meanwhile_is_created_again_and_a_refusal_is_counted(me
     api.deny("events", ("create", "update"))
     assert rec.record(m, se([]), ("Normal", "Exported", "ok")) is None  # no exception: counted
     assert rec.figures()[1] == {("east", "error"): 1}
+
+
+class SlowMember:
+    """A member whose API answers each write once `go` is set (the writer thread blocks)."""
+
+    name, cluster_id, mcs_version = "slow", "slow", "v1beta1"
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.bodies: list[Obj] = []
+        self.threads: set[str] = set()
+
+    def mcs_api_version(self) -> str:
+        return "multicluster.x-k8s.io/v1beta1"
+
+    def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None) -> Any:
+        self.go.wait(5)
+        self.threads.add(threading.current_thread().name)
+        self.bodies.append(body)
+        return body
+
+
+def test_events_are_written_off_the_reconcile_path_by_one_thread_and_a_full_queue_drops() -> None:
+    m, rec = SlowMember(), Recorder(queue_size=3)
+    emitters = [threading.Thread(target=rec.emit, args=(m, se([], uid=f"u{i}"), ("Normal", "Exported", "ok")))
+                for i in range(8)]
+    started = time.monotonic()
+    for t in emitters:
+        t.start()
+    for t in emitters:
+        t.join()
+    assert time.monotonic() - started < 1  # nobody waited for the API
+    m.go.set()
+    rec.close()
+    written, dropped = rec.figures()
+    assert m.threads == {"events"} and len(m.bodies) == written[("slow", "Normal", "Exported")]
+    assert dropped[("slow", "queue")] == 8 - len(m.bodies) > 0
 
 
 def test_test_api_server_validates_events_as_kube_apiserver(member: Any) -> None:

@@ -91,9 +91,10 @@ class Recorder:
 
     def emit(self, m: MemberClient, obj: Obj, ev: Event) -> None:
         """Queue one event about `obj`; dropped (and counted) when the queue is full."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True, name="events")
-            self._thread.start()
+        with self.lock:  # one writer thread, started by the first event
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="events")
+                self._thread.start()
         try:
             self.pending.put_nowait((m, obj, ev))
         except queue.Full:
