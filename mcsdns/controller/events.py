@@ -75,7 +75,7 @@ class Recorder:
         self.burst, self.refill = burst, refill
         self.instance = instance or socket.gethostname()
         self.pending: queue.Queue[tuple[MemberClient, Obj, Event] | None] = queue.Queue(queue_size)
-        self.seen: OrderedDict[tuple[str, ...], Obj] = OrderedDict()  # event key -> the Event written
+        self.seen: OrderedDict[tuple[str, ...], Obj] = OrderedDict()  # event key -> the Event sent
         self.tokens: OrderedDict[tuple[str, ...], tuple[float, float]] = OrderedDict()  # object -> (n, when)
         self.written: Counter[tuple[str, str, str]] = Counter()  # (member, type, reason)
         self.dropped: Counter[tuple[str, str]] = Counter()  # (member, why: rate, queue, error)
@@ -144,18 +144,16 @@ class Recorder:
             return None
         key = (*obj_key, typ, reason, message)
         prev, now = self.seen.pop(key, None), _now()
+        sent = self._new(m, obj, ev, now) if prev is None else dict(prev, count=prev["count"] + 1,
+                                                                      lastTimestamp=now)
         try:
-            if prev is not None:
-                again = dict(prev, count=int(prev.get("count") or 1) + 1, lastTimestamp=now)
-                out = self._update(m, ns, again)
-            else:
-                out = self._create(m, ns, self._new(m, obj, ev, now))
+            out = self._create(m, ns, sent) if prev is None else self._update(m, ns, sent)
         except ApiError as e:
             log.info("cluster %s: event %s on ServiceExport %s/%s not written: %s", m.name, reason, ns,
                      name, e)
             self._drop(m.name, "error")
             return None
-        self.seen[key] = out
+        self.seen[key] = sent  # what was sent, not the answer (its managedFields): the next update
         while len(self.seen) > CACHE:
             self.seen.popitem(last=False)
         with self.lock:
@@ -177,15 +175,13 @@ class Recorder:
 
     @staticmethod
     def _create(m: MemberClient, ns: str, ev: Obj) -> Obj:
-        meta = {k: v for k, v in ev["metadata"].items() if k in ("name", "namespace")}
-        out: Obj = m.request("POST", EVENTS.path(ns), body=dict(ev, metadata=meta))
+        out: Obj = m.request("POST", EVENTS.path(ns), body=ev)
         return out
 
     def _update(self, m: MemberClient, ns: str, ev: Obj) -> Obj:
         """PUT without a resourceVersion (Events allow it); created again when it is gone."""
-        meta = {k: v for k, v in ev["metadata"].items() if k in ("name", "namespace")}
         try:
-            out: Obj = m.request("PUT", EVENTS.path(ns, meta["name"]), body=dict(ev, metadata=meta))
+            out: Obj = m.request("PUT", EVENTS.path(ns, ev["metadata"]["name"]), body=ev)
         except NotFound:
             out = self._create(m, ns, ev)
         return out
