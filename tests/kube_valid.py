@@ -1,9 +1,11 @@
 """The test API server's validation, as kube-apiserver v1.36 refuses writes and requests: object
 names (a Service's or Namespace's an RFC 1123 label, others an RFC 1123 subdomain), label keys
 and values, EndpointSlices (addressType required, at most 1000 endpoints, 1 to 100 addresses
-each, each an IP address), watch options, and content negotiation (no protobuf here: a request
-that accepts only protobuf is 406, as the real server answers for custom resources). Each
-refusal is a 422 `Invalid` with the real message and `details.causes`."""
+each, each an IP address), core v1 Events (the involved object's namespace is the Event's;
+`fieldValidation=Strict` refuses an unknown field, 400), watch options, and content negotiation
+(no protobuf here: a request that accepts only protobuf is 406, as the real server answers for
+custom resources). Each other refusal is a 422 `Invalid` with the real message and
+`details.causes`."""
 
 from __future__ import annotations
 
@@ -94,6 +96,49 @@ def _endpointslice(obj: Obj) -> list[Cause]:
     return out
 
 
+# A core v1 Event's fields (what `fieldValidation=Strict` accepts at the top level).
+EVENT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "involvedObject", "reason", "message", "source",
+                          "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "series", "action",
+                          "related", "reportingComponent", "reportingInstance"})
+
+
+def _event(obj: Obj) -> list[Cause]:
+    """A legacy (core v1, no eventTime) Event: its involved object's namespace is its own."""
+    if obj.get("eventTime"):
+        return []
+    ns = str((obj.get("metadata") or {}).get("namespace") or "")
+    obj_ns = str((obj.get("involvedObject") or {}).get("namespace") or "")
+    if (obj_ns and obj_ns != ns) or (not obj_ns and ns not in ("", "default")):
+        return [("FieldValueInvalid", _invalid(obj_ns, "does not match event.namespace"),
+                 "involvedObject.namespace")]
+    return []
+
+
+def check_fields(r: Resource, obj: Any, q: dict[str, str]) -> None:
+    """`fieldValidation=Strict`: 400 for an unknown field (known here: an Event's)."""
+    if q.get("fieldValidation") != "Strict" or r.kind != "Event" or not isinstance(obj, dict):
+        return
+    unknown = sorted(set(obj) - EVENT_FIELDS)
+    if unknown:
+        raise HTTPError(400, "BadRequest", "strict decoding error: " +
+                        ", ".join(f'unknown field "{f}"' for f in unknown))
+
+
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml",
+               "application/strategic-merge-patch+json")
+CUSTOM_GROUPS = ("multicluster.x-k8s.io", "about.k8s.io")  # served from CRDs: no strategic merge
+
+
+def check_patch(r: Resource, content_type: str) -> None:
+    """415 for a PATCH whose Content-Type is no patch type (or a strategic merge patch of a
+    custom resource), as kube-apiserver answers."""
+    media = content_type.split(";")[0].strip()
+    ok = PATCH_TYPES if r.group not in CUSTOM_GROUPS else PATCH_TYPES[:3]
+    if media not in ok:
+        raise HTTPError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                        f"accepted media types include: {', '.join(ok)}")
+
+
 def validate(r: Resource, obj: Obj) -> None:
     """422 Invalid, naming every cause, if kube-apiserver would refuse this write."""
     md = obj.get("metadata") or {}
@@ -101,6 +146,8 @@ def validate(r: Resource, obj: Obj) -> None:
     causes = (_name(r, name) if name else []) + _labels(md.get("labels"))
     if r.kind == "EndpointSlice":
         causes += _endpointslice(obj)
+    if r.kind == "Event":
+        causes += _event(obj)
     if not causes:
         return
     what = f"{r.kind}.{r.group}" if r.group else r.kind

@@ -46,7 +46,8 @@ Served API (what is served is configurable):
   The window keeps the last `window` events; `compact()` drops them all now.
 - writes: POST (create; 409 AlreadyExists), PUT (replace; 409 on a stale
   `metadata.resourceVersion`), PATCH (merge patch; a JSON list body is a JSON patch with
-  add/replace/remove), DELETE, and the `/status` subresource (PUT/PATCH change only
+  add/replace/remove; a Content-Type that is no patch type is 415, as is a strategic merge
+  patch of a custom resource), DELETE, and the `/status` subresource (PUT/PATCH change only
   `status`; the main resource ignores `status` changes). uid, creationTimestamp,
   generation (per kind: custom resources, EndpointSlices) and managedFields (kube_fields)
   are set as the real API does; writes are validated (kube_valid: names, labels,
@@ -92,7 +93,7 @@ from kube_resources import RESOURCES, Catalog, Resource, Route, is_watch, not_fo
 from kube_select import json_patch, merge_patch
 from kube_status import HTTPError, Obj
 from kube_store import Store, view
-from kube_valid import accepts, check_watch, validate
+from kube_valid import accepts, check_fields, check_patch, check_watch, validate
 from kube_watch import Send, Watches
 
 __all__ = ["RESOURCES", "KubeAPI", "Resource"]
@@ -308,6 +309,8 @@ class KubeAPI:
             if method != "GET":
                 raise HTTPError(405, "MethodNotAllowed")
             return 200, self.catalog.resource_list(parts[-2] if parts[0] == "apis" else "", parts[-1])
+        if method == "PATCH":
+            check_patch(route[0], headers.get("Content-Type") or "")
         as_meta = accepts(headers.get("Accept") or "")
         manager = manager_of(headers.get("User-Agent") or "", q.get("fieldManager"))
         return self._handle_resource(method, route, body, q, (manager, as_meta))
@@ -318,6 +321,7 @@ class KubeAPI:
         r, _version, ns, name, sub, api_version = route
         with self.cond:
             self.rbac.authorize(method, r, ns, name, sub, q)
+        check_fields(r, body, q)
         if r.namespaced and ns is None and (name is not None or method != "GET"):
             raise not_found()
         if method == "GET" and name is None:

@@ -239,9 +239,9 @@ def test_steady_state_changes_make_writes_only_no_lists(tmp_path: Path) -> None:
                 assert len(writes) == 10 and all(m == "PUT" and "/endpointslices/" in p for m, p in writes), \
                     writes
             m = ctl.metrics()
-            updates = 'mcsdns_controller_writes_total{cluster="b",resource="endpointslices",verb="update"}'
+            updates = 'mcsdns_controller_writes_total{member="b",resource="endpointslices",verb="update"}'
             assert m[updates] == 10
-            assert m['mcsdns_controller_member_reachable{cluster="c"}'] == 1
+            assert m['mcsdns_controller_member_reachable{member="c"}'] == 1
             assert m['mcsdns_controller_reconciles_total{result="ok"}'] >= 15
             assert m["mcsdns_controller_queue_depth"] == 0
     finally:

@@ -84,7 +84,7 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
         assert (ready(a) or {})["status"] == "True"
         c = b.kube.conditions("ns", "api")
         assert (c["Conflict"]["status"], c["Conflict"]["reason"]) == ("True", "PortConflict")
-        metric = f'mcsdns_controller_unserved_ports{{cluster="{b.name}"}}'
+        metric = f'mcsdns_controller_unserved_ports{{member="{b.name}"}}'
         if kind == "protocol":
             assert (c["Ready"]["status"], c["Ready"]["reason"]) == ("False", "PortConflict")
             assert "dns 53/TCP" in c["Ready"]["message"] and "dns 53/UDP" in c["Ready"]["message"]
@@ -108,4 +108,4 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
         else:
             assert (c["Ready"]["status"], c["Ready"]["reason"]) == ("True", "Exported")
             assert ctl.metrics().get(metric) == 0 and "get no traffic" not in ctl.logs()
-        assert ctl.metrics().get(f'mcsdns_controller_unserved_ports{{cluster="{a.name}"}}') == 0
+        assert ctl.metrics().get(f'mcsdns_controller_unserved_ports{{member="{a.name}"}}') == 0

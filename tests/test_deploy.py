@@ -575,7 +575,7 @@ def test_corefile_snippet_forwards_the_zone_to_a_placeholder_for_the_service_ip(
     lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
     body = [ln for ln in lines if ln]
     assert body[0] == "clusterset.local:53 {" and body[-1] == "}"
-    assert set(body[1:-1]) == {"errors", "cache 5", "forward . MCSDNS_SERVICE_IP"}
+    assert set(body[1:-1]) == {"errors", "cache 5", "forward . MCSDNS_SERVICE_IP", "prometheus :9153"}
     docs = (REPO / "docs" / "deploy.md").read_text()
     assert "MCSDNS_SERVICE_IP" in docs and "jsonpath='{.spec.clusterIP}'" in docs
 

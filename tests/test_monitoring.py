@@ -1,6 +1,7 @@
-"""deploy/monitoring: the rules under promtool, the kustomize component, the dashboard, and a
-real Prometheus scraping a running `mcsdns serve` and `mcsdns controller` (Debian's
-`prometheus` package: prometheus and promtool)."""
+"""deploy/monitoring: the rules under promtool, the kustomize components (server, controller,
+dashboard, CoreDNS compatibility) and what each install loads, the dashboard, and a real
+Prometheus scraping a running `mcsdns serve` and `mcsdns controller` (Debian's `prometheus`
+package: prometheus and promtool)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import dns.exception
 import dns.message
 import dns.query
 import dns.rcode
@@ -26,15 +28,24 @@ from controller_env import Cluster, run_controller, shop
 from helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
 
 MONITORING = REPO / "deploy" / "monitoring"
-RULES = MONITORING / "rules" / "mcsdns.rules.yaml"
-UNIT_TESTS = MONITORING / "tests" / "mcsdns.tests.yaml"
-DASHBOARD = MONITORING / "dashboards" / "mcsdns.json"
+SERVER_RULES = MONITORING / "rules" / "mcsdns-server.rules.yaml"
+CONTROLLER_RULES = MONITORING / "rules" / "mcsdns-controller.rules.yaml"
+COMPAT_RULES = MONITORING / "rules" / "coredns-compat.rules.yaml"
+RULE_FILES = (SERVER_RULES, CONTROLLER_RULES, COMPAT_RULES)
+UNIT_TESTS = sorted((MONITORING / "tests").glob("*.tests.yaml"))
+DASHBOARD = MONITORING / "dashboard" / "mcsdns.json"
 OPERATIONS = REPO / "docs" / "operations.md"
 Obj = dict[str, Any]
 
 
-def rules() -> list[Obj]:
-    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+def groups(*files: Path) -> list[Obj]:
+    return [g for f in files for g in yaml.safe_load(f.read_text())["groups"]]
+
+
+def rules(*files: Path) -> list[Obj]:
+    """The alerting rules of `files` (default: the server's and the controller's)."""
+    return [r for g in groups(*(files or (SERVER_RULES, CONTROLLER_RULES))) for r in g["rules"]
+            if "alert" in r]
 
 
 def dashboard_exprs() -> list[str]:
@@ -42,25 +53,46 @@ def dashboard_exprs() -> list[str]:
 
 
 # --- static checks -----------------------------------------------------------------------------
-def test_promtool_checks_the_rule_file() -> None:
-    out = subprocess.run([tool("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert f"SUCCESS: {len(rules())} rules found" in out.stdout
+def test_promtool_checks_the_rule_files() -> None:
+    for f in RULE_FILES:
+        out = subprocess.run([tool("promtool"), "check", "rules", str(f)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"SUCCESS: {len(groups(f)[0]['rules'])} rules found" in out.stdout
 
 
 def test_promtool_unit_tests_pass() -> None:
-    out = subprocess.run([tool("promtool"), "test", "rules", str(UNIT_TESTS)], capture_output=True,
-                         text=True, cwd=UNIT_TESTS.parent)
+    """Each rule file has its own unit tests, loading that file alone."""
+    assert {yaml.safe_load(t.read_text())["rule_files"][0].rsplit("/", 1)[1] for t in UNIT_TESTS} == {
+        f.name for f in RULE_FILES}
+    out = subprocess.run([tool("promtool"), "test", "rules", *(t.name for t in UNIT_TESTS)],
+                         capture_output=True, text=True, cwd=UNIT_TESTS[0].parent)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS" in out.stdout
+    assert out.stdout.count("SUCCESS") == len(UNIT_TESTS), out.stdout
+
+
+def test_server_and_controller_alerts_are_separate_groups_and_files() -> None:
+    """A server-only install loads no controller alert: every alert about the controller (its
+    metrics, its job) is in the controller's file, and none of the server's names it."""
+    server, controller = rules(SERVER_RULES), rules(CONTROLLER_RULES)
+    assert [g["name"] for g in groups(SERVER_RULES)] == ["mcsdns"]
+    assert [g["name"] for g in groups(CONTROLLER_RULES)] == ["mcsdns-controller"]
+    assert server and controller
+    for r in server:
+        assert "controller" not in r["expr"] and not r["alert"].startswith("MCSDNSController"), r["alert"]
+    for r in controller:
+        assert r["alert"].startswith("MCSDNSController"), r["alert"]
+        assert "$labels.cluster" not in str(r["annotations"]), r["alert"]
+    # the member label is `member` everywhere: rules, dashboard, the controller's own series
+    text = SERVER_RULES.read_text() + CONTROLLER_RULES.read_text() + DASHBOARD.read_text()
+    assert "{{cluster}}" not in text and "by (cluster)" not in text and "$labels.cluster" not in text
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test_and_a_runbook() -> None:
     firing: set[str] = set()
     quiet: set[str] = set()
-    for case in yaml.safe_load(UNIT_TESTS.read_text())["tests"]:
-        for t in case["alert_rule_test"]:
-            (firing if t.get("exp_alerts") else quiet).add(t["alertname"])
+    for t in (t for f in UNIT_TESTS for case in yaml.safe_load(f.read_text())["tests"]
+              for t in case.get("alert_rule_test", [])):
+        (firing if t.get("exp_alerts") else quiet).add(t["alertname"])
     docs = OPERATIONS.read_text()
     headings = {h.strip() for h in re.findall(r"^### (.+)$", docs, re.M)}
     for r in rules():
@@ -90,45 +122,98 @@ def test_dashboard_is_importable_with_a_datasource_variable() -> None:
         assert all(t["datasource"]["uid"] == "${datasource}" for t in p["targets"]), p["title"]
     titles = " ".join(p["title"].lower() for p in panels)
     for topic in ("type", "rcode", "duration", "cache hit", "zone size", "zone changes", "source",
-                  "transfers", "reconciles", "writes", "reachability"):
+                  "transfers", "reconciles", "reconcile duration", "work queue", "api requests", "events",
+                  "writes", "reachability"):
         assert topic in titles, topic
+    # cluster and job variables, and every panel filtered by them
+    assert [v["name"] for v in d["templating"]["list"]] == ["datasource", "cluster", "job", "instance"]
+    for v in ("cluster", "job"):
+        assert variables[v]["includeAll"] and variables[v]["allValue"] == ".*"
+    for e in dashboard_exprs():
+        assert 'cluster=~"$cluster"' in e and 'job=~"$job"' in e and 'job="' not in e, e
 
 
-def test_component_renders_monitors_that_select_the_deployed_pods() -> None:
-    out = subprocess.run([tool("kubectl"), "kustomize", str(REPO / "deploy" / "overlays" / "monitoring")],
+def render(overlay: str) -> list[Obj]:
+    out = subprocess.run([tool("kubectl"), "kustomize", str(REPO / "deploy" / "overlays" / overlay)],
                          capture_output=True, text=True, check=True).stdout
-    objs = [o for o in yaml.safe_load_all(out) if o]
+    return [o for o in yaml.safe_load_all(out) if o]
 
-    def one(kind: str, name: str) -> Obj:
-        return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
 
-    svc, server = one("Service", "mcsdns"), one("Deployment", "mcsdns")
-    controller = one("Deployment", "mcsdns-controller")
-    sm, pm = one("ServiceMonitor", "mcsdns"), one("PodMonitor", "mcsdns-controller")
-    for o in (sm, pm, one("PrometheusRule", "mcsdns"), one("ConfigMap", "mcsdns-dashboard")):
-        assert o["metadata"]["namespace"] == "mcsdns-system", o["kind"]
-    # the ServiceMonitor selects the Service and scrapes a port it has; the job is the Service's name
+def one(objs: list[Obj], kind: str, name: str) -> Obj:
+    return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def loaded_alerts(objs: list[Obj]) -> set[str]:
+    return {r.get("alert") or r["record"] for o in objs if o["kind"] == "PrometheusRule"
+            for g in o["spec"]["groups"] for r in g["rules"]}
+
+
+def check_monitor(objs: list[Obj], name: str, deployment: str) -> None:
+    """The ServiceMonitor `name` selects the Service `name` (so the job is `name`), which
+    selects the pods of `deployment` only, on a port they serve /metrics on."""
+    sm, svc = one(objs, "ServiceMonitor", name), one(objs, "Service", name)
+    dep = one(objs, "Deployment", deployment)
+    assert sm["metadata"]["namespace"] == svc["metadata"]["namespace"] == "mcsdns-system"
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
-    assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in svc["spec"]["ports"]}
-    assert svc["metadata"]["name"] == "mcsdns"
-    server_ports = {p["name"] for c in server["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
-    assert {p["targetPort"] for p in svc["spec"]["ports"] if p["name"] == "metrics"} <= server_ports
-    # the PodMonitor selects the controller's pods (not the server's) on a port they have
-    labels = controller["spec"]["template"]["metadata"]["labels"]
-    assert pm["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    assert not pm["spec"]["selector"]["matchLabels"].items() <= server["spec"]["template"]["metadata"][
-        "labels"].items()
-    ctl = controller["spec"]["template"]["spec"]["containers"][0]
-    ep = pm["spec"]["podMetricsEndpoints"][0]
-    assert ep["port"] in {p["name"] for p in ctl["ports"]} and ep["path"] == "/metrics"
-    port = next(p["containerPort"] for p in ctl["ports"] if p["name"] == ep["port"])
-    assert any(a in (f"--health=0.0.0.0:{port}", f"--metrics=0.0.0.0:{port}") for a in ctl["args"])
-    assert ep["relabelings"] == [{"targetLabel": "job", "replacement": "mcsdns-controller"}]
-    # the PrometheusRule carries the plain rule file's groups; the dashboard ConfigMap its JSON
-    assert one("PrometheusRule", "mcsdns")["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
-    cm = one("ConfigMap", "mcsdns-dashboard")
+    others = [o for o in objs if o["kind"] == "Service" and o is not svc]
+    match = sm["spec"]["selector"]["matchLabels"].items()
+    assert not any(match <= o["metadata"]["labels"].items() for o in others)
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    for d in (o for o in objs if o["kind"] == "Deployment" and o is not dep):
+        assert not svc["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+    ep = sm["spec"]["endpoints"][0]
+    assert ep["path"] == "/metrics" and "relabelings" not in ep  # the job is the Service's name
+    target = next(p["targetPort"] for p in svc["spec"]["ports"] if p["name"] == ep["port"])
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    port = next(p["containerPort"] for p in c["ports"] if target in (p["name"], p["containerPort"]))
+    assert any(a in (f"--metrics=0.0.0.0:{port}", f"--health=0.0.0.0:{port}", f"--metrics=:{port}")
+               for a in c["args"]) or port == 9153, c["args"]
+
+
+def test_full_install_monitors_server_and_controller() -> None:
+    objs = render("monitoring")
+    check_monitor(objs, "mcsdns", "mcsdns")
+    check_monitor(objs, "mcsdns-controller", "mcsdns-controller")
+    assert not [o for o in objs if o["kind"] == "PodMonitor"]
+    for name, f in (("mcsdns", SERVER_RULES), ("mcsdns-controller", CONTROLLER_RULES),
+                    ("mcsdns-coredns-compat", COMPAT_RULES)):
+        assert one(objs, "PrometheusRule", name)["spec"]["groups"] == groups(f), name
+    assert loaded_alerts(objs) >= {r["alert"] for r in rules()}
+    cm = one(objs, "ConfigMap", "mcsdns-dashboard")
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(cm["data"]["mcsdns.json"]) == json.loads(DASHBOARD.read_text())
+
+
+def test_server_only_install_loads_no_controller_alert_or_scrape() -> None:
+    objs = render("server-monitoring")
+    check_monitor(objs, "mcsdns", "mcsdns")
+    monitors = {o["metadata"]["name"] for o in objs if o["kind"] in ("ServiceMonitor", "PodMonitor")}
+    assert monitors == {"mcsdns"}
+    loaded = loaded_alerts(objs)
+    assert "MCSDNSAbsent" in loaded and "coredns_dns_requests_total" in loaded
+    assert not {a for a in loaded if "Controller" in a}, loaded
+    assert "MCSDNSControllerAbsent" in {r["alert"] for r in rules(CONTROLLER_RULES)}
+
+
+def test_gen_monitoring_writes_copies_for_other_jobs(tmp_path: Path) -> None:
+    """`scripts/gen-monitoring --out DIR --server-job ... --controller-job ...`: the same rules
+    selecting other jobs, still passing promtool."""
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "gen-monitoring"), "--out", str(tmp_path),
+                          "--server-job", "dns", "--controller-job", "mcs-sync", "--zone", "mcs.example"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    server = (tmp_path / "rules" / SERVER_RULES.name).read_text()
+    controller = (tmp_path / "rules" / CONTROLLER_RULES.name).read_text()
+    compat = (tmp_path / "rules" / COMPAT_RULES.name).read_text()
+    assert 'job="mcsdns"' not in server + compat and 'job="dns"' in server and 'job="dns"' in compat
+    assert 'job="mcs-sync"' in controller and 'job="mcsdns' not in controller
+    assert "zone: mcs.example." in compat and "clusterset.local." not in compat.split("groups:")[1]
+    pr = yaml.safe_load((tmp_path / "controller" / "prometheusrule.yaml").read_text())
+    assert pr["spec"]["groups"] == yaml.safe_load(controller)["groups"]
+    files = [str(p) for p in (tmp_path / "rules").iterdir()]
+    check = subprocess.run([tool("promtool"), "check", "rules", *files], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 # --- a real Prometheus --------------------------------------------------------------------------
@@ -153,13 +238,16 @@ class Prometheus:
 
 
 @contextmanager
-def prometheus(tmp: Path, targets: dict[str, int]) -> Iterator[Prometheus]:
-    """Scrape `targets` (job -> port on 127.0.0.1) with the shipped rules, their `for:` cut to 0 s
-    (the promtool unit tests hold the real durations; the expressions are the shipped ones)."""
-    doc = yaml.safe_load(RULES.read_text())
+def prometheus(tmp: Path, targets: dict[str, int], rule_files: tuple[Path, ...] = RULE_FILES
+               ) -> Iterator[Prometheus]:
+    """Scrape `targets` (job -> port on 127.0.0.1) with the shipped rules of `rule_files`, the
+    alerts' `for:` cut to 0 s (the promtool unit tests hold the real durations; the
+    expressions are the shipped ones)."""
+    doc = {"groups": groups(*rule_files)}
     for g in doc["groups"]:
         for r in g["rules"]:
-            r["for"] = "0s"
+            if "alert" in r:
+                r["for"] = "0s"
     (tmp / "rules.yaml").write_text(yaml.safe_dump(doc))
     cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
            "rule_files": [str(tmp / "rules.yaml")],
@@ -247,10 +335,17 @@ def traffic(srv: Server) -> Iterator[set[str]]:
 SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?(?!\s*\()")
 
 
+def fill(expr: str) -> str:
+    """A dashboard expression with its variables set to All and the rate interval to 15 s."""
+    for v in ("cluster", "job", "instance"):
+        expr = expr.replace(f'=~"${v}"', '=~".*"')
+    return expr.replace("$__rate_interval", "15s")
+
+
 def selectors(expr: str) -> set[str]:
     """The vector selectors of a PromQL expression (metric name and label matchers), with the
     dashboard's variables filled in."""
-    expr = expr.replace('instance=~"$instance"', 'instance=~".*"').replace("$__rate_interval", "15s")
+    expr = fill(expr)
     out = set()
     for m in SELECTOR.finditer(expr):
         if re.match(r"(mcsdns_|process_|up$)", m.group(1)):
@@ -327,8 +422,7 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
         assert not empty, f"selectors without series: {empty}"
         # ... and every dashboard expression returned data
         blank = [e for e in dashboard_exprs()
-                 if not prom.api("query_range", query=e.replace('instance=~"$instance"', 'instance=~".*"')
-                                 .replace("$__rate_interval", "15s"), step="1", **span)["result"]]
+                 if not prom.api("query_range", query=fill(e), step="1", **span)["result"]]
         assert not blank, f"dashboard expressions without data: {blank}"
 
 

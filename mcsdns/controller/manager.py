@@ -19,6 +19,7 @@ from collections.abc import Callable
 from ..kube.keys import Key
 from ..ops.process import release_free_memory
 from .clusters import Member
+from .events import Recorder
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
@@ -49,6 +50,7 @@ class Manager:
                                     self._on_reachable, watch_timeout, self._service_key) for m in members]
         self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock,
                               workers)
+        self.rec.events = Recorder()
         self.ttl, self.resync, self.nworkers = ttl, resync, workers
         self.elector, self.member_leases = elector, member_leases
         self.active = threading.Event()  # writing allowed: gate open and leading
@@ -210,6 +212,8 @@ class Manager:
                 c.reflector.interrupt()
         for t in self.threads:
             t.join(2.0)
+        if self.rec.events is not None:
+            self.rec.events.close()
 
     def writes(self) -> int:
         return sum(mc.member.writes for mc in self.caches)

@@ -1,5 +1,8 @@
 """The controller's Prometheus metrics: declared once with `ops.stats.define`, as the
-server's are, and published from the Manager at scrape time."""
+server's are, and published from the Manager at scrape time. A member cluster is named by
+the label `member` (not `cluster`, which kube-prometheus keeps for the cluster a series
+comes from). The work-queue and API-client series mean what client-go's `workqueue_*` and
+`rest_client_requests_total` mean, under mcsdns_controller_ names."""
 
 from __future__ import annotations
 
@@ -7,34 +10,79 @@ from functools import partial
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from ..kube.client import Client
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
-from ..ops.stats import Put, Stats, define
+from ..ops.stats import Put, Stats, define, put_histogram
 from .manager import Manager
+from .queue import BOUNDS
+
+MEMBER = "member"  # the label naming a member cluster
 
 RECONCILES = define("mcsdns_controller_reconciles_total", "counter",
                     "Reconciles of one service key, by result (ok, retry: a write failed and the key was "
                     "re-queued, error).", ("result",))
+RECONCILE_TIME = define("mcsdns_controller_reconcile_duration_seconds", "histogram",
+                        "Time a worker spent on one service key, from taking it off the queue to done "
+                        "(client-go's workqueue_work_duration_seconds, controller-runtime's "
+                        "controller_runtime_reconcile_time_seconds).")
 QUEUE_DEPTH = define("mcsdns_controller_queue_depth", "gauge", "Service keys waiting (queued or delayed).")
+QUEUE_ADDS = define("mcsdns_controller_queue_adds_total", "counter",
+                    "Service keys queued (a key already waiting is not counted again).")
+QUEUE_RETRIES = define("mcsdns_controller_queue_retries_total", "counter",
+                       "Service keys re-queued with backoff after a failed reconcile.")
+QUEUE_WAIT = define("mcsdns_controller_queue_wait_seconds", "histogram",
+                    "Time a service key waited in the queue before a worker took it "
+                    "(client-go's workqueue_queue_duration_seconds).")
+API_REQUESTS = define("mcsdns_controller_api_requests_total", "counter",
+                      "Kubernetes API requests by member, HTTP method and status code (<error>: no "
+                      "answer), as client-go's rest_client_requests_total.", (MEMBER, "method", "code"))
 WRITES = define("mcsdns_controller_writes_total", "counter", "API writes by member, resource and verb.",
-                ("cluster", "resource", "verb"))
+                (MEMBER, "resource", "verb"))
 REACHABLE = define("mcsdns_controller_member_reachable", "gauge",
-                   "1 while every watch on the member is healthy.", ("cluster",))
+                   "1 while every watch on the member is healthy.", (MEMBER,))
 LAST_SYNC = define("mcsdns_controller_member_last_sync_timestamp_seconds", "gauge",
-                   "Unix time of the member's last list, watch event or bookmark.", ("cluster",))
+                   "Unix time of the member's last list, watch event or bookmark.", (MEMBER,))
 UNSERVED = define("mcsdns_controller_unserved_ports", "gauge",
                   "Exported ports that no port of their merged service serves (their endpoints get no "
-                  "traffic), by exporting member.", ("cluster",))
+                  "traffic), by exporting member.", (MEMBER,))
+EVENTS = define("mcsdns_controller_events_total", "counter",
+                "Kubernetes Events written on ServiceExports (created, or a repeated one counted), by "
+                "member, type and reason.", (MEMBER, "type", "reason"))
+EVENTS_DROPPED = define("mcsdns_controller_events_dropped_total", "counter",
+                        "Events not written, by member and why: rate (the per-object limit), queue "
+                        "(the writer's queue full), error (the API refused it).", (MEMBER, "why"))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
-NAMES = (RECONCILES, QUEUE_DEPTH, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LEADER, READY)
+NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
+         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LEADER, READY)
+
+
+def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
+    """The client's request counts ((method, code) -> n), read while its threads add to them."""
+    for _ in range(10):
+        try:
+            return sorted((c.counts if c is not None else {}).items())
+        except RuntimeError:  # a new (method, code) was added during the copy
+            continue
+    return []
+
+
+def publish_queue(mgr: Manager, put: Put) -> None:
+    """The work queue's depth, adds, retries and its wait and work histograms."""
+    depth, adds, retries, waited, worked = mgr.queue.figures()
+    put(QUEUE_DEPTH, depth)
+    put(QUEUE_ADDS, adds)
+    put(QUEUE_RETRIES, retries)
+    put_histogram(put, QUEUE_WAIT, BOUNDS, waited.buckets, waited.total)
+    put_histogram(put, RECONCILE_TIME, BOUNDS, worked.buckets, worked.total)
 
 
 def publish(mgr: Manager, put: Put) -> None:
     """The controller's samples, read from `mgr` now."""
     for result in ("ok", "retry", "error"):
         put(RECONCILES, mgr.results[result], result=result)
-    put(QUEUE_DEPTH, mgr.queue.depth())
+    publish_queue(mgr, put)
     with mgr.rec.unserved_lock:
         per_member = [u for by_member in mgr.rec.unserved.values() for u in by_member.items()]
     for mc in mgr.caches:
@@ -42,10 +90,19 @@ def publish(mgr: Manager, put: Put) -> None:
         with m.lock:
             counts = sorted(m.write_counts.items())
         for (resource, verb), n in counts:
-            put(WRITES, n, cluster=m.name, resource=resource, verb=verb)
-        put(REACHABLE, 1.0 if mc.reachable else 0.0, cluster=m.name)
-        put(LAST_SYNC, mc.last_sync, cluster=m.name)
-        put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), cluster=m.name)
+            put(WRITES, n, member=m.name, resource=resource, verb=verb)
+        for (method, code), n in api_counts(m.client):
+            put(API_REQUESTS, n, member=m.name, method=method, code=code)
+        put(REACHABLE, 1.0 if mc.reachable else 0.0, member=m.name)
+        put(LAST_SYNC, mc.last_sync, member=m.name)
+        put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), member=m.name)
+    if mgr.rec.events is not None:
+        written, dropped = mgr.rec.events.figures()
+        for (member, typ, reason), n in sorted(written.items()):
+            put(EVENTS, n, member=member, type=typ, reason=reason)
+        for mc in mgr.caches:
+            for why in ("rate", "queue", "error"):
+                put(EVENTS_DROPPED, dropped.get((mc.member.name, why), 0), member=mc.member.name, why=why)
     put(LEADER, 1.0 if mgr.leading() else 0.0)
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 

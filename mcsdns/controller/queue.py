@@ -4,6 +4,8 @@ A key waiting in the queue is held once however often it is added. A key
 being processed is never handed to a second worker: added meanwhile, it is
 queued again when its worker calls `done`. `add_after` delays a key (retry
 with backoff); `failures` counts consecutive failures per key for that backoff.
+It keeps client-go's workqueue figures: adds, retries, how long keys wait before a
+worker takes them (`waited`) and how long a worker holds one (`worked`, get to done).
 """
 
 from __future__ import annotations
@@ -12,10 +14,26 @@ import heapq
 import random
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 
 from ..kube.keys import Key
+
+# Upper bounds (seconds) of the wait and work duration histograms.
+BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Timings:
+    """A histogram of durations: counts per bucket of `BOUNDS` (the last for +Inf) and their sum."""
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(BOUNDS) + 1)
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.buckets[bisect_left(BOUNDS, seconds)] += 1
+        self.total += seconds
 
 
 class WorkQueue:
@@ -31,6 +49,11 @@ class WorkQueue:
         self.failures: dict[Key, int] = {}
         self.base_delay, self.max_delay = base_delay, max_delay
         self.closed = False
+        self.adds = 0  # keys queued (a key already waiting is not counted again)
+        self.retries = 0
+        self.queued_at: dict[Key, float] = {}  # waiting key -> when it was queued
+        self.started_at: dict[Key, float] = {}  # processing key -> when a worker took it
+        self.waited, self.worked = Timings(), Timings()
 
     def add(self, key: Key) -> None:
         with self.cond:
@@ -47,6 +70,8 @@ class WorkQueue:
         elif key not in self.waiting:
             self.waiting.add(key)
             self.queue.append(key)
+            self.adds += 1
+            self.queued_at[key] = time.monotonic()
             self.cond.notify()
 
     def add_after(self, key: Key, delay: float) -> None:
@@ -59,6 +84,7 @@ class WorkQueue:
         with self.cond:
             n = self.failures.get(key, 0)
             self.failures[key] = n + 1
+            self.retries += 1
         delay: float = min(self.max_delay, self.base_delay * 2 ** min(n, 20)) * random.uniform(0.5, 1.0)
         self.add_after(key, delay)
         return delay
@@ -87,6 +113,9 @@ class WorkQueue:
                     k = self.queue.popleft()
                     self.waiting.discard(k)
                     self.processing.add(k)
+                    now = time.monotonic()
+                    self.waited.observe(now - self.queued_at.pop(k, now))
+                    self.started_at[k] = now
                     return k
                 wait = nxt
                 if deadline is not None:
@@ -99,6 +128,9 @@ class WorkQueue:
     def done(self, key: Key) -> None:
         with self.cond:
             self.processing.discard(key)
+            started = self.started_at.pop(key, None)
+            if started is not None:
+                self.worked.observe(time.monotonic() - started)
             if key in self.dirty:
                 self.dirty.discard(key)
                 self._add(key)
@@ -106,6 +138,16 @@ class WorkQueue:
     def depth(self) -> int:
         with self.cond:
             return len(self.queue) + len(self.delayed)
+
+    def figures(self) -> tuple[int, int, int, Timings, Timings]:
+        """(depth, adds, retries, waited, worked), copied under the lock."""
+        with self.cond:
+            copies = []
+            for t in (self.waited, self.worked):
+                c = Timings()
+                c.buckets, c.total = list(t.buckets), t.total
+                copies.append(c)
+            return len(self.queue) + len(self.delayed), self.adds, self.retries, copies[0], copies[1]
 
     def idle(self) -> bool:
         """Nothing queued, delayed or being processed."""

@@ -22,6 +22,7 @@ from ..kube.keys import Key
 from .clustersetip import IPs, strategy
 from .contract import Target
 from .engine import Engine, Result
+from .events import Recorder
 from .exports import ExportState, read_export
 from .ipam import Allocator
 from .kinds import MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
@@ -52,6 +53,7 @@ class Reconciler:
         self.clock = clock
         self.unserved: dict[Key, dict[str, list[PortSpec]]] = {}  # key -> member name -> ports
         self.unserved_lock = threading.Lock()
+        self.events: Recorder | None = None  # Events on ServiceExports (set by the Manager)
 
     # --- which members count ------------------------------------------------------
     def live(self, mc: MemberView) -> bool:
@@ -109,6 +111,8 @@ class Reconciler:
         for mc, ex in exports:
             if mc in targets:
                 SERVICE_EXPORT.sync(Engine(mc, key, r), ex, merged)
+                if self.events is not None:
+                    self.events.export(mc.member, ex.obj, mc.export(key), r.failed)
         return r
 
     def _note_unserved(self, key: Key, exports: Exports, m: Merged | None) -> None:

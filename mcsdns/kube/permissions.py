@@ -6,6 +6,7 @@ from __future__ import annotations
 from .resources import (
     CLUSTER_PROPERTIES,
     ENDPOINT_SLICES,
+    EVENTS,
     NAMESPACES,
     SERVICE_EXPORTS,
     SERVICE_IMPORTS,
@@ -38,6 +39,7 @@ CONTROLLER: tuple[Rule, ...] = (
     rule(SERVICE_IMPORTS, READ + WRITE),
     rule(SERVICE_IMPORTS, ("update",), "status"),
     rule(CLUSTER_PROPERTIES, ("get",)),
+    rule(EVENTS, ("create", "update")),  # Events on ServiceExports (controller/events.py)
 )
 
 

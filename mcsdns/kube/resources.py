@@ -51,6 +51,7 @@ SERVICE_EXPORTS = Resource(MCS_GROUP, "serviceexports", "ServiceExport")
 SERVICE_IMPORTS = Resource(MCS_GROUP, "serviceimports", "ServiceImport")
 CLUSTER_PROPERTIES = Resource(ABOUT_GROUP, "clusterproperties", "ClusterProperty", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "leases", "Lease", version="v1")
+EVENTS = Resource("", "events", "Event", version="v1")  # core v1: count and lastTimestamp
 ACCESS_REVIEWS = Resource("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
                           namespaced=False, version="v1")
 MCS = {r.plural: r for r in (SERVICE_EXPORTS, SERVICE_IMPORTS)}  # the discovered-version MCS kinds

@@ -1,0 +1,148 @@
+"""The CoreDNS side of deploy/monitoring: a server-only install (deploy/overlays/server-monitoring)
+on a real Prometheus with the queries of CoreDNS's dashboard and alerts run on the CoreDNS names
+recorded from mcsdns's series, and a real CoreDNS (MCSDNS_COREDNS) running the shipped
+Corefile snippet, whose `prometheus` line counts the zone under the same labels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+import yaml
+from helpers import REPO, copy_example, free_port, run_server, stop_process, wait_for
+from test_monitoring import COMPAT_RULES, prometheus, render, traffic
+
+# The panels of CoreDNS's Grafana dashboard and the expressions of its alerts (the
+# coredns-mixin's, as kube-prometheus ships them), with their selector set to mcsdns's job.
+SEL = 'job="mcsdns",instance=~".*"'
+COREDNS_QUERIES = {
+    "Up": 'sum(up{job="mcsdns"})',
+    "Panics": 'sum(coredns_panics_total{job="mcsdns"})',
+    "RPC Rate": f"sum(rate(coredns_dns_responses_total{{{SEL}}}[5m])) by (rcode)",
+    "Request duration 99th quantile": "histogram_quantile(0.99, sum(rate(coredns_dns_request_duration_seconds"
+                                      f"_bucket{{{SEL}}}[5m])) by (server, zone, le))",
+    "Requests (by qtype)": f"sum(rate(coredns_dns_requests_total{{{SEL}}}[5m])) by (type)",
+    "Requests (by zone)": f"sum(rate(coredns_dns_requests_total{{{SEL}}}[5m])) by (zone)",
+    "Response size 99th": "histogram_quantile(0.99, sum(rate(coredns_dns_response_size_bytes_bucket"
+                          f"{{{SEL}}}[5m])) by (server, zone, proto, le))",
+    "Response size 50th": "histogram_quantile(0.50, sum(rate(coredns_dns_response_size_bytes_bucket"
+                          f"{{{SEL}}}[5m])) by (server, zone, proto, le))",
+    "Cached": f"sum(coredns_cache_hits_total{{{SEL}}}) / (sum(coredns_cache_misses_total{{{SEL}}})"
+              f" + sum(coredns_cache_hits_total{{{SEL}}}))",
+    "Cache hit Rate": f"sum(rate(coredns_cache_hits_total{{{SEL}}}[5m])) by (type)",
+    "Cache misses": f"sum(rate(coredns_cache_misses_total{{{SEL}}}[5m]))",
+    "Memory": f"process_resident_memory_bytes{{{SEL}}}",
+    "CPU usage": f"rate(process_cpu_seconds_total{{{SEL}}}[5m])",
+    "instance variable": f"count by (instance) (coredns_build_info{{{SEL}}})",
+    "CoreDNSLatencyHigh": 'histogram_quantile(0.99, sum(rate(coredns_dns_request_duration_seconds_bucket'
+                          '{job="mcsdns"}[5m])) by(server, zone, le))',
+    "CoreDNSErrorsHigh (denominator)": 'sum(rate(coredns_dns_responses_total{job="mcsdns"}[5m]))',
+}
+# What mcsdns has no counterpart for: these stay empty.
+COREDNS_NO_DATA = {
+    "forward RPC rate": f"sum(rate(coredns_forward_responses_total{{{SEL}}}[5m])) by (rcode)",
+    "forward duration": "histogram_quantile(0.99, sum(rate(coredns_forward_request_duration_seconds_bucket"
+                        f"{{{SEL}}}[5m])) by (to, le))",
+    "Forward Requests (by to)": f"sum(rate(coredns_forward_requests_total{{{SEL}}}[5m])) by (to)",
+    "Request size": "histogram_quantile(0.99, sum(rate(coredns_dns_request_size_bytes_bucket"
+                    f"{{{SEL}}}[5m])) by (server, zone, proto, le))",
+    "Cache Size": f"sum(coredns_cache_entries{{{SEL}}}) by (type)",
+    "Goroutines": f"go_goroutines{{{SEL}}}",
+}
+
+
+def overlay_rules(tmp: Path, overlay: str) -> Path:
+    """The rule groups an overlay's PrometheusRules load, as one plain rule file."""
+    out = tmp / f"{overlay}.rules.yaml"
+    out.write_text(yaml.safe_dump({"groups": [g for o in render(overlay) if o["kind"] == "PrometheusRule"
+                                              for g in o["spec"]["groups"]]}))
+    return out
+
+
+def test_real_prometheus_server_only_install_and_coredns_dashboard_queries(tmp_path: Path) -> None:
+    """A server-only install (deploy/overlays/server-monitoring's rules) on a real Prometheus:
+    no controller alert is loaded or fires with no controller anywhere, and the CoreDNS
+    dashboard's and alerts' queries find mcsdns's answers under the CoreDNS names."""
+    rules_file = overlay_rules(tmp_path, "server-monitoring")
+    with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv, \
+            prometheus(tmp_path, {"mcsdns": srv.http_port}, (rules_file,)) as prom, traffic(srv) as rcodes:
+        assert wait_for(lambda: prom.api("query", query=COREDNS_QUERIES["Requests (by qtype)"])["result"], 30)
+        time.sleep(3)
+        loaded = {r["name"] for g in prom.api("rules")["groups"] for r in g["rules"]}
+        assert "MCSDNSAbsent" in loaded and "coredns_dns_responses_total" in loaded
+        assert not {n for n in loaded if "Controller" in n}, loaded
+        assert not {a for a in prom.firing() if "Controller" in a}
+        assert not prom.api("query", query='absent(up{job="mcsdns"} == 1)')["result"]  # CoreDNSDown quiet
+        blank = [k for k, q in COREDNS_QUERIES.items() if not prom.api("query", query=q)["result"]]
+        assert not blank, f"CoreDNS queries without data: {blank}"
+        assert not [k for k, q in COREDNS_NO_DATA.items() if prom.api("query", query=q)["result"]]
+        zones = prom.api("query", query=COREDNS_QUERIES["Requests (by zone)"])["result"]
+        assert [z["metric"]["zone"] for z in zones] == ["clusterset.local."]
+        # the requests recorded are the answers mcsdns counted, under the CoreDNS names
+        both = prom.api("query", query='sum(coredns_dns_requests_total{job="mcsdns"}) - '
+                                       'sum(mcsdns_dns_responses_total{job="mcsdns"})')["result"]
+        assert both and abs(float(both[0]["value"][1])) < 200
+    assert "NOERROR" in rcodes
+
+
+def coredns_binary(tmp: Path) -> str:
+    """CoreDNS from MCSDNS_COREDNS (a binary, or one compressed with xz); skips without it."""
+    path = os.environ.get("MCSDNS_COREDNS", "")
+    if not path or not Path(path).is_file():
+        pytest.skip("no CoreDNS: set MCSDNS_COREDNS to a coredns binary (or coredns.xz) to run this test")
+    if not path.endswith(".xz"):
+        return path
+    out = tmp / "coredns"
+    with open(out, "wb") as f:
+        subprocess.run(["xz", "-dc", path], stdout=f, check=True)
+    out.chmod(0o755)
+    return str(out)
+
+
+def test_real_coredns_with_the_snippet_counts_the_zone_as_the_compat_rules_name_it(tmp_path: Path) -> None:
+    """CoreDNS running deploy/coredns/Corefile.snippet (ports made free, the Service IP the local
+    mcsdns): its `prometheus` line exports the zone's queries, and on one Prometheus CoreDNS's
+    own series (job kube-dns) and mcsdns's recorded ones (job mcsdns) carry the same zone."""
+    binary = coredns_binary(tmp_path)
+    port, mport = free_port(), free_port()
+    with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv:
+        snippet = (REPO / "deploy" / "coredns" / "Corefile.snippet").read_text()
+        assert "    prometheus :9153\n" in snippet
+        corefile = (snippet.replace("clusterset.local:53", f"clusterset.local:{port}")
+                    .replace("MCSDNS_SERVICE_IP", f"127.0.0.1:{srv.port}")
+                    .replace("prometheus :9153", f"prometheus 127.0.0.1:{mport}"))
+        (tmp_path / "Corefile").write_text(corefile)
+        with open(tmp_path / "coredns.log", "wb") as log:
+            proc = subprocess.Popen([binary, "-conf", str(tmp_path / "Corefile")], stdout=log,
+                                    stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            q = dns.message.make_query("api.shop.svc.clusterset.local.", "A")
+            started = wait_for(lambda: _answer(q, port) == dns.rcode.NOERROR, 20)
+            assert started, (tmp_path / "coredns.log").read_text()
+            query = 'sum by (job, zone) (rate(coredns_dns_requests_total{job=~"kube-dns|mcsdns"}[5m]))'
+
+            def both() -> set[tuple[str, str]]:
+                _answer(q, port)  # CoreDNS's counter grows too
+                got = prom.api("query", query=query)["result"]
+                return {(r["metric"]["job"], r["metric"]["zone"]) for r in got}
+
+            targets = {"mcsdns": srv.http_port, "kube-dns": mport}
+            with prometheus(tmp_path, targets, (COMPAT_RULES,)) as prom, traffic(srv):
+                want = {("kube-dns", "clusterset.local."), ("mcsdns", "clusterset.local.")}
+                assert wait_for(lambda: both() == want, 30, interval=0.5), both()
+        finally:
+            stop_process(proc)
+
+
+def _answer(q: dns.message.Message, port: int) -> int | None:
+    try:
+        return int(dns.query.udp(q, "127.0.0.1", port=port, timeout=1).rcode())
+    except (OSError, dns.exception.Timeout):
+        return None
