@@ -254,8 +254,10 @@ def test_one_service_narrows_the_report(healthy: tuple[Cluster, Cluster]) -> Non
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--cluster", "a=/nonexistent"], "--cluster a=/nonexistent: cannot load kubeconfig: kubeconfig /nonexistent: cannot read"),
-    (["--kubeconfig", "/nonexistent"], "--kubeconfig /nonexistent: cannot load kubeconfig: kubeconfig /nonexistent: cannot read"),
+    (["--cluster", "a=/nonexistent"],
+     "--cluster a=/nonexistent: cannot load kubeconfig: kubeconfig /nonexistent: cannot read"),
+    (["--kubeconfig", "/nonexistent"],
+     "--kubeconfig /nonexistent: cannot load kubeconfig: kubeconfig /nonexistent: cannot read"),
     (["--cluster", "a=X", "--kubeconfig", "Y"], "--cluster: give either"),
     (["shop"], "shop: expected NAME.NAMESPACE"),
 ])
