@@ -39,7 +39,7 @@ def test_same_as_whole_decoding_however_cut(items: list[dict[str, Any]], meta: d
         "kind": "XList", "metadata": meta, "items": items}
     data = json.dumps(doc, indent=indent, ensure_ascii=False).encode()
     got: list[Any] = []
-    head = decode_list(cut(data, sizes), got.append)
+    head = decode_list(cut(data, sizes), got.append, batch=16)
     assert got == items
     assert head == {**doc, "items": None}
 
@@ -56,7 +56,7 @@ def test_items_are_handed_on_before_the_list_ends() -> None:
             fed = i + 64
             yield data[i:i + 64]
 
-    decode_list(chunks(), lambda item: seen_at.append(fed))
+    decode_list(chunks(), lambda item: seen_at.append(fed), batch=64)
     assert seen_at[0] <= 128 and seen_at[49] <= len(data) // 2 + 64 and seen_at == sorted(seen_at)
 
 

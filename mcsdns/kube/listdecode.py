@@ -19,6 +19,7 @@ from ..ops import gcpause
 
 Obj = dict[str, Any]
 _WS = " \t\r\n"
+BATCH = 1 << 18  # characters gathered before a try: a failed try (an item cut off) per batch, not per chunk
 _PLAIN = json.JSONDecoder()
 _HOOKED = json.JSONDecoder(object_hook=lambda o: o)
 
@@ -27,8 +28,8 @@ class ListDecoder:
     """Feed text with `feed`; `on_item` is called with each item in order; `finish`
     returns the list object without its items (kind, apiVersion, metadata)."""
 
-    def __init__(self, on_item: Callable[[Any], None]) -> None:
-        self.on_item = on_item
+    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH) -> None:
+        self.on_item, self.batch = on_item, batch
         self.buf = ""  # text not decoded yet starts at `pos`
         self.pos = 0
         self.parts: list[str] = []  # text fed since, not yet joined to `buf`
@@ -36,7 +37,7 @@ class ListDecoder:
         self.state = "start"  # start, key, colon, value, items, item-sep, sep, done
         self.key = ""
         self.head: Obj = {}
-        self.retry_at = 0  # `size` below which an incomplete value is not tried again
+        self.retry_at = batch  # `size` below which an incomplete value is not tried again
 
     def feed(self, text: str, final: bool = False) -> None:
         self.parts.append(text)
@@ -46,7 +47,7 @@ class ListDecoder:
         # what is decoded is dropped: the buffer stays short (a failed try's error counts
         # the lines before it) and each character is copied a bounded number of times
         self.buf = self.buf[self.pos:] + "".join(self.parts)
-        self.pos, self.parts, self.retry_at = 0, [], 0
+        self.pos, self.parts, self.retry_at = 0, [], self.batch
         while self.state != "done" and self._step(final):
             pass
         self.size = len(self.buf) - self.pos
@@ -81,7 +82,7 @@ class ListDecoder:
         except json.JSONDecodeError:
             if final:
                 raise
-            self.retry_at = 2 * (len(self.buf) - start)  # wait until the text after it doubles
+            self.retry_at = max(self.batch, 2 * (len(self.buf) - start))  # until the text after it doubles
             return False, None
         if end == len(self.buf) and not final:  # a number may go on in the next chunk
             return False, None
@@ -156,10 +157,10 @@ class ListDecoder:
         return True
 
 
-def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None]) -> Obj:
+def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH) -> Obj:
     """Decode a list response from its byte chunks, calling `on_item` with each item as
-    it arrives; returns the rest of the list object."""
-    dec = ListDecoder(on_item)
+    it arrives (tried every `batch` characters); returns the rest of the list object."""
+    dec = ListDecoder(on_item, batch)
     text = codecs.getincrementaldecoder("utf-8")()
     gcpause.hold()  # decoding makes no cyclic garbage; full collections would rescan the list
     try:
