@@ -59,6 +59,8 @@ Served API (what is served is configurable):
 - faults: `stop()`/`start()`, `drop_watches()` (close every open watch),
   `fail_next(n, status, reason, message)` (the next n requests get that error, with a
   `Status` body), `requests` (log of (method, path?query) served).
+- TokenRequests (`POST .../serviceaccounts/NAME/token`, kube_tokens): a token per request,
+  its lifetime checked as the real server checks it; `tokens.issued` lists them.
 - RBAC, as far as refusing goes: `deny(plural, verbs)` answers those verbs on that resource
   with kube-apiserver's 403 `Status` (its message naming `user`, verb, resource, group and
   namespace); `allow()` lifts every denial.
@@ -92,6 +94,7 @@ from kube_resources import RESOURCES, Catalog, Resource, Route, is_watch, not_fo
 from kube_select import json_patch, merge_patch
 from kube_status import HTTPError, Obj
 from kube_store import Store, view
+from kube_tokens import Tokens
 from kube_valid import accepts, check_watch, validate
 from kube_watch import Send, Watches
 
@@ -113,6 +116,7 @@ class KubeAPI:
         self.watches = Watches(self.store, bookmark_interval)
         self.emitted = self.watches.emitted  # rv -> perf_counter() when first streamed
         self.rbac = RBAC()
+        self.tokens = Tokens()
         self.connections = Connections(self.cond)
         self.requests: list[tuple[str, str]] = []
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
@@ -317,6 +321,12 @@ class KubeAPI:
             self.rbac.authorize(method, r, ns, name, sub, q)
         if r.namespaced and ns is None and (name is not None or method != "GET"):
             raise not_found()
+        if sub == "token":
+            if method != "POST":
+                raise HTTPError(405, "MethodNotAllowed")
+            with self.cond:
+                sa = self.store.objs.get((r.group, r.plural, ns or "", name or ""))
+                return 201, self.tokens.request(sa, ns or "", name or "", body)
         if method == "GET" and name is None:
             if is_watch(q):
                 check_watch(q)
