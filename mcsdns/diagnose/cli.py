@@ -15,7 +15,7 @@ from ..kube.client import Client
 from ..kube.config import KubeconfigError, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
 from ..ops.errors import ConfigError
-from . import checks, report
+from . import checks, dnsconfig, liveness, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 
@@ -82,6 +82,9 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
         results += checks.import_checks(live, key)
         results += checks.name_checks(live, key, encode_name(args.zone))
     results += checks.stale_slices(live, args.service)
+    results += liveness.controller_checks(snaps, bool(args.cluster))
+    for s in live:
+        results += dnsconfig.dns_config_checks(s, args.zone)
     if targets:
         from . import probe  # dnspython: only when asked
 
