@@ -28,7 +28,7 @@ def add_parser(subparsers: Any) -> None:
                               description=DESCRIPTION)
     c.add_argument("--cluster", action="append", default=[], metavar="NAME=KUBECONFIG[@CONTEXT]",
                    help="a member cluster (repeatable)")
-    c.add_argument("--members-dir", type=flags.directory, metavar="DIR",
+    c.add_argument("--members-dir", metavar="DIR",
                    help="also every member kubeconfig in DIR, one file each named for the member (a mounted "
                         "Secret: one key per member); watched: a file added, removed or changed adds, "
                         "removes or reloads that member without a restart")

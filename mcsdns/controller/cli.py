@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import threading
 from types import FrameType
@@ -38,6 +39,8 @@ def _members(args: argparse.Namespace) -> tuple[list[Member], MembersDir | None]
         m.connect(pool=args.workers + 8)
     directory = None
     if args.members_dir:
+        if not os.path.isdir(args.members_dir):
+            raise ConfigError(f"--members-dir {args.members_dir}: no such directory")
         directory = MembersDir(args.members_dir)
         members += Membership(None, directory, set(names), args.workers + 8).initial()
         names = [m.name for m in members]
