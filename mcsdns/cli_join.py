@@ -53,6 +53,9 @@ def _common(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument("--context", metavar="NAME", help="its context (default: the current one)")
     p.add_argument("--namespace", type=flags.dns_label, default="mcsdns-system",
                    help="the member namespace of the controller's ServiceAccount (default mcsdns-system)")
+    p.add_argument("--lease-namespace", type=flags.dns_label, metavar="NAMESPACE",
+                   help="the member holds the controller's Leases (its --lease-cluster) in this namespace: "
+                        "also a Role for them there, bound to the ServiceAccount")
     p.add_argument("--controller-kubeconfig", metavar="PATH",
                    help="a kubeconfig of the cluster running the controller: its members Secret "
                         "gets (join) or loses (leave) the key NAME")

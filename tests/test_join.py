@@ -14,7 +14,7 @@ import yaml
 from controller_env import Cluster, shop
 from helpers import REPO
 
-from mcsdns.kube.permissions import CONTROLLER, policy_rules
+from mcsdns.kube.permissions import CONTROLLER, CONTROLLER_LEASES, policy_rules
 
 NS = "mcsdns-system"
 
@@ -131,3 +131,17 @@ def test_join_needs_somewhere_to_write_and_names_bad_flags_in_one_line(clusters2
     rc, _, err = mcsdns("join", "west", "--kubeconfig", str(a.kubeconfig), "--output", "-",
                         "--token-duration", "5m")
     assert rc == 2 and "10 minutes at least" in err, err
+
+
+def test_join_grants_the_lease_role_in_the_lease_cluster_only_when_asked(clusters2: list[Cluster]) -> None:
+    a, b = clusters2
+    join(b, a, "west", "--output", "-")
+    assert not b.api.objects("Role") and not b.api.objects("RoleBinding")
+    join(a, a, "east", "--output", "-", "--lease-namespace", NS)
+    role = a.api.get("Role", NS, "mcsdns-controller-lease")
+    assert role is not None and role["rules"] == policy_rules(CONTROLLER_LEASES)
+    rb = a.api.get("RoleBinding", NS, "mcsdns-controller-lease")
+    assert rb is not None and rb["subjects"][0]["name"] == "mcsdns-member"
+    rc, _, err = mcsdns("leave", "east", "--kubeconfig", str(a.kubeconfig), "--lease-namespace", NS)
+    assert rc == 0 and "role mcsdns-system/mcsdns-controller-lease: deleted" in err, err
+    assert not a.api.objects("Role") and not a.api.objects("RoleBinding")

@@ -62,7 +62,8 @@ def join_main(args: argparse.Namespace) -> int:
         return flags.fail(e)
     say = _say(args.member)
     try:
-        text = dump(join(member, args.member, cluster, args.namespace, args.token_duration, say))
+        text = dump(join(member, args.member, cluster, args.namespace, args.token_duration, say,
+                         args.lease_namespace))
         if args.output:
             _write(args.output, text)
             say(f"kubeconfig written to {'stdout' if args.output == '-' else args.output}")
@@ -95,7 +96,7 @@ def leave_main(args: argparse.Namespace) -> int:
             gone = "deleted" if Path(args.output).exists() else "not found"
             Path(args.output).unlink(missing_ok=True)
             say(f"kubeconfig {args.output}: {gone}")
-        revoke(member, args.namespace, say)
+        revoke(member, args.namespace, say, args.lease_namespace)
         if args.purge_imports:
             purge_imports(member, say)
     except (ApiError, OSError) as e:

@@ -10,16 +10,18 @@ from typing import Any
 
 from ..kube.client import Client
 from ..kube.errors import NotFound
-from ..kube.permissions import CONTROLLER, policy_rules
+from ..kube.permissions import CONTROLLER, CONTROLLER_LEASES, policy_rules
 from ..kube.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
     NAMESPACES,
+    ROLE_BINDINGS,
+    ROLES,
     SERVICE_ACCOUNTS,
     TOKEN_REQUESTS,
 )
 from .kubeconfig import member_kubeconfig
-from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, PART_OF, SERVICE_ACCOUNT, user
+from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, LEASE_ROLE, PART_OF, SERVICE_ACCOUNT, user
 from .objects import ensure, manifest
 
 Obj = dict[str, Any]
@@ -48,6 +50,18 @@ def grant(c: Client, namespace: str, say: Say) -> None:
     say(f"clusterrolebinding {BINDING}: {ensure(c, CLUSTER_ROLE_BINDINGS, binding)}")
 
 
+def grant_leases(c: Client, namespace: str, lease_namespace: str, say: Say) -> None:
+    """The Lease Role (permissions.CONTROLLER_LEASES) in `lease_namespace`, bound to the
+    ServiceAccount: for the member that holds the controller's Leases (--lease-cluster)."""
+    say(f"namespace {lease_namespace}: {_namespace(c, lease_namespace)}")
+    role = manifest(ROLES, LEASE_ROLE, lease_namespace, PART_OF, rules=policy_rules(CONTROLLER_LEASES))
+    say(f"role {lease_namespace}/{LEASE_ROLE}: {ensure(c, ROLES, role)}")
+    ref = {"apiGroup": ROLES.group, "kind": ROLES.kind, "name": LEASE_ROLE}
+    subject = {"kind": SERVICE_ACCOUNTS.kind, "name": SERVICE_ACCOUNT, "namespace": namespace}
+    binding = manifest(ROLE_BINDINGS, LEASE_ROLE, lease_namespace, PART_OF, roleRef=ref, subjects=[subject])
+    say(f"rolebinding {lease_namespace}/{LEASE_ROLE}: {ensure(c, ROLE_BINDINGS, binding)}")
+
+
 def token(c: Client, namespace: str, seconds: int) -> tuple[str, str]:
     """A TokenRequest for the ServiceAccount: (token, expirationTimestamp); the server may
     shorten the lifetime (--service-account-max-token-expiration)."""
@@ -58,9 +72,13 @@ def token(c: Client, namespace: str, seconds: int) -> tuple[str, str]:
     return str(status.get("token") or ""), str(status.get("expirationTimestamp") or "")
 
 
-def join(c: Client, member: str, cluster: Obj, namespace: str, seconds: int, say: Say) -> Obj:
-    """Everything in the member; its kubeconfig for the controller."""
+def join(c: Client, member: str, cluster: Obj, namespace: str, seconds: int, say: Say,
+         lease_namespace: str | None = None) -> Obj:
+    """Everything in the member (with `lease_namespace`, the Lease Role there too); its
+    kubeconfig for the controller."""
     grant(c, namespace, say)
+    if lease_namespace:
+        grant_leases(c, namespace, lease_namespace, say)
     tok, expires = token(c, namespace, seconds)
     say(f"token of {user(namespace)}: expires {expires} (rotate: run join again before then)")
     return member_kubeconfig(member, cluster, SERVICE_ACCOUNT, tok)

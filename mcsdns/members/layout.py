@@ -8,6 +8,7 @@ NAMESPACE = "mcsdns-system"
 SERVICE_ACCOUNT = "mcsdns-member"  # the controller's identity in the member
 CLUSTER_ROLE = "mcsdns-controller"  # the rules of mcsdns.kube.permissions.CONTROLLER (as in deploy/)
 BINDING = "mcsdns-member"
+LEASE_ROLE = "mcsdns-controller-lease"  # Role and RoleBinding in the Lease namespace (--lease-namespace)
 SECRET = "mcsdns-members"  # in NAMESPACE of the controller's cluster: one kubeconfig per member
 PART_OF = {"app.kubernetes.io/part-of": "mcsdns"}
 CREATED = "mcsdns.io/created-by"  # label of a namespace join created (leave deletes only those)

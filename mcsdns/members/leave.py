@@ -18,12 +18,13 @@ from ..kube.resources import (
     ENDPOINT_SLICES,
     NAMESPACES,
     ROLE_BINDINGS,
+    ROLES,
     SERVICE_ACCOUNTS,
     SERVICE_IMPORTS,
     SERVICES,
     Resource,
 )
-from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, SERVICE_ACCOUNT
+from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, LEASE_ROLE, SERVICE_ACCOUNT
 from .objects import remove
 
 Say = Callable[[str], None]
@@ -46,9 +47,13 @@ def _gone(done: bool) -> str:
     return "deleted" if done else "not found"
 
 
-def revoke(c: Client, namespace: str, say: Say) -> None:
+def revoke(c: Client, namespace: str, say: Say, lease_namespace: str | None = None) -> None:
     """Delete what join made, in the order that cuts access first."""
     say(f"clusterrolebinding {BINDING}: {_gone(remove(c, CLUSTER_ROLE_BINDINGS, BINDING))}")
+    if lease_namespace:
+        for r in (ROLE_BINDINGS, ROLES):
+            gone = _gone(remove(c, r, LEASE_ROLE, lease_namespace))
+            say(f"{r.kind.lower()} {lease_namespace}/{LEASE_ROLE}: {gone}")
     say(f"serviceaccount {namespace}/{SERVICE_ACCOUNT} (and so its tokens): "
         f"{_gone(remove(c, SERVICE_ACCOUNTS, SERVICE_ACCOUNT, namespace))}")
     users = _role_in_use(c)
