@@ -6,5 +6,6 @@ controller running, `dnsconfig`: do CoreDNS and NodeLocal DNSCache forward the z
 probe (DNS answers compared with the objects) → report (text or JSON). A refused read
 is one FAIL; the checks that need what it would have read are skipped. May import
 mcsdns.kube, mcsdns.data.objects and the controller's pure rules (names, labels, slice
-classification, Lease names); nothing here writes to a cluster.
+classification, Lease names) and the names `mcsdns join` gives (mcsdns.members.layout);
+nothing here writes to a cluster.
 """

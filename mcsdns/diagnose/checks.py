@@ -31,8 +31,10 @@ class Result:
     message: str
 
 
-def cluster_checks(s: Snapshot, role: str) -> Iterator[Result]:
-    """API reachable, the identity's permissions (those of `role`), CRDs, cluster ID."""
+def cluster_checks(s: Snapshot, role: str, fix: str = "bind the ClusterRole of deploy/ to it"
+                   ) -> Iterator[Result]:
+    """API reachable, the identity's permissions (those of `role`; `fix` says how to grant
+    them), CRDs, cluster ID."""
     if s.error is not None:
         yield Result(FAIL, "api", s.name, "", f"unreachable: {s.error}; check the kubeconfig's server "
                                                "address and credentials")
@@ -43,7 +45,7 @@ def cluster_checks(s: Snapshot, role: str) -> Iterator[Result]:
     if s.missing:
         yield Result(FAIL, "permissions", s.name, "",
                      f"this identity lacks {len(s.missing)} of the {s.checked} permissions {role} needs: "
-                     f"{', '.join(s.missing)}; bind the ClusterRole of deploy/ to it{skipped}")
+                     f"{', '.join(s.missing)}; {fix}{skipped}")
     elif s.checked:
         yield Result(OK, "permissions", s.name, "", f"all {s.checked} permissions {role} needs")
     for what in s.unread:

@@ -14,6 +14,7 @@ from ..dns.names import encode_name
 from ..kube.client import Client
 from ..kube.config import KubeconfigError, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
+from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError
 from . import checks, dnsconfig, liveness, report
 from .checks import FAIL, Result
@@ -73,8 +74,10 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
     with ThreadPoolExecutor(max_workers=len(ms)) as pool:
         snaps: list[Snapshot] = list(pool.map(lambda m: collect(m[0], m[1], needs), ms.items()))
     results: list[Result] = []
+    fix = (f"run `mcsdns join` for this member, or bind ClusterRole {CLUSTER_ROLE} of deploy/ to it"
+           if args.cluster else "bind the ClusterRole of deploy/ to it")
     for s in snaps:
-        results += checks.cluster_checks(s, role)
+        results += checks.cluster_checks(s, role, fix)
     results += checks.unique_ids(snaps)
     live = [s for s in snaps if s.error is None]
     for key in checks.keys(live, args.service):
