@@ -24,6 +24,10 @@ def duration(s: str) -> int:
     return seconds
 
 
+def _url(s: str) -> bool:
+    return s.startswith(("https://", "http://")) and len(s) > len("https://")
+
+
 def secret_name(s: str) -> tuple[str, str]:
     """NAMESPACE/NAME -> (namespace, name)."""
     ns, sep, name = s.partition("/")
@@ -72,7 +76,8 @@ def add_parsers(sub: Any) -> None:
                        "the controller's ServiceAccount, ClusterRole and binding, and a token; write the "
                        "member kubeconfig to a file or to the members Secret. Re-run it to rotate the token.")
     _common(j, "join")
-    j.add_argument("--server", metavar="URL", help="the member's API address as the controller reaches it "
+    j.add_argument("--server", metavar="URL", type=flags.checked("an https:// or http:// URL", _url),
+                   help="the member's API address as the controller reaches it "
                    "(default: the admin kubeconfig's)")
     j.add_argument("--token-duration", type=duration, default=365 * 86400, metavar="DURATION",
                    help="lifetime asked of the token (TokenRequest; default 8760h, one year; the server "

@@ -20,12 +20,28 @@ from .leave import purge_imports, revoke
 from .secret import drop_key, put_key
 
 
+def _given(kubeconfig: str | None, context: str | None, flag: str) -> str:
+    """How the flags named the kubeconfig: `--context X (--kubeconfig P)` or `--kubeconfig P`."""
+    ctx_flag = flag.replace("kubeconfig", "context")
+    path = kubeconfig or "(default)"
+    return f"{ctx_flag} {context} ({flag} {path})" if context else f"{flag} {path}"
+
+
 def _client(kubeconfig: str | None, context: str | None, flag: str, name: str) -> Client:
     try:
         return Client.load(kubeconfig, context, name=name)
     except KubeconfigError as e:
-        given = f"{flag} {kubeconfig or '(default)'}" + (f" (context {context})" if context else "")
-        raise ConfigError(f"{given}: cannot load kubeconfig: {e}") from None
+        raise ConfigError(f"{_given(kubeconfig, context, flag)}: cannot load kubeconfig: {e}") from None
+
+
+def _check_output(path: str | None) -> None:
+    """--output names a file that can be written (or -): ConfigError before any work."""
+    if not path or path == "-":
+        return
+    if os.path.isdir(path):
+        raise ConfigError(f"--output {path}: a directory, not a file")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ConfigError(f"--output {path}: no such directory")
 
 
 def _say(member: str, where: str = "") -> Callable[[str], None]:
@@ -50,8 +66,9 @@ def join_main(args: argparse.Namespace) -> int:
         try:
             cluster = admin_cluster(args.kubeconfig, args.context)
         except KubeconfigError as e:
-            raise ConfigError(f"--kubeconfig {args.kubeconfig or '(default)'}: cannot load kubeconfig: {e}") \
-                from None
+            raise ConfigError(f"{_given(args.kubeconfig, args.context, '--kubeconfig')}: cannot load "
+                              f"kubeconfig: {e}") from None
+        _check_output(args.output)
         if args.server:
             cluster["server"] = args.server
         ctl = None
@@ -80,6 +97,7 @@ def join_main(args: argparse.Namespace) -> int:
 def leave_main(args: argparse.Namespace) -> int:
     try:
         member = _client(args.kubeconfig, args.context, "--kubeconfig", args.member)
+        _check_output(args.output)
         ctl = None
         if args.controller_kubeconfig:
             ctl = _client(args.controller_kubeconfig, args.controller_context, "--controller-kubeconfig",

@@ -13,7 +13,6 @@ SECRET = "mcsdns-members"  # in NAMESPACE of the controller's cluster: one kubec
 PART_OF = {"app.kubernetes.io/part-of": "mcsdns"}
 CREATED = "mcsdns.io/created-by"  # label of a namespace join created (leave deletes only those)
 JOIN = "mcsdns-join"
-YEAR = 365 * 24 * 3600  # default token lifetime
 
 
 def user(namespace: str) -> str:
