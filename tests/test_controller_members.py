@@ -98,6 +98,21 @@ def _versions(cl: Cluster, svc: str) -> list[str]:
     return sorted(str(o["metadata"]["resourceVersion"]) for o in objs)
 
 
+def test_a_member_file_that_cannot_be_loaded_is_skipped_until_it_changes(clusters3: list[Cluster],
+                                                                         tmp_path: Path) -> None:
+    a, b, c = clusters3
+    shop(a, clusters3, db=False)
+    d = tmp_path / "members"
+    cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in clusters3}
+    mount(d, {**cfg, "c": b"clusters: [oops"})
+    with run_controller(["--members-dir", str(d)], tmp_path) as ctl:
+        eventually(ctl.ready, 60, "first sync without c")
+        assert "member c not loaded" in ctl.logs() and b.kube.serviceimport("shop", "web") is not None
+        mount(d, cfg)
+        eventually(lambda: c.kube.serviceimport("shop", "web"), 30, "c added once its file is fixed")
+        assert ctl.logs().count("member c not loaded") == 1
+
+
 def test_a_members_dir_member_and_a_cluster_member_of_one_name_is_refused(clusters3: list[Cluster],
                                                                           tmp_path: Path) -> None:
     a, b, _ = clusters3
