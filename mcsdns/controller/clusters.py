@@ -37,6 +37,7 @@ class Member:
     write_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, verb)
     warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    origin: str = ""  # where it was given, for errors (default: its --cluster flag)
 
     @classmethod
     def parse(cls, spec: str) -> Member:
@@ -51,8 +52,8 @@ class Member:
             self.client = Client.load(self.kubeconfig, self.context, pool=pool, name=self.name)
         except KubeconfigError as e:
             ctx = f"@{self.context}" if self.context else ""
-            raise ConfigError(f"--cluster {self.name}={self.kubeconfig}{ctx}: cannot load kubeconfig: "
-                              f"{e}") from e
+            origin = self.origin or f"--cluster {self.name}={self.kubeconfig}{ctx}"
+            raise ConfigError(f"{origin}: cannot load kubeconfig: {e}") from e
 
     @property
     def api(self) -> Any:

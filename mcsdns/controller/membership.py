@@ -24,11 +24,11 @@ class Membership:
 
     def member(self, name: str) -> Member | None:
         """Member `name` connected from its file; None (logged) when it cannot be loaded."""
-        m = Member(name=name, kubeconfig=self.dir.file(name))
+        m = Member(name=name, kubeconfig=self.dir.file(name), origin=f"--members-dir {self.dir.file(name)}")
         try:
             m.connect(pool=self.pool)
         except ConfigError as e:
-            log.error("--members-dir %s: member %s not loaded: %s", self.dir.path, name, e,
+            log.error("%s; member %s not loaded until the file changes", e, name,
                       extra={"event": "member_invalid", "cluster": name})
             return None
         return m
