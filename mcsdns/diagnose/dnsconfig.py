@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from ..controller.exports import SERVICE_NAME, labels
 from ..kube.keys import Key, key_of
+from ..kube.permissions import needed
 from .checks import FAIL, OK, WARN, Obj, Result
 from .collect import DNS_NAMESPACE, Snapshot
 
@@ -97,7 +98,7 @@ def dns_config_checks(s: Snapshot, zone: str) -> Iterator[Result]:
         if f"configmaps/{which}" in s.optional_unread:
             why = s.optional_unread[f"configmaps/{which}"]
             yield Result(WARN, which, s.name, "", f"cannot read {where} ({why}): its {zone} block is not "
-                         f"checked (needs get configmaps in {DNS_NAMESPACE})")
+                         f"checked (needs {needed('configmaps')} in {DNS_NAMESPACE})")
             continue
         cm = s.configmaps.get(which)
         if cm is None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from ..controller.lease import MemberLeases
+from ..kube.permissions import needed
 from .checks import FAIL, OK, WARN, Obj, Result
 from .collect import LEASE_NAMESPACES, Snapshot
 
@@ -88,7 +89,7 @@ def controller_checks(snaps: list[Snapshot], clusterset: bool, now: float | None
     elif all("leases" in s.optional_unread for s in live):
         s = live[0]
         yield Result(WARN, "controller", s.name, "", f"cannot read Leases ({s.optional_unread['leases']}): "
-                     "whether a controller runs is not checked (needs list leases in "
+                     f"whether a controller runs is not checked (needs {needed('leases')} in "
                      f"{' and '.join(LEASE_NAMESPACES)})")
     elif clusterset:
         yield Result(FAIL, "controller", "", "", "no controller: exports exist but no member has its Leases "

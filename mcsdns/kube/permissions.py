@@ -58,6 +58,11 @@ CONTROLLER_LEASES: tuple[Rule, ...] = (rule(LEASES, ("get", "create", "update"))
 DIAGNOSE: tuple[Rule, ...] = (rule(LEASES, ("list",)), rule(PODS, ("list",)), rule(CONFIG_MAPS, ("get",)))
 
 
+def needed(plural: str, rules: tuple[Rule, ...] = DIAGNOSE) -> str:
+    """What `rules` ask of resource `plural`, as `show` writes it: `list leases.coordination.k8s.io`."""
+    return ", ".join(show(g, r, v) for g, r, verbs in rules if r.split("/")[0] == plural for v in verbs)
+
+
 def policy_rules(rules: tuple[Rule, ...]) -> list[dict[str, list[str]]]:
     """The `rules` of a ClusterRole or Role granting exactly `rules`, one per resource."""
     return [{"apiGroups": [g], "resources": [r], "verbs": list(v)} for g, r, v in rules]
