@@ -61,9 +61,11 @@ Served API (what is served is configurable):
   `Status` body), `requests` (log of (method, path?query) served).
 - TokenRequests (`POST .../serviceaccounts/NAME/token`, kube_tokens): a token per request,
   its lifetime checked as the real server checks it; `tokens.issued` lists them.
-- RBAC, as far as refusing goes: `deny(plural, verbs)` answers those verbs on that resource
-  with kube-apiserver's 403 `Status` (its message naming `user`, verb, resource, group and
-  namespace); `allow()` lifts every denial.
+- RBAC (kube_rbac): requests without an issued token are the admin's, refused only where
+  `deny(plural, verbs)` says (kube-apiserver's 403 `Status`, its message naming `user`, verb,
+  resource, group and namespace; `allow()` lifts every denial); a TokenRequest token is its
+  ServiceAccount's, authorized by the stored ClusterRoles/Roles bound to it (401 once it
+  expired or the ServiceAccount is gone).
 - timing: `emitted[rv]` is the `time.perf_counter()` when an event with that
   resourceVersion was first written to a watch stream (for latency benchmarks).
 
@@ -115,7 +117,7 @@ class KubeAPI:
         self.lists = Lists(self.store)
         self.watches = Watches(self.store, bookmark_interval)
         self.emitted = self.watches.emitted  # rv -> perf_counter() when first streamed
-        self.rbac = RBAC()
+        self.rbac = RBAC(self._stored)
         self.tokens = Tokens()
         self.connections = Connections(self.cond)
         self.requests: list[tuple[str, str]] = []
@@ -191,6 +193,10 @@ class KubeAPI:
         with self.cond:
             o = self.store.objs.get(self.store.key(r, namespace, name))
             return copy.deepcopy(o) if o else None
+
+    def _stored(self, kind: str) -> list[Obj]:
+        """The stored objects of `kind`, not copied (call with `cond` held)."""
+        return self.store.matching(self.resource_for_kind(kind), lambda _ns, _o: True)
 
     def objects(self, kind: str) -> list[Obj]:
         r = self.resource_for_kind(kind)
@@ -293,17 +299,19 @@ class KubeAPI:
         u = urlparse(url)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         parts = [p for p in u.path.split("/") if p]
+        auth = headers.get("Authorization") or headers.get("authorization") or ""
         with self.cond:
             self.requests.append((method, url))
             if self._fail:
                 raise HTTPError(*self._fail.pop(0))
+            user = self.rbac.authenticate(auth.removeprefix("Bearer ").strip(), self.tokens.issued)
         if method == "GET":
             d = self.catalog.discovery(parts)
             if d is not None:
                 return 200, d
         if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
             with self.cond:
-                return 201, self.rbac.review(body)
+                return 201, self.rbac.review(body, user)
         route = self.catalog.route(parts)
         if route is None:
             if method != "GET":
@@ -311,14 +319,15 @@ class KubeAPI:
             return 200, self.catalog.resource_list(parts[-2] if parts[0] == "apis" else "", parts[-1])
         as_meta = accepts(headers.get("Accept") or "")
         manager = manager_of(headers.get("User-Agent") or "", q.get("fieldManager"))
-        return self._handle_resource(method, route, body, q, (manager, as_meta))
+        return self._handle_resource(method, route, body, q, (manager, as_meta), user)
 
     def _handle_resource(self, method: str, route: Route, body: Any, q: dict[str, str],
-                         how: tuple[str, bool]) -> tuple[int, Any]:
-        """A request on a collection or one object; `how`: (field manager, metadata only)."""
+                         how: tuple[str, bool], user: str | None = None) -> tuple[int, Any]:
+        """A request on a collection or one object, by `user` (None: the admin); `how`:
+        (field manager, metadata only)."""
         r, _version, ns, name, sub, api_version = route
         with self.cond:
-            self.rbac.authorize(method, r, ns, name, sub, q)
+            self.rbac.authorize(method, r, ns, name, sub, q, user)
         if r.namespaced and ns is None and (name is not None or method != "GET"):
             raise not_found()
         if sub == "token":

@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from controller_env import Cluster, shop
 from helpers import REPO
 
+from mcsdns.kube.client import Client
+from mcsdns.kube.errors import Rejected
 from mcsdns.kube.permissions import CONTROLLER, CONTROLLER_LEASES, policy_rules
 
 NS = "mcsdns-system"
@@ -69,6 +72,8 @@ def test_join_makes_least_privilege_rbac_and_a_kubeconfig_idempotently(
 
 def test_the_controller_syncs_with_the_kubeconfigs_join_wrote(clusters2: list[Cluster],
                                                               tmp_path: Path) -> None:
+    """The test API server enforces RBAC on join's tokens: they are enough for a controller
+    run and no more, and leave ends them."""
     a, b = clusters2
     shop(a, clusters2, db=False)
     for c in clusters2:
@@ -80,6 +85,19 @@ def test_the_controller_syncs_with_the_kubeconfigs_join_wrote(clusters2: list[Cl
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert b.kube.imported("shop", "web")["spec"]["type"] == "ClusterSetIP"
+    member = Client.load(str(tmp_path / "joined-b"), None)
+    assert [s["metadata"]["name"] for s in member.list("/api/v1/namespaces/shop/services")] != []
+    for method, path in (("GET", "/api/v1/secrets"), ("DELETE", "/api/v1/namespaces/shop"),
+                         ("POST", "/apis/multicluster.x-k8s.io/v1beta1/namespaces/shop/serviceexports")):
+        with pytest.raises(Rejected) as e:
+            member.request(method, path, body={} if method == "POST" else None)
+        assert e.value.status == 403, (method, path)
+        assert "system:serviceaccount:mcsdns-system:mcsdns-member" in str(e.value.body)
+    rc, _, err = mcsdns("leave", "b", "--kubeconfig", str(b.kubeconfig))
+    assert rc == 0, err
+    with pytest.raises(Rejected) as e:
+        member.get("/api/v1/namespaces")
+    assert e.value.status == 401
 
 
 def test_leave_undoes_join_and_purges_imports_on_request(clusters2: list[Cluster], tmp_path: Path) -> None:
