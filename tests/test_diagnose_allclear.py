@@ -142,3 +142,14 @@ def test_nodelocal_dns_needs_its_own_block(healthy: tuple[Cluster, Cluster]) -> 
                   f"    forward . {target} {{\n        force_tcp\n    }}\n}}\n")
         rc, report = diagnose(*clusterset(a, b))
         assert rc == 0 and statuses(report, "node-local-dns")["b"][0] == "OK", report
+
+
+def test_reads_the_role_does_not_need_warn_once(healthy: tuple[Cluster, Cluster]) -> None:
+    """`mcsdns serve`'s identity may not list Services or Namespaces, by design: one WARN."""
+    a, b = healthy
+    for plural in ("services", "namespaces"):
+        b.api.deny(plural, ("list",))
+    rc, report = diagnose("--kubeconfig", str(b.kubeconfig))
+    assert rc == 0 and not fails(report), fails(report)
+    st, msg = statuses(report, "read")["cluster"]
+    assert st == "WARN" and "may not list namespaces, services (mcsdns serve does not need to)" in msg, msg

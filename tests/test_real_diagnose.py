@@ -52,3 +52,4 @@ def test_diagnose_with_the_server_identity_as_deployed(real_k8s: RealK8s) -> Non
     rc, got = diagnose(real_k8s.token_for(ns, "mcsdns", create=False))
     assert got["permissions"] == ("OK", "all 9 permissions mcsdns serve needs"), got
     assert got["cluster-id"][0] == "OK", got
+    assert got["read"][0] == "WARN" and rc == 0, got  # what serve does not need: refused, by design

@@ -58,6 +58,8 @@ class Snapshot:
     slices: list[Obj] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)  # what could not be read, and why
     unread_kinds: set[str] = field(default_factory=set)  # the collections among them (plurals)
+    forbidden: set[str] = field(default_factory=set)  # those refused with 403
+    role_kinds: set[str] = field(default_factory=set)  # the resources the checked role uses
     leases: list[Obj] = field(default_factory=list)  # in LEASE_NAMESPACES
     pods: list[Obj] = field(default_factory=list)  # the controller's, in LEASE_NAMESPACES
     configmaps: dict[str, Obj | None] = field(default_factory=dict)  # DNS_CONFIGMAPS read (None: absent)
@@ -96,7 +98,7 @@ def allowed(c: Client, group: str, resource: str, verb: str) -> bool:
 
 def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
     """Everything the checks look at in cluster `name`, read through `c`."""
-    snap = Snapshot(name)
+    snap = Snapshot(name, role_kinds={resource.split("/")[0] for _, resource, _ in needs})
     try:
         snap.version = str(c.get("/version").get("gitVersion") or "")
     except ApiError as e:
@@ -162,4 +164,6 @@ def _items(c: Client, snap: Snapshot, path: str, what: str) -> list[Obj]:
     except ApiError as e:
         snap.unread.append(f"{what}: {why(e)}")
         snap.unread_kinds.add(what)
+        if e.status == 403:
+            snap.forbidden.add(what)
         return []
