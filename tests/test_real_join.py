@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from controller_env import eventually, run_controller
 from helpers import REPO
 from realk8s import RealK8s, script
 
@@ -109,3 +110,38 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
     assert b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 404
     secret = a.json("GET", "/api/v1/namespaces/mcsdns-system/secrets/mcsdns-members")
     assert "b" not in (secret.get("data") or {})
+
+
+def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: RealK8s, second: RealK8s,
+                                                                      tmp_path: Path) -> None:
+    """Leader election and the member Leases with join's Lease Role, and a member added and
+    removed through --members-dir, all through join's credentials on real servers."""
+    a, b = real_k8s, second
+    cluster_id(a, "east")
+    cluster_id(b, "west")
+    ja, members = tmp_path / "a.kubeconfig", tmp_path / "members"
+    members.mkdir()
+    out = mcsdns("join", "a", "--kubeconfig", str(a.kubeconfig), "--output", str(ja), "--lease-namespace",
+                 "mcsdns-system")
+    assert out.returncode == 0, out.stderr
+    ns = a.namespace("shop")
+    b.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    export(a, ns)
+    args = ["--cluster", f"a={ja}", "--members-dir", str(members), "--leader-elect", "--lease-cluster", "a",
+            "--lease-namespace", "mcsdns-system"]
+    with run_controller(args, tmp_path) as ctl:
+        eventually(ctl.ready, 60, "first sync")
+        leases = "/apis/coordination.k8s.io/v1/namespaces/mcsdns-system/leases"
+        assert a.json("GET", f"{leases}/mcsdns-controller")["spec"]["holderIdentity"]
+        out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"))
+        if "is being deleted" in out.stderr:  # the first test's leave; no namespace controller here
+            out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"),
+                         "--namespace", "mcsdns-live")
+        assert out.returncode == 0, out.stderr
+        eventually(lambda: b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 200, 60,
+                   f"b synced\n{ctl.logs()}")
+        eventually(lambda: a.request("GET", f"{leases}/mcsdns-member-b")[0] == 200, 30, "b's member Lease")
+        (members / "b").unlink()
+        eventually(lambda: "cluster b removed" in ctl.logs(), 30, "b removed")
+        assert ctl.proc.poll() is None
+        assert "forbidden" not in ctl.logs().lower(), ctl.logs()

@@ -14,7 +14,7 @@ from ..kube.client import Client
 from ..kube.config import KubeconfigError
 from ..kube.errors import ApiError, explain
 from ..ops.errors import ConfigError
-from .join import join
+from .join import Refused, join
 from .kubeconfig import admin_cluster, dump
 from .leave import purge_imports, revoke
 from .secret import drop_key, put_key
@@ -88,7 +88,7 @@ def join_main(args: argparse.Namespace) -> int:
             ns, name = args.secret
             state = put_key(ctl, ns, name, args.member, text)
             _say(args.member, " (controller cluster)")(f"secret {ns}/{name} key {args.member}: {state}")
-    except (ApiError, OSError) as e:
+    except (ApiError, OSError, Refused) as e:
         print(f"mcsdns join: {args.member}: {explain(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
         return 1
     return 0

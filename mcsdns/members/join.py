@@ -28,12 +28,19 @@ Obj = dict[str, Any]
 Say = Callable[[str], None]
 
 
+class Refused(Exception):
+    """The member is in a state join cannot work in; the message says what to do."""
+
+
 def _namespace(c: Client, namespace: str) -> str:
     try:
-        c.get(NAMESPACES.path(name=namespace))
-        return "exists"
+        ns = c.get(NAMESPACES.path(name=namespace))
     except NotFound:
         return ensure(c, NAMESPACES, manifest(NAMESPACES, namespace, labels={**PART_OF, CREATED: JOIN}))
+    if (ns.get("metadata") or {}).get("deletionTimestamp"):
+        raise Refused(f"namespace {namespace} is being deleted (a leave?): run join again once it is gone, "
+                      "or give another --namespace")
+    return "exists"
 
 
 def grant(c: Client, namespace: str, say: Say) -> None:
