@@ -163,3 +163,15 @@ def test_join_grants_the_lease_role_in_the_lease_cluster_only_when_asked(cluster
     rc, _, err = mcsdns("leave", "east", "--kubeconfig", str(a.kubeconfig), "--lease-namespace", NS)
     assert rc == 0 and "role mcsdns-system/mcsdns-controller-lease: deleted" in err, err
     assert not a.api.objects("Role") and not a.api.objects("RoleBinding")
+
+
+def test_join_into_a_namespace_being_deleted_says_so(clusters2: list[Cluster]) -> None:
+    """As a real cluster shows a namespace for a while after a leave deleted it."""
+    _, b = clusters2
+    b.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": NS, "deletionTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Terminating"}})
+    rc, _, err = mcsdns("join", "west", "--kubeconfig", str(b.kubeconfig), "--output", "-")
+    assert rc == 1 and err.splitlines()[-1] == (
+        "mcsdns join: west: namespace mcsdns-system is being deleted (a leave?): run join again once it is "
+        "gone, or give another --namespace"), err
+    assert b.api.get("ServiceAccount", NS, "mcsdns-member") is None
