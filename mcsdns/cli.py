@@ -14,6 +14,7 @@ from . import flags
 from .app import Config
 from .cli_controller import add_parser as add_controller
 from .cli_diagnose import add_parser as add_diagnose
+from .cli_join import add_parsers as add_join
 from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for the first sync, then exit 1 (default 30)")
     add_controller(sub)
     add_diagnose(sub)
+    add_join(sub)
     return p
 
 

@@ -29,6 +29,10 @@ def add_parser(subparsers: Any) -> None:
                               description=DESCRIPTION)
     c.add_argument("--cluster", action="append", default=[], metavar="NAME=KUBECONFIG[@CONTEXT]",
                    help="a member cluster (repeatable)")
+    c.add_argument("--members-dir", metavar="DIR",
+                   help="also every member kubeconfig in DIR, one file each named for the member (a mounted "
+                        "Secret: one key per member); watched: a file added, removed or changed adds, "
+                        "removes or reloads that member without a restart")
     c.add_argument("--cluster-id", action="append", default=[], metavar="NAME=ID",
                    help="cluster ID of member NAME (default: its ClusterProperty "
                         "cluster.clusterset.k8s.io or id.k8s.io)")

@@ -32,6 +32,8 @@ class Resource:
         return f"{self.group}/{version}" if self.group else version
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
 RESOURCES = (
     Resource("namespaces", "Namespace", "", ("v1",), namespaced=False, generation=""),
     Resource("services", "Service", "", ("v1",), generation="", fields=("spec.clusterIP", "spec.type")),
@@ -43,7 +45,18 @@ RESOURCES = (
              namespaced=False),
     Resource("leases", "Lease", "coordination.k8s.io", ("v1",), status=False, generation=""),
     Resource("events", "Event", "", ("v1",), status=False, generation=""),
+    Resource("serviceaccounts", "ServiceAccount", "", ("v1",), status=False, generation=""),
+    Resource("secrets", "Secret", "", ("v1",), status=False, generation=""),
+    Resource("configmaps", "ConfigMap", "", ("v1",), status=False, generation=""),
+    Resource("pods", "Pod", "", ("v1",), generation=""),
+    Resource("clusterroles", "ClusterRole", RBAC_GROUP, ("v1",), namespaced=False, status=False,
+             generation=""),
+    Resource("clusterrolebindings", "ClusterRoleBinding", RBAC_GROUP, ("v1",), namespaced=False, status=False,
+             generation=""),
+    Resource("roles", "Role", RBAC_GROUP, ("v1",), status=False, generation=""),
+    Resource("rolebindings", "RoleBinding", RBAC_GROUP, ("v1",), status=False, generation=""),
 )
+SUBRESOURCES = {"serviceaccounts": "token"}  # besides /status: POST .../serviceaccounts/NAME/token
 
 Route = tuple[Resource, str, str | None, str | None, str | None, str]
 
@@ -95,6 +108,10 @@ class Catalog:
             if r.group == group and version in r.versions:
                 res.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
                             "kind": r.kind, "verbs": list(_VERBS)})
+                if r.plural in SUBRESOURCES:
+                    res.append({"name": f"{r.plural}/{SUBRESOURCES[r.plural]}", "singularName": "",
+                                "namespaced": r.namespaced, "group": "authentication.k8s.io", "version": "v1",
+                                "kind": "TokenRequest", "verbs": ["create"]})
                 if r.status:
                     res.append({"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
                                 "kind": r.kind, "verbs": ["get", "patch", "update"]})
@@ -143,6 +160,6 @@ class Catalog:
             raise not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub not in (None, "status") or (sub == "status" and not r.status):
+        if sub not in (None, "status", SUBRESOURCES.get(r.plural)) or (sub == "status" and not r.status):
             raise not_found()
         return r, version, ns, name, sub, r.api_version(version)

@@ -60,9 +60,13 @@ Served API (what is served is configurable):
 - faults: `stop()`/`start()`, `drop_watches()` (close every open watch),
   `fail_next(n, status, reason, message)` (the next n requests get that error, with a
   `Status` body), `requests` (log of (method, path?query) served).
-- RBAC, as far as refusing goes: `deny(plural, verbs)` answers those verbs on that resource
-  with kube-apiserver's 403 `Status` (its message naming `user`, verb, resource, group and
-  namespace); `allow()` lifts every denial.
+- TokenRequests (`POST .../serviceaccounts/NAME/token`, kube_tokens): a token per request,
+  its lifetime checked as the real server checks it; `tokens.issued` lists them.
+- RBAC (kube_rbac): requests without an issued token are the admin's, refused only where
+  `deny(plural, verbs)` says (kube-apiserver's 403 `Status`, its message naming `user`, verb,
+  resource, group and namespace; `allow()` lifts every denial); a TokenRequest token is its
+  ServiceAccount's, authorized by the stored ClusterRoles/Roles bound to it (401 once it
+  expired or the ServiceAccount is gone).
 - timing: `emitted[rv]` is the `time.perf_counter()` when an event with that
   resourceVersion was first written to a watch stream (for latency benchmarks).
 
@@ -93,6 +97,7 @@ from kube_resources import RESOURCES, Catalog, Resource, Route, is_watch, not_fo
 from kube_select import json_patch, merge_patch
 from kube_status import HTTPError, Obj
 from kube_store import Store, view
+from kube_tokens import Tokens
 from kube_valid import accepts, check_fields, check_patch, check_watch, validate
 from kube_watch import Send, Watches
 
@@ -113,13 +118,14 @@ class KubeAPI:
         self.lists = Lists(self.store)
         self.watches = Watches(self.store, bookmark_interval)
         self.emitted = self.watches.emitted  # rv -> perf_counter() when first streamed
-        self.rbac = RBAC()
+        self.rbac = RBAC(self._stored)
+        self.tokens = Tokens()
         self.connections = Connections(self.cond)
         self.requests: list[tuple[str, str]] = []
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
         self.cache_pages = False  # True: resourceVersion=0 lists are paged too (newer watch caches)
         self.write_latency = 0.0  # seconds each write waits before it is made (an etcd commit; benchmarks)
-        self.tokens: set[str] | None = None  # when set: a request without one of these bearer tokens gets 401
+        self.admin_tokens: set[str] | None = None  # when set: only these (or issued) tokens, else 401
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._fail: list[tuple[int, str, str]] = []
@@ -189,6 +195,10 @@ class KubeAPI:
         with self.cond:
             o = self.store.objs.get(self.store.key(r, namespace, name))
             return copy.deepcopy(o) if o else None
+
+    def _stored(self, kind: str) -> list[Obj]:
+        """The stored objects of `kind`, not copied (call with `cond` held)."""
+        return self.store.matching(self.resource_for_kind(kind), lambda _ns, _o: True)
 
     def objects(self, kind: str) -> list[Obj]:
         r = self.resource_for_kind(kind)
@@ -291,19 +301,23 @@ class KubeAPI:
         u = urlparse(url)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         parts = [p for p in u.path.split("/") if p]
+        auth = headers.get("Authorization") or headers.get("authorization") or ""
         with self.cond:
             self.requests.append((method, url))
-            if self.tokens is not None and _bearer(headers) not in self.tokens:
+            token = _bearer(headers)
+            known = self.admin_tokens is None or token in self.admin_tokens or token in self.tokens.issued
+            if not known:
                 raise HTTPError(401, "Unauthorized")  # kube-apiserver's answer to unknown credentials
             if self._fail:
                 raise HTTPError(*self._fail.pop(0))
+            user = self.rbac.authenticate(auth.removeprefix("Bearer ").strip(), self.tokens.issued)
         if method == "GET":
             d = self.catalog.discovery(parts)
             if d is not None:
                 return 200, d
         if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
             with self.cond:
-                return 201, self.rbac.review(body)
+                return 201, self.rbac.review(body, user)
         route = self.catalog.route(parts)
         if route is None:
             if method != "GET":
@@ -313,17 +327,24 @@ class KubeAPI:
             check_patch(route[0], headers.get("Content-Type") or "")
         as_meta = accepts(headers.get("Accept") or "")
         manager = manager_of(headers.get("User-Agent") or "", q.get("fieldManager"))
-        return self._handle_resource(method, route, body, q, (manager, as_meta))
+        return self._handle_resource(method, route, body, q, (manager, as_meta), user)
 
     def _handle_resource(self, method: str, route: Route, body: Any, q: dict[str, str],
-                         how: tuple[str, bool]) -> tuple[int, Any]:
-        """A request on a collection or one object; `how`: (field manager, metadata only)."""
+                         how: tuple[str, bool], user: str | None = None) -> tuple[int, Any]:
+        """A request on a collection or one object, by `user` (None: the admin); `how`:
+        (field manager, metadata only)."""
         r, _version, ns, name, sub, api_version = route
         with self.cond:
-            self.rbac.authorize(method, r, ns, name, sub, q)
+            self.rbac.authorize(method, r, ns, name, sub, q, user)
         check_fields(r, body, q)
         if r.namespaced and ns is None and (name is not None or method != "GET"):
             raise not_found()
+        if sub == "token":
+            if method != "POST":
+                raise HTTPError(405, "MethodNotAllowed")
+            with self.cond:
+                sa = self.store.objs.get((r.group, r.plural, ns or "", name or ""))
+                return 201, self.tokens.request(sa, ns or "", name or "", body)
         if method == "GET" and name is None:
             if is_watch(q):
                 check_watch(q)

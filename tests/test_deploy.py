@@ -215,6 +215,12 @@ def test_clusterroles_grant_what_diagnose_checks(variant: str, role: str,
     assert granted == {(g, r, v) for g, r, verbs in rules for v in verbs}
 
 
+def test_the_lease_role_is_the_permission_list() -> None:
+    objs = render(VARIANTS["with-controller"])
+    role = named(objs, "Role", "mcsdns-controller-lease")
+    assert role["rules"] == permissions.policy_rules(permissions.CONTROLLER_LEASES)
+
+
 def test_server_clusterrole_reads_three_resources_and_nothing_else() -> None:
     objs = render(VARIANTS["default"])
     role = named(objs, "ClusterRole", "mcsdns-server")
@@ -258,7 +264,10 @@ def test_server_rbac_allows_every_request_mcsdns_serve_makes(tmp_path: Path) -> 
 
 
 def cluster_args(args: list[str]) -> list[tuple[str, str]]:
-    return [tuple(a.split("=", 2)[1:]) for a in args if a.startswith("--cluster=")]  # type: ignore[misc]
+    """(name, kubeconfig path) of each --cluster, then member "west" as a key of --members-dir."""
+    out = [tuple(a.split("=", 2)[1:]) for a in args if a.startswith("--cluster=")]
+    out += [("west", a.split("=", 1)[1] + "/west") for a in args if a.startswith("--members-dir=")]
+    return out  # type: ignore[return-value]
 
 
 def mounted(spec: Obj, path: str) -> tuple[Obj, str]:
@@ -352,10 +361,13 @@ def _members(objs: list[Obj], dep: Obj, members: list[tuple[str, str]], apis: li
             kubeconfig.write_text(text.replace(SA_DIR, str(sa_dir))
                                   .replace("https://kubernetes.default.svc", api.url))
             perms.append(grants(objs, dep["metadata"]["namespace"], spec["serviceAccountName"]))
-        else:  # docs/deploy.md: bind ClusterRole mcsdns-controller to the member kubeconfig's identity
-            api.write_kubeconfig(kubeconfig, name)
+        else:  # a key of the members Secret: `mcsdns join` binds ClusterRole mcsdns-controller
+            (tmp_path / "members").mkdir()
+            api.write_kubeconfig(tmp_path / "members" / key, name)
             perms.append([(None, r) for r in named(objs, "ClusterRole", "mcsdns-controller")["rules"]])
-        flags += ["--cluster", f"{name}={kubeconfig}"]
+            kubeconfig = tmp_path / "members"
+        is_dir = kubeconfig.is_dir()
+        flags += ["--members-dir", str(kubeconfig)] if is_dir else ["--cluster", f"{name}={kubeconfig}"]
         api.put({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
                  "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
     return flags, perms
@@ -372,7 +384,7 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
     args = pod(dep)["containers"][0]["args"]
     members = cluster_args(args)[:2]
     assert args[0] == "controller"
-    kept = [a for a in args[1:] if not a.startswith(("--cluster=", "--health"))]
+    kept = [a for a in args[1:] if not a.startswith(("--cluster=", "--members-dir=", "--health"))]
     cluster_flags, perms = _members(objs, dep, members, apis, tmp_path)
     kept += cluster_flags
     local, member = apis

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from controller_env import SLICES, Cluster, shop
+from diagnose_env import installed
 from helpers import REPO, run_server
 
 from mcsdns.controller.derived import derived_name
@@ -48,9 +49,11 @@ def sync(a: Cluster, b: Cluster) -> None:
 
 @pytest.fixture
 def healthy(clusters2: list[Cluster]) -> Iterator[tuple[Cluster, Cluster]]:
-    """Member a (cluster ID east) exports web (ClusterSetIP) and db (headless) to b (west)."""
+    """Member a (cluster ID east) exports web (ClusterSetIP) and db (headless) to b (west);
+    both run mcsdns and forward the zone to it, and a controller holds its Lease."""
     a, b = clusters2
     shop(a, clusters2)
+    installed(a, b)
     sync(a, b)
     yield a, b
 

@@ -65,14 +65,14 @@ def test_several_files_merge_as_kubectl_merges_them(tmp_path: Path, monkeypatch:
 
 
 def test_paths_are_relative_to_their_file(api: KubeAPI, tmp_path: Path) -> None:
-    api.tokens = {"secret-1"}
+    api.admin_tokens = {"secret-1"}
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "token").write_text("secret-1\n")
     kc = tmp_path / "conf" / "kc"
     kc.write_text(config({"c": api.url}, {"u": {"tokenFile": "token"}}, {"c": ("c", "u")}, "c"))
     c = Client.load(str(kc), None)
     assert c.get(NAMESPACES.path())["kind"] == "NamespaceList"
-    api.tokens = {"other"}
+    api.admin_tokens = {"other"}
     with pytest.raises(Rejected) as e:
         c.get(NAMESPACES.path())
     assert e.value.status == 401
@@ -81,19 +81,19 @@ def test_paths_are_relative_to_their_file(api: KubeAPI, tmp_path: Path) -> None:
 def test_a_rotated_token_file_is_read_again(api: KubeAPI, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("old")
-    api.tokens = {"old"}
+    api.admin_tokens = {"old"}
     kc = tmp_path / "kc"
     kc.write_text(config({"c": api.url}, {"u": {"tokenFile": str(token)}}, {"c": ("c", "u")}, "c"))
     c = Client.load(str(kc), None)
     c.get(NAMESPACES.path())
     # the kubelet (or a Secret update) rotates the file; the old token expires later
     token.write_text("new")
-    api.tokens = {"old", "new"}
+    api.admin_tokens = {"old", "new"}
     time.sleep(1.2)  # the file is looked at again at most once a second
-    api.tokens = {"new"}
+    api.admin_tokens = {"new"}
     c.get(NAMESPACES.path())
     # the server moves first: one 401, and the next request reads the file again
-    api.tokens = {"newer"}
+    api.admin_tokens = {"newer"}
     with pytest.raises(Rejected):
         c.get(NAMESPACES.path())
     token.write_text("newer")
@@ -120,14 +120,14 @@ print(json.dumps({{"apiVersion": info["apiVersion"], "kind": "ExecCredential",
                      "env": [{"name": "GREETING", "value": "hi"}], "interactiveMode": "Never"}}
     kc = tmp_path / "kc"
     kc.write_text(config({"c": api.url}, {"u": user}, {"c": ("c", "u")}, "c"))
-    api.tokens = {"t1"}
+    api.admin_tokens = {"t1"}
     c = Client.load(str(kc), None)
     assert not runs.exists()  # the plugin runs at the first request, not at load
     c.get(NAMESPACES.path())
     c.get(NAMESPACES.path())
     assert runs.read_text() == "hi\n"  # cached while valid
     time.sleep(2.5)  # 12 s validity, renewed 10 s before it ends
-    api.tokens = {"t2"}
+    api.admin_tokens = {"t2"}
     c.get(NAMESPACES.path())
     assert runs.read_text() == "hi\nhi\n"
 

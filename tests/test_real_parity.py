@@ -133,3 +133,22 @@ def test_watches_refuse_what_the_real_server_refuses(server: Server) -> None:
     evs = events(server("GET", f"{w}&allowWatchBookmarks=true&resourceVersion={rv}"))
     assert [(t, o["metadata"]["name"]) for t, o in evs if t != "BOOKMARK"] == [("ADDED", "w2")]
     assert json.dumps(evs[0][1]).count("managedFields") == 1  # watch events carry them too
+
+
+def test_token_requests_are_answered_alike(server: Server) -> None:
+    """What `mcsdns join` asks: a TokenRequest for a ServiceAccount, with a lifetime."""
+    path = "/api/v1/namespaces/NS/serviceaccounts/joiner/token"
+    req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    code, _, body = server("POST", path, req)
+    assert code == 404 and 'serviceaccounts "joiner" not found' in js((code, {}, body))["message"]
+    server.ok("POST", "/api/v1/namespaces/NS/serviceaccounts",
+              {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "joiner"}})
+    code, _, body = server("POST", path, {**req, "spec": {"expirationSeconds": 599}})
+    assert code == 422, body
+    assert "may not specify a duration less than 10 minutes" in js((code, {}, body))["message"]
+    tok = server.ok("POST", path, req)
+    assert tok["kind"] == "TokenRequest" and tok["spec"]["expirationSeconds"] == 3600
+    assert tok["status"]["token"]
+    day = server.ok("POST", path, {**req, "spec": {"expirationSeconds": 86400}})
+    assert day["spec"]["expirationSeconds"] == 86400 and day["status"]["token"] != tok["status"]["token"]
+    assert day["status"]["expirationTimestamp"] > tok["status"]["expirationTimestamp"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import threading
 from types import FrameType
@@ -18,19 +19,33 @@ from ..ops.http import HTTPEndpoints, serve_http
 from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .manager import Manager
+from .membersdir import MembersDir
+from .membership import Membership
 from .metrics import registry, render
 
 log = logging.getLogger("mcsdns.controller")
 
 
-def _members(args: argparse.Namespace) -> list[Member]:
-    if not args.cluster:
-        raise ConfigError("at least one --cluster NAME=KUBECONFIG[@CONTEXT] is needed")
+def _members(args: argparse.Namespace) -> tuple[list[Member], MembersDir | None]:
+    """The --cluster members, then the --members-dir ones (and that directory)."""
+    if not args.cluster and not args.members_dir:
+        raise ConfigError("at least one --cluster NAME=KUBECONFIG[@CONTEXT] or a --members-dir is needed")
     members = [Member.parse(s) for s in args.cluster]
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
+    for m in members:
+        m.connect(pool=args.concurrent_reconciles + 8)
+    directory = None
+    if args.members_dir:
+        if not os.path.isdir(args.members_dir):
+            raise ConfigError(f"--members-dir {args.members_dir}: no such directory")
+        directory = MembersDir(args.members_dir)
+        members += Membership(None, directory, set(names), args.concurrent_reconciles + 8).initial()
+        names = [m.name for m in members]
+    if not members:
+        raise ConfigError(f"--members-dir {args.members_dir}: no member kubeconfig in it (and no --cluster)")
     if args.lease_cluster and args.lease_cluster not in names:
         raise ConfigError(f"--lease-cluster {args.lease_cluster}: expected one of {names}")
     for spec in args.cluster_id:
@@ -41,9 +56,7 @@ def _members(args: argparse.Namespace) -> list[Member]:
             raise ConfigError(f"--cluster-id {spec}: {cid!r} is not a valid cluster ID "
                               "(a DNS label or two joined by a dot)")
         members[names.index(name)].cluster_id = cid
-    for m in members:
-        m.connect(pool=args.concurrent_reconciles + 8)
-    return members
+    return members, directory
 
 
 def _resolve_ids(members: list[Member]) -> None:
@@ -100,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     """The controller; returns the exit code."""
     try:
         mode = _mode(args)
-        members = _members(args)
+        members, directory = _members(args)
         _resolve_ids(members)
     except ConfigError as e:
         return flags.fail(e)
@@ -112,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
     leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
                   workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases)
+    if directory is not None and not args.once:
+        mgr.tick = Membership(mgr, directory, {m.name for m in members if m.name not in directory.seen},
+                              args.concurrent_reconciles + 8).tick
     endpoints = None
     if not args.once:
         try:

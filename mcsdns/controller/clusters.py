@@ -36,6 +36,7 @@ class Member:
     write_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, verb)
     warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    origin: str = ""  # where it was given, for errors (default: its --cluster flag)
 
     @classmethod
     def parse(cls, spec: str) -> Member:
@@ -46,7 +47,7 @@ class Member:
     def connect(self, pool: int = 32) -> None:
         """Build the API client from the kubeconfig (no request is made), with up to `pool`
         kept connections (the reconcile workers' writes and the watches share them)."""
-        self.client = connect(self.kubeconfig, self.context, pool=pool, member=self.name)
+        self.client = connect(self.kubeconfig, self.context, pool=pool, member=self.name, origin=self.origin)
 
     def close(self) -> None:
         """Drop the kept connections."""

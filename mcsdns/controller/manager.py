@@ -5,7 +5,9 @@ de-duplicating queue; worker threads reconcile one key at a time each. The
 loop opens the gate to writing once every member is synced (or its Endpoint
 TTL has run out), follows leader election, re-queues every key on `resync`
 and when a member comes back, re-queues a lost member's keys when its TTL
-expires, and renews the per-member Leases.
+expires, and renews the per-member Leases. Members join (`join`: synced first, then
+every key re-queued) and leave (`leave`: its keys re-queued, so its exports go) while it
+runs; `tick` (the --members-dir look) is called once per turn of the loop.
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ class Manager:
         self.stop = threading.Event()
         self.queue = WorkQueue()
         self.clock = clock
-        self.caches = [MemberCaches(m, self.queue.add, self._enqueue_namespace, self.stop,
-                                    self._on_reachable, watch_timeout, self._service_key) for m in members]
+        self.watch_timeout = watch_timeout
+        self.caches = [self._caches(m) for m in members]  # replaced, never changed in place
+        self.pending: dict[str, MemberCaches] = {}  # joining members, until their caches sync
+        self.tick: Callable[[], None] = lambda: None
         self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock,
                               workers)
         self.rec.events = Recorder()
@@ -61,6 +65,10 @@ class Manager:
         self.started = clock()
         self.threads: list[threading.Thread] = []
         self._waited = False
+
+    def _caches(self, m: Member) -> MemberCaches:
+        return MemberCaches(m, self.queue.add, self._enqueue_namespace, threading.Event(), self._on_reachable,
+                            self.watch_timeout, self._service_key)
 
     # --- callbacks from member threads ----------------------------------------------------
     def _service_key(self, k: Key) -> Key:
@@ -185,6 +193,8 @@ class Manager:
                     if mc.reachable and now - renewed.get(name, -renew_every) >= renew_every:
                         renewed[name] = now
                         self.member_leases.renew(name, now)
+            self.tick()
+            self._promote()
             if self.gate_open and now - last_resync >= self.resync:
                 last_resync = now
                 self.queue.add_all(self.rec.all_keys())
@@ -207,9 +217,8 @@ class Manager:
     def shutdown(self) -> None:
         self.stop.set()
         self.queue.close()
-        for mc in self.caches:
-            for c in mc.caches.values():
-                c.reflector.interrupt()
+        for mc in [*self.caches, *self.pending.values()]:
+            _halt(mc)
         for t in self.threads:
             t.join(2.0)
         if self.rec.events is not None:
@@ -217,3 +226,70 @@ class Manager:
 
     def writes(self) -> int:
         return sum(mc.member.writes for mc in self.caches)
+
+    # --- membership while running (from the loop's thread) --------------------------------
+    def join(self, m: Member) -> None:
+        """Start member `m` (connected); it replaces the member of its name once synced."""
+        old = self.pending.pop(m.name, None)
+        if old is not None:
+            _halt(old)
+        mc = self._caches(m)
+        if self.member_leases is not None:
+            mc.last_ok = self.member_leases.load(m.name)
+        self.pending[m.name] = mc
+        mc.start()
+
+    def _promote(self) -> None:
+        """Joining members whose caches synced take their place; every key is looked at."""
+        for name, mc in list(self.pending.items()):
+            if not mc.synced:
+                continue
+            del self.pending[name]
+            old = next((c for c in self.caches if c.member.name == name), None)
+            others = [c for c in self.caches if c is not old]
+            twin = next((c.member.name for c in others if c.member.cluster_id == mc.member.cluster_id), None)
+            if twin is not None:
+                log.error("cluster %s not added: its cluster ID %s is %s's", name, mc.member.cluster_id, twin)
+                _halt(mc)
+                continue
+            self._set_caches([*others, mc])
+            keys = self.rec.all_keys() | (old.keys() if old is not None else set())
+            if old is not None:
+                self._drop(old)
+            log.info("cluster %s (%s) %s: reconciling %d services", name, mc.member.cluster_id,
+                     "reloaded" if old is not None else "added", len(keys),
+                     extra={"event": "member_added", "cluster": name, "cluster_id": mc.member.cluster_id})
+            self.queue.add_all(keys)
+
+    def leave(self, name: str) -> None:
+        """Stop member `name`; its exports go from the others (its keys are reconciled)."""
+        pending = self.pending.pop(name, None)
+        if pending is not None:
+            _halt(pending)
+        mc = next((c for c in self.caches if c.member.name == name), None)
+        if mc is None:
+            return
+        self._set_caches([c for c in self.caches if c is not mc])
+        keys = mc.keys()
+        self._drop(mc)
+        self.expired.discard(name)
+        log.info("cluster %s removed: reconciling its %d services", name, len(keys),
+                 extra={"event": "member_removed", "cluster": name})
+        self.queue.add_all(keys)
+
+    def _set_caches(self, caches: list[MemberCaches]) -> None:
+        self.caches = caches
+        self.rec.members = caches
+
+    def _drop(self, mc: MemberCaches) -> None:
+        _halt(mc)
+        holders = [getattr(x, "member", None) for x in (self.elector, self.member_leases)]
+        if not any(mc.member is h for h in holders) and mc.member.client is not None:
+            mc.member.client.close()
+
+
+def _halt(mc: MemberCaches) -> None:
+    """Stop one member's informers."""
+    mc.stop.set()
+    for c in mc.caches.values():
+        c.reflector.interrupt()

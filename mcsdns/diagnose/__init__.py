@@ -1,8 +1,11 @@
 """`mcsdns diagnose`: read-only checks of one cluster or a whole clusterset, from the API's
 objects to the DNS answers.
 
-collect (reads each cluster's objects) → checks (pure functions: Results) → probe (DNS
-answers compared with the objects) → report (text or JSON). May import mcsdns.kube,
-mcsdns.data.objects and the controller's pure rules (names, labels, slice classification);
+collect (reads each cluster's objects) → checks (pure functions: Results; `liveness`: is a
+controller running, `dnsconfig`: do CoreDNS and NodeLocal DNSCache forward the zone) →
+probe (DNS answers compared with the objects) → report (text or JSON). A refused read
+is one FAIL; the checks that need what it would have read are skipped. May import
+mcsdns.kube, mcsdns.data.objects and the controller's pure rules (names, labels, slice
+classification, Lease names) and the names `mcsdns join` gives (mcsdns.members.layout);
 nothing here writes to a cluster.
 """

@@ -31,21 +31,24 @@ class Result:
     message: str
 
 
-def cluster_checks(s: Snapshot, role: str) -> Iterator[Result]:
-    """API reachable, the identity's permissions (those of `role`), CRDs, cluster ID."""
+def cluster_checks(s: Snapshot, role: str, fix: str = "bind the ClusterRole of deploy/ to it"
+                   ) -> Iterator[Result]:
+    """API reachable, the identity's permissions (those of `role`; `fix` says how to grant
+    them), CRDs, cluster ID."""
     if s.error is not None:
         yield Result(FAIL, "api", s.name, "", f"unreachable: {s.error}; check the kubeconfig's server "
                                                "address and credentials")
         return
     yield Result(OK, "api", s.name, "", f"reachable ({s.version})")
+    refused = sorted(k for k in s.unread_kinds if (k, "list") in s.missing_rules)
+    skipped = f"; skipped the checks that need {', '.join(refused)}" if refused else ""
     if s.missing:
         yield Result(FAIL, "permissions", s.name, "",
                      f"this identity lacks {len(s.missing)} of the {s.checked} permissions {role} needs: "
-                     f"{', '.join(s.missing)}; bind the ClusterRole of deploy/ to it")
+                     f"{', '.join(s.missing)}; {fix}{skipped}")
     elif s.checked:
         yield Result(OK, "permissions", s.name, "", f"all {s.checked} permissions {role} needs")
-    for what in s.unread:
-        yield Result(FAIL, "read", s.name, "", f"cannot read {what}")
+    yield from _reads(s, role, refused)
     if not s.mcs_versions:
         yield Result(FAIL, "crds", s.name, "", "multicluster.x-k8s.io is not served: install the "
                                                "ServiceExport and ServiceImport CRDs (deploy/crds)")
@@ -64,6 +67,19 @@ def cluster_checks(s: Snapshot, role: str) -> Iterator[Result]:
                      "ID (a DNS label, or two joined by a dot)")
     else:
         yield Result(OK, "cluster-id", s.name, "", f"{s.cluster_id} ({s.cluster_property})")
+
+
+def _reads(s: Snapshot, role: str, explained: list[str]) -> Iterator[Result]:
+    """A FAIL per read that failed, but those the permissions line `explained`; reads the
+    role does not need, refused to this identity, are one WARN (it may lack them by design)."""
+    beyond = sorted(k for k in s.forbidden if k not in s.role_kinds)
+    for what in s.unread:
+        kind = what.split(":")[0]
+        if kind not in explained and kind not in beyond:
+            yield Result(FAIL, "read", s.name, "", f"cannot read {what}; skipped the checks that need it")
+    if beyond:
+        yield Result(WARN, "read", s.name, "", f"this identity may not list {', '.join(beyond)} ({role} does "
+                     "not need to): skipped the checks that need them")
 
 
 def unique_ids(snaps: list[Snapshot]) -> Iterator[Result]:
@@ -138,10 +154,15 @@ def import_checks(snaps: list[Snapshot], key: Key) -> Iterator[Result]:
     """The ServiceImport in every member that has the namespace, its ips, its derived
     Service, and its EndpointSlices against the exporters' ready endpoints."""
     subject = f"{key[0]}/{key[1]}"
+    nowhere = list(_imported_nowhere(snaps, key))
+    if nowhere:
+        yield from nowhere
+        return
     exporters = _exporters(snaps, key)
     for s in snaps:
-        if s.error is not None or not s.mcs_versions or key[0] not in s.namespaces:
-            continue  # no MCS API: the crds check says so
+        if s.error is not None or not s.mcs_versions or not s.read("serviceimports", "namespaces") \
+                or key[0] not in s.namespaces:
+            continue  # no MCS API: the crds check says so; a refused read: its own line says so
         si = s.imports.get(key)
         if si is None:
             if exporters:
@@ -161,6 +182,20 @@ def import_checks(snaps: list[Snapshot], key: Key) -> Iterator[Result]:
         yield from _endpoints(s, key, exporters)
 
 
+def _imported_nowhere(snaps: list[Snapshot], key: Key) -> Iterator[Result]:
+    """An export (not refused as invalid) with no ServiceImport in any member: nothing
+    anywhere answers its name (no controller, or none with these members)."""
+    if any(key in s.imports for s in snaps) or not all(
+            s.read("serviceimports") for s in snaps if s.error is None and s.mcs_versions):
+        return
+    for s in snaps:
+        se = s.exports.get(key)
+        if se is not None and _conditions(se).get("Valid", {}).get("status") != "False":
+            yield Result(FAIL, "import", s.name, f"{key[0]}/{key[1]}",
+                         "exported here but imported nowhere: no member has its ServiceImport, so its "
+                         "name does not resolve (is the controller running, with this cluster a member?)")
+
+
 def _ips(s: Snapshot, key: Key, si: Obj) -> Iterator[Result]:
     subject = f"{key[0]}/{key[1]}"
     spec = si.get("spec") or {}
@@ -172,7 +207,8 @@ def _ips(s: Snapshot, key: Key, si: Obj) -> Iterator[Result]:
                      "answer (derived mode: its derived Service has no ClusterIP yet)")
         return
     derived = ((si.get("metadata") or {}).get("annotations") or {}).get(DERIVED_ANNOTATION)
-    if not derived:
+    if derived and not s.read("services"):
+        return
         yield Result(OK, "ips", s.name, subject, ", ".join(ips))
         return
     svc = s.services.get((key[0], derived_name(key)))
@@ -190,8 +226,12 @@ def _ips(s: Snapshot, key: Key, si: Obj) -> Iterator[Result]:
 
 def _endpoints(s: Snapshot, key: Key, exporters: dict[str, Snapshot]) -> Iterator[Result]:
     subject = f"{key[0]}/{key[1]}"
+    if not s.read("endpointslices"):
+        return
     ours = [sl for sl in s.slices if slice_index(sl) == ("ours", *key)]
     for cid, src in sorted(exporters.items()):
+        if not src.read("endpointslices"):
+            continue
         want = _ready_addresses(sl for sl in src.slices if slice_index(sl) == ("src", *key))
         have = _ready_addresses(sl for sl in ours if labels(sl).get(SOURCE_CLUSTER_LABEL) == cid)
         if want == have:
@@ -222,7 +262,7 @@ def name_checks(snaps: list[Snapshot], key: Key, zone: bytes) -> Iterator[Result
     subject = f"{key[0]}/{key[1]}"
     for s in snaps:
         si = s.imports.get(key)
-        if si is None:
+        if si is None or not s.read("endpointslices"):
             continue
         try:
             parsed = ServiceImport.parse(si)
@@ -245,8 +285,8 @@ def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:
     """Imported slices whose source cluster no longer exports the service (or is no member)."""
     ids = {s.cluster_id for s in snaps if s.cluster_id}
     for s in snaps:
-        if not s.mcs_versions:
-            continue  # no ServiceImports to hold the slices against: the crds check says so
+        if not s.mcs_versions or not s.read("endpointslices", "serviceimports"):
+            continue  # no ServiceImports to hold the slices against: the crds or read check says so
         for sl in s.slices:
             idx = slice_index(sl)
             if not is_ours(sl) or not isinstance(idx, tuple) or idx[0] != "ours":

@@ -12,8 +12,9 @@ from ..dns.names import encode_name
 from ..kube.client import Client
 from ..kube.config import connect, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
+from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError
-from . import checks, report
+from . import checks, dnsconfig, liveness, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 
@@ -64,8 +65,10 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
     with ThreadPoolExecutor(max_workers=len(ms)) as pool:
         snaps: list[Snapshot] = list(pool.map(lambda m: collect(m[0], m[1], needs), ms.items()))
     results: list[Result] = []
+    fix = (f"run `mcsdns join` for this member, or bind ClusterRole {CLUSTER_ROLE} of deploy/ to it"
+           if args.cluster else "bind the ClusterRole of deploy/ to it")
     for s in snaps:
-        results += checks.cluster_checks(s, role)
+        results += checks.cluster_checks(s, role, fix)
     results += checks.unique_ids(snaps)
     live = [s for s in snaps if s.error is None]
     for key in checks.keys(live, args.service):
@@ -73,6 +76,9 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
         results += checks.import_checks(live, key)
         results += checks.name_checks(live, key, encode_name(args.zone))
     results += checks.stale_slices(live, args.service)
+    results += liveness.controller_checks(snaps, bool(args.cluster))
+    for s in live:
+        results += dnsconfig.dns_config_checks(s, args.zone)
     if targets:
         from . import probe  # dnspython: only when asked
 

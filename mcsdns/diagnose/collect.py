@@ -1,5 +1,8 @@
 """Read one cluster for `mcsdns diagnose`: reachability, the identity's permissions
-(SelfSubjectAccessReview), served API versions, the cluster ID and the MCS objects.
+(SelfSubjectAccessReview), served API versions, the cluster ID and the MCS objects; then,
+beyond the role checked (mcsdns.kube.permissions.DIAGNOSE), the controller's Leases and
+pods and the CoreDNS / NodeLocal DNSCache ConfigMaps. What could not be read is named in
+`unread` (`unread_kinds`: the collections), so the checks that need it are skipped.
 Only GET/LIST requests, and SelfSubjectAccessReview creates (which change nothing)."""
 
 from __future__ import annotations
@@ -10,20 +13,28 @@ from typing import Any
 
 from ..kube.client import Client
 from ..kube.clusterid import find_cluster_id
-from ..kube.errors import ApiError, Rejected, explain
+from ..kube.errors import ApiError, NotFound, Rejected, explain
 from ..kube.keys import Key, key_of
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED
 from ..kube.permissions import Rule, show
 from ..kube.resources import (
     ACCESS_REVIEWS,
+    CONFIG_MAPS,
     ENDPOINT_SLICES,
+    LEASES,
     NAMESPACES,
+    PODS,
     SERVICE_EXPORTS,
     SERVICE_IMPORTS,
     SERVICES,
 )
 
 Obj = dict[str, Any]
+
+LEASE_NAMESPACES = ("mcsdns-system", "kube-system")  # deploy/'s --lease-namespace, and the default
+CONTROLLER_PODS = "app.kubernetes.io/name=mcsdns,app.kubernetes.io/component=controller"  # deploy/'s
+DNS_NAMESPACE = "kube-system"
+DNS_CONFIGMAPS = ("coredns", "node-local-dns")  # CoreDNS's and NodeLocal DNSCache's Corefiles
 
 
 @dataclass
@@ -35,6 +46,7 @@ class Snapshot:
     version: str = ""
     checked: int = 0  # permissions asked about
     missing: list[str] = field(default_factory=list)  # permissions the identity lacks
+    missing_rules: set[tuple[str, str]] = field(default_factory=set)  # (resource, verb) of those
     mcs_versions: list[str] = field(default_factory=list)
     about_versions: list[str] = field(default_factory=list)
     cluster_id: str | None = None
@@ -45,6 +57,17 @@ class Snapshot:
     imports: dict[Key, Obj] = field(default_factory=dict)
     slices: list[Obj] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)  # what could not be read, and why
+    unread_kinds: set[str] = field(default_factory=set)  # the collections among them (plurals)
+    forbidden: set[str] = field(default_factory=set)  # those refused with 403
+    role_kinds: set[str] = field(default_factory=set)  # the resources the checked role uses
+    leases: list[Obj] = field(default_factory=list)  # in LEASE_NAMESPACES
+    pods: list[Obj] = field(default_factory=list)  # the controller's, in LEASE_NAMESPACES
+    configmaps: dict[str, Obj | None] = field(default_factory=dict)  # DNS_CONFIGMAPS read (None: absent)
+    optional_unread: dict[str, str] = field(default_factory=dict)  # DIAGNOSE reads refused -> why
+
+    def read(self, *kinds: str) -> bool:
+        """Whether every one of these collections was read."""
+        return not self.unread_kinds.intersection(kinds)
 
 
 NETWORK = re.compile(r"Failed to establish a new connection: [^'\")]+|Read timed out|"
@@ -75,7 +98,7 @@ def allowed(c: Client, group: str, resource: str, verb: str) -> bool:
 
 def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
     """Everything the checks look at in cluster `name`, read through `c`."""
-    snap = Snapshot(name)
+    snap = Snapshot(name, role_kinds={resource.split("/")[0] for _, resource, _ in needs})
     try:
         snap.version = str(c.get("/version").get("gitVersion") or "")
     except ApiError as e:
@@ -91,6 +114,7 @@ def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
                 return snap
             if not ok:
                 snap.missing.append(show(group, resource, verb))
+                snap.missing_rules.add((resource, verb))
     snap.mcs_versions = c.versions(MCS_GROUP)
     snap.about_versions = c.versions(ABOUT_GROUP)
     _read_cluster_id(c, snap)
@@ -101,7 +125,25 @@ def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
         v = next((v for v in PREFERRED if v in snap.mcs_versions), snap.mcs_versions[0])
         for r, into in ((SERVICE_EXPORTS, snap.exports), (SERVICE_IMPORTS, snap.imports)):
             into.update((key_of(o), o) for o in _items(c, snap, r.path(version=v), r.plural))
+    _extras(c, snap)
     return snap
+
+
+def _extras(c: Client, snap: Snapshot) -> None:
+    """The reads of permissions.DIAGNOSE: Leases and controller pods, the DNS ConfigMaps."""
+    for ns in LEASE_NAMESPACES:
+        for r, into, selector in ((LEASES, snap.leases, None), (PODS, snap.pods, CONTROLLER_PODS)):
+            try:
+                into += c.list(r.path(ns), selector)
+            except ApiError as e:
+                snap.optional_unread.setdefault(r.plural, why(e))
+    for name in DNS_CONFIGMAPS:
+        try:
+            snap.configmaps[name] = c.get(CONFIG_MAPS.path(DNS_NAMESPACE, name))
+        except NotFound:
+            snap.configmaps[name] = None
+        except ApiError as e:
+            snap.optional_unread.setdefault(f"configmaps/{name}", why(e))
 
 
 def _read_cluster_id(c: Client, snap: Snapshot) -> None:
@@ -121,4 +163,7 @@ def _items(c: Client, snap: Snapshot, path: str, what: str) -> list[Obj]:
         return c.list(path)
     except ApiError as e:
         snap.unread.append(f"{what}: {why(e)}")
+        snap.unread_kinds.add(what)
+        if e.status == 403:
+            snap.forbidden.add(what)
         return []

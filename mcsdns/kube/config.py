@@ -12,16 +12,18 @@ from .kubeconfig import KubeconfigError
 __all__ = ["KubeconfigError", "connect", "parse_cluster"]
 
 
-def connect(kubeconfig: str | None, context: str | None, *, member: str = "", **kw: Any) -> Client:
+def connect(kubeconfig: str | None, context: str | None, *, member: str = "", origin: str = "",
+            **kw: Any) -> Client:
     """`Client.load`; a kubeconfig that does not load is one ConfigError line, the same in
-    every command: "<the flag that named it>: cannot load kubeconfig: <file, context, reason>"."""
+    every command: "<the flag that named it>: cannot load kubeconfig: <file, context, reason>"
+    (`origin`: that flag, when it is not --cluster/--kubeconfig/--context)."""
     try:
         return Client.load(kubeconfig, context, name=member, **kw)
     except KubeconfigError as e:
         at = f"@{context}" if context else ""
-        flag = (f"--cluster {member}={kubeconfig}{at}" if member
-                else f"--context {context}" if context and (e.context or not kubeconfig)
-                else f"--kubeconfig {kubeconfig}" if kubeconfig else "")
+        flag = origin or (f"--cluster {member}={kubeconfig}{at}" if member
+                          else f"--context {context}" if context and (e.context or not kubeconfig)
+                          else f"--kubeconfig {kubeconfig}" if kubeconfig else "")
         raise ConfigError(f"{flag + ': ' if flag else ''}cannot load kubeconfig: {e}") from None
 
 

@@ -52,6 +52,17 @@ SERVICE_IMPORTS = Resource(MCS_GROUP, "serviceimports", "ServiceImport")
 CLUSTER_PROPERTIES = Resource(ABOUT_GROUP, "clusterproperties", "ClusterProperty", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "leases", "Lease", version="v1")
 EVENTS = Resource("", "events", "Event", version="v1")  # core v1: count and lastTimestamp
+SERVICE_ACCOUNTS = Resource("", "serviceaccounts", "ServiceAccount", version="v1")  # + /token: TokenRequest
+TOKEN_REQUESTS = Resource("authentication.k8s.io", "tokenrequests", "TokenRequest", version="v1")
+SECRETS = Resource("", "secrets", "Secret", version="v1")
+CONFIG_MAPS = Resource("", "configmaps", "ConfigMap", version="v1")
+PODS = Resource("", "pods", "Pod", version="v1")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", namespaced=False,
+                         version="v1")
+CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding",
+                                 namespaced=False, version="v1")
+ROLES = Resource("rbac.authorization.k8s.io", "roles", "Role", version="v1")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", version="v1")
 ACCESS_REVIEWS = Resource("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
                           namespaced=False, version="v1")
 MCS = {r.plural: r for r in (SERVICE_EXPORTS, SERVICE_IMPORTS)}  # the discovered-version MCS kinds

@@ -1,0 +1,97 @@
+"""`mcsdns join` and `mcsdns leave`'s flags; mcsdns.members is imported only when they run."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from . import flags
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+)([smhd]?)")
+
+
+def duration(s: str) -> int:
+    """`8760h`, `365d`, `90m`, `3600s` or plain seconds -> seconds (10 minutes at least, as
+    the TokenRequest API takes them)."""
+    m = _DURATION.fullmatch(s.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"{s}: expected a duration such as 8760h, 365d or 3600s")
+    seconds = int(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if seconds < 600:
+        raise argparse.ArgumentTypeError(f"{s}: a token lives 10 minutes at least")
+    return seconds
+
+
+def _url(s: str) -> bool:
+    return s.startswith(("https://", "http://")) and len(s) > len("https://")
+
+
+def secret_name(s: str) -> tuple[str, str]:
+    """NAMESPACE/NAME -> (namespace, name)."""
+    ns, sep, name = s.partition("/")
+    if not sep or not ns or not name:
+        raise argparse.ArgumentTypeError(f"{s}: expected NAMESPACE/NAME")
+    return ns, name
+
+
+def _join(args: argparse.Namespace) -> int:
+    from .members.cli import join_main
+
+    return join_main(args)
+
+
+def _leave(args: argparse.Namespace) -> int:
+    from .members.cli import leave_main
+
+    return leave_main(args)
+
+
+def _common(p: argparse.ArgumentParser, verb: str) -> None:
+    p.add_argument("member", metavar="NAME", type=flags.dns_label,
+                   help="the member's name: its key in the members Secret, its file in --members-dir "
+                        "(a DNS label)")
+    p.add_argument("--kubeconfig", metavar="PATH", help=f"an admin kubeconfig of the member to {verb} "
+                   "(default $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--context", metavar="NAME", help="its context (default: the current one)")
+    p.add_argument("--namespace", type=flags.dns_label, default="mcsdns-system",
+                   help="the member namespace of the controller's ServiceAccount (default mcsdns-system)")
+    p.add_argument("--lease-namespace", type=flags.dns_label, metavar="NAMESPACE",
+                   help="the member holds the controller's Leases (its --lease-cluster) in this namespace: "
+                        "also a Role for them there, bound to the ServiceAccount")
+    p.add_argument("--controller-kubeconfig", metavar="PATH",
+                   help="a kubeconfig of the cluster running the controller: its members Secret "
+                        "gets (join) or loses (leave) the key NAME")
+    p.add_argument("--controller-context", metavar="NAME", help="its context (default: the current one)")
+    p.add_argument("--secret", type=secret_name, default=("mcsdns-system", "mcsdns-members"),
+                   metavar="NAMESPACE/NAME", help="the members Secret (default mcsdns-system/mcsdns-members)")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add the `join` and `leave` subcommands."""
+    j = sub.add_parser("join", help="onboard a member: its account, RBAC and kubeconfig (idempotent)",
+                       description="Create in a member cluster (with its admin kubeconfig) the namespace, "
+                       "the controller's ServiceAccount, ClusterRole and binding, and a token; write the "
+                       "member kubeconfig to a file or to the members Secret. Re-run it to rotate the token.")
+    _common(j, "join")
+    j.add_argument("--server", metavar="URL", type=flags.checked("an https:// or http:// URL", _url),
+                   help="the member's API address as the controller reaches it "
+                   "(default: the admin kubeconfig's)")
+    j.add_argument("--token-duration", type=duration, default=365 * 86400, metavar="DURATION",
+                   help="lifetime asked of the token (TokenRequest; default 8760h, one year; the server "
+                        "may cap it): run join again before it ends")
+    j.add_argument("--output", metavar="FILE", help="write the member kubeconfig here (mode 0600; - for "
+                   "stdout)")
+    j.set_defaults(func=_join)
+    lv = sub.add_parser("leave", help="remove a member, its credentials and RBAC (on request its imports)",
+                        description="Undo `mcsdns join`: the key of the members Secret (the controller "
+                        "drops the member), then in the member the binding, the ServiceAccount (its tokens "
+                        "stop working), the ClusterRole when nothing else binds it and the namespace when "
+                        "join made it.")
+    _common(lv, "leave")
+    lv.add_argument("--purge-imports", action="store_true",
+                    help="also delete in the member the ServiceImports, derived Services and EndpointSlices "
+                         "the controller made there")
+    lv.add_argument("--output", metavar="FILE", help="delete this member kubeconfig file")
+    lv.set_defaults(func=_leave)

@@ -1,0 +1,60 @@
+"""Live membership: the --members-dir look (`membersdir`) applied to a running Manager.
+A new file is a member joining, a removed one a member leaving, a changed one a member
+reloaded (a new client from the new file; the old one serves until the new one synced).
+A file that cannot be loaded is logged and skipped until it changes."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..ops.errors import ConfigError
+from .clusters import Member
+from .manager import Manager
+from .membersdir import MembersDir
+
+log = logging.getLogger("mcsdns.controller")
+
+
+class Membership:
+    """Keeps the Manager's directory members equal to the directory's files."""
+
+    def __init__(self, mgr: Manager | None, directory: MembersDir, static: set[str], pool: int) -> None:
+        self.mgr, self.dir, self.static, self.pool = mgr, directory, static, pool
+
+    def member(self, name: str) -> Member | None:
+        """Member `name` connected from its file; None (logged) when it cannot be loaded."""
+        m = Member(name=name, kubeconfig=self.dir.file(name), origin=f"--members-dir {self.dir.file(name)}")
+        try:
+            m.connect(pool=self.pool)
+        except ConfigError as e:
+            log.error("%s; member %s not loaded until the file changes", e, name,
+                      extra={"event": "member_invalid", "cluster": name})
+            return None
+        return m
+
+    def initial(self) -> list[Member]:
+        """The directory's members at start (ConfigError for a name --cluster also gives)."""
+        self.dir.look()
+        both = sorted(self.static & self.dir.seen.keys())
+        if both:
+            raise ConfigError(f"--members-dir {self.dir.path}: {', '.join(both)} also given by --cluster")
+        return [m for name in sorted(self.dir.seen) if (m := self.member(name)) is not None]
+
+    def tick(self) -> None:
+        """Look at the directory when due; join, reload or drop members."""
+        if not self.dir.due(time.monotonic()):
+            return
+        ch = self.dir.look()
+        assert self.mgr is not None, "initial() only, without a Manager"
+        for name in ch.removed:
+            self.mgr.leave(name)
+        for name in ch.added + ch.changed:
+            if name in self.static:
+                log.error("--members-dir %s: %s is a --cluster member: file ignored", self.dir.path, name)
+                continue
+            m = self.member(name)
+            if m is None:
+                continue
+            log.info("--members-dir: member %s %s", name, "changed" if name in ch.changed else "added")
+            self.mgr.join(m)

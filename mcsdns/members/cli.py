@@ -1,0 +1,116 @@
+"""`mcsdns join` and `mcsdns leave`: the flags' clients, the work (`join`, `leave`), its
+lines on stderr; exit 0 when done, 1 when the API refused or failed, 2 for bad flags."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import flags
+from ..kube.client import Client
+from ..kube.config import connect
+from ..kube.errors import ApiError, explain
+from ..ops.errors import ConfigError
+from .join import Refused, join
+from .kubeconfig import admin_cluster, dump
+from .leave import purge_imports, revoke
+from .secret import drop_key, put_key
+
+
+def _client(kubeconfig: str | None, context: str | None, flag: str, name: str) -> Client:
+    """`kube.config.connect`, its error naming `flag` (--kubeconfig, --controller-kubeconfig)."""
+    origin = ""
+    if flag != "--kubeconfig":
+        path = f"{flag} {kubeconfig or '(default)'}"
+        origin = f"{flag.replace('kubeconfig', 'context')} {context} ({path})" if context else path
+    c = connect(kubeconfig, context, origin=origin)
+    c.name = name
+    return c
+
+
+def _check_output(path: str | None) -> None:
+    """--output names a file that can be written (or -): ConfigError before any work."""
+    if not path or path == "-":
+        return
+    if os.path.isdir(path):
+        raise ConfigError(f"--output {path}: a directory, not a file")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ConfigError(f"--output {path}: no such directory")
+
+
+def _say(member: str, where: str = "") -> Callable[[str], None]:
+    return lambda line: print(f"{member}{where}: {line}", file=sys.stderr, flush=True)
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def join_main(args: argparse.Namespace) -> int:
+    if not args.output and not args.controller_kubeconfig:
+        return flags.fail("join: give --output FILE and/or --controller-kubeconfig PATH (the members Secret)")
+    try:
+        member = _client(args.kubeconfig, args.context, "--kubeconfig", args.member)
+        cluster = admin_cluster(args.kubeconfig, args.context)  # loaded once already: no error here
+        _check_output(args.output)
+        if args.server:
+            cluster["server"] = args.server
+        ctl = None
+        if args.controller_kubeconfig:
+            ctl = _client(args.controller_kubeconfig, args.controller_context, "--controller-kubeconfig",
+                          "controller")
+    except ConfigError as e:
+        return flags.fail(e)
+    say = _say(args.member)
+    try:
+        text = dump(join(member, args.member, cluster, args.namespace, args.token_duration, say,
+                         args.lease_namespace))
+        if args.output:
+            _write(args.output, text)
+            say(f"kubeconfig written to {'stdout' if args.output == '-' else args.output}")
+        if ctl is not None:
+            ns, name = args.secret
+            state = put_key(ctl, ns, name, args.member, text)
+            _say(args.member, " (controller cluster)")(f"secret {ns}/{name} key {args.member}: {state}")
+    except (ApiError, OSError, Refused) as e:
+        print(f"mcsdns join: {args.member}: {explain(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def leave_main(args: argparse.Namespace) -> int:
+    try:
+        member = _client(args.kubeconfig, args.context, "--kubeconfig", args.member)
+        _check_output(args.output)
+        ctl = None
+        if args.controller_kubeconfig:
+            ctl = _client(args.controller_kubeconfig, args.controller_context, "--controller-kubeconfig",
+                          "controller")
+    except ConfigError as e:
+        return flags.fail(e)
+    say = _say(args.member)
+    try:
+        if ctl is not None:
+            ns, name = args.secret
+            gone = "deleted" if drop_key(ctl, ns, name, args.member) else "not found"
+            _say(args.member, " (controller cluster)")(f"secret {ns}/{name} key {args.member}: {gone}")
+        if args.output:
+            gone = "deleted" if Path(args.output).exists() else "not found"
+            Path(args.output).unlink(missing_ok=True)
+            say(f"kubeconfig {args.output}: {gone}")
+        revoke(member, args.namespace, say, args.lease_namespace)
+        if args.purge_imports:
+            purge_imports(member, say)
+    except (ApiError, OSError) as e:
+        print(f"mcsdns leave: {args.member}: {explain(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,20 @@
+"""What `mcsdns join` creates, named once: in the member, a namespace, a ServiceAccount,
+the controller's ClusterRole and a ClusterRoleBinding; in the controller's cluster, a key
+of the members Secret (mounted as `mcsdns controller --members-dir`)."""
+
+from __future__ import annotations
+
+NAMESPACE = "mcsdns-system"
+SERVICE_ACCOUNT = "mcsdns-member"  # the controller's identity in the member
+CLUSTER_ROLE = "mcsdns-controller"  # the rules of mcsdns.kube.permissions.CONTROLLER (as in deploy/)
+BINDING = "mcsdns-member"
+LEASE_ROLE = "mcsdns-controller-lease"  # Role and RoleBinding in the Lease namespace (--lease-namespace)
+SECRET = "mcsdns-members"  # in NAMESPACE of the controller's cluster: one kubeconfig per member
+PART_OF = {"app.kubernetes.io/part-of": "mcsdns"}
+CREATED = "mcsdns.io/created-by"  # label of a namespace join created (leave deletes only those)
+JOIN = "mcsdns-join"
+
+
+def user(namespace: str) -> str:
+    """The ServiceAccount's user name, as RBAC and audit logs show it."""
+    return f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"

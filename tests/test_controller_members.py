@@ -1,0 +1,134 @@
+"""`mcsdns controller --members-dir`: members added, reloaded and removed under a running
+controller (one process throughout), the directory laid out as the kubelet mounts a Secret
+(`..data` swapped atomically, one symlink per key). The new member is synced; the others get
+no write; a removed member's exports go from the others as when it unexports them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from controller_env import IDS, Cluster, Controller, eventually, run_controller, shop
+
+
+def mount(d: Path, files: dict[str, bytes]) -> None:
+    """Lay `files` out in `d` as the kubelet updates a mounted Secret (AtomicWriter): a new
+    timestamped directory, `..data` renamed onto a symlink to it, a symlink per key."""
+    d.mkdir(exist_ok=True)
+    ts = d / f"..{time.time_ns()}"
+    ts.mkdir()
+    for k, v in files.items():
+        (ts / k).write_bytes(v)
+    old = os.readlink(d / "..data") if (d / "..data").is_symlink() else None
+    (d / "..data_tmp").symlink_to(ts.name)
+    os.rename(d / "..data_tmp", d / "..data")
+    for k in files:
+        if not (d / k).is_symlink():
+            (d / k).symlink_to(f"..data/{k}")
+    for link in d.iterdir():
+        if not link.name.startswith(".") and link.name not in files:
+            link.unlink()
+    if old is not None:
+        shutil.rmtree(d / old)
+
+
+@pytest.fixture
+def clusters3(tmp_path: Path) -> Iterator[list[Cluster]]:
+    cl = [Cluster(n, i, tmp_path) for n, i in IDS]
+    yield cl
+    for c in cl:
+        c.close()
+
+
+def writes(c: Cluster) -> list[tuple[str, str]]:
+    """Write requests but Lease renewals."""
+    return [(m, p) for m, p in list(c.api.requests) if m in ("POST", "PUT", "PATCH", "DELETE")
+            and "/leases" not in p]
+
+
+def test_member_added_reloaded_and_removed_without_restart(clusters3: list[Cluster], tmp_path: Path) -> None:
+    a, b, c = clusters3
+    shop(a, clusters3, db=False)  # a exports shop/web; the namespace is in every member
+    d = tmp_path / "members"
+    cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in clusters3}
+    mount(d, {"a": cfg["a"], "b": cfg["b"]})
+    with run_controller(["--members-dir", str(d), "--resync", "600"], tmp_path) as ctl:
+        eventually(ctl.ready, 60, "first sync")
+        assert b.kube.serviceimport("shop", "web") is not None
+        assert c.kube.serviceimport("shop", "web") is None
+        pid = ctl.proc.pid
+        before = {cl.name: len(writes(cl)) for cl in (a, b)}
+
+        mount(d, {"a": cfg["a"], "b": cfg["b"], "c": cfg["c"]})  # a Secret key added
+        eventually(lambda: c.kube.serviceimport("shop", "web"), 30, "c synced")
+        eventually(lambda: c.kube.imported_slices("shop", "web"), 30, "c's imported slices")
+        time.sleep(1.0)
+        assert {cl.name: len(writes(cl)) for cl in (a, b)} == before, "adding c wrote to a or b"
+
+        mount(d, {"a": cfg["a"], "b": cfg["b"] + b"\n", "c": cfg["c"]})  # b's key changed: reloaded
+        eventually(lambda: "cluster b (west) reloaded" in ctl.logs(), 30, "b reloaded")
+        time.sleep(1.0)
+        assert {cl.name: len(writes(cl)) for cl in (a, b)} == before, "reloading b wrote to a or b"
+
+        c.kube.service("shop", "api")
+        c.kube.endpoints("shop", "api", "api-x", [("10.3.0.9", None)])
+        c.kube.export("shop", "api")
+        eventually(lambda: b.kube.serviceimport("shop", "api"), 30, "c's export imported in b")
+        web = {cl.name: _versions(cl, "web") for cl in (a, b)}
+        before_c = len(writes(c))
+        mount(d, {"a": cfg["a"], "b": cfg["b"] + b"\n"})  # c's key removed
+        eventually(lambda: b.kube.serviceimport("shop", "api") is None, 30, "c's export gone from b")
+        eventually(lambda: a.kube.serviceimport("shop", "api") is None, 30, "c's export gone from a")
+        assert not b.kube.imported_slices("shop", "api")
+        time.sleep(1.0)
+        assert {cl.name: _versions(cl, "web") for cl in (a, b)} == web, "a's web imports changed"
+        assert len(writes(c)) == before_c, "the removed member was written to"
+        assert ctl.proc.pid == pid and ctl.proc.poll() is None
+        logs = ctl.logs()
+    assert "cluster c (north) added" in logs and "cluster c removed" in logs, logs
+
+
+def _versions(cl: Cluster, svc: str) -> list[str]:
+    """resourceVersions of a member's ServiceImport and imported slices of shop/`svc`."""
+    objs = [cl.kube.imported("shop", svc), *cl.kube.imported_slices("shop", svc)]
+    return sorted(str(o["metadata"]["resourceVersion"]) for o in objs)
+
+
+def test_a_member_file_that_cannot_be_loaded_is_skipped_until_it_changes(clusters3: list[Cluster],
+                                                                         tmp_path: Path) -> None:
+    a, b, c = clusters3
+    shop(a, clusters3, db=False)
+    d = tmp_path / "members"
+    cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in clusters3}
+    mount(d, {**cfg, "c": b"clusters: [oops"})
+    with run_controller(["--members-dir", str(d)], tmp_path) as ctl:
+        eventually(ctl.ready, 60, "first sync without c")
+        assert "member c not loaded until the file changes" in ctl.logs()
+        assert b.kube.serviceimport("shop", "web") is not None
+        mount(d, cfg)
+        eventually(lambda: c.kube.serviceimport("shop", "web"), 30, "c added once its file is fixed")
+        assert ctl.logs().count("member c not loaded") == 1
+
+
+def test_a_members_dir_member_and_a_cluster_member_of_one_name_is_refused(clusters3: list[Cluster],
+                                                                          tmp_path: Path) -> None:
+    a, b, _ = clusters3
+    d = tmp_path / "members"
+    mount(d, {"b": b.kubeconfig.read_bytes()})
+    with run_controller(["--members-dir", str(d), "--cluster", f"b={b.kubeconfig}", "--once"],
+                        tmp_path) as ctl:
+        assert ctl.proc.wait(30) == 2
+    assert "--members-dir" in ctl.logs() and "b also given by --cluster" in ctl.logs()
+
+
+def test_controller_needs_a_cluster_or_a_members_dir(tmp_path: Path) -> None:
+    with run_controller(["--once"], tmp_path) as ctl:
+        assert ctl.proc.wait(30) == 2
+    assert "--members-dir" in ctl.logs()
+
+
+__all__ = ["Controller"]
