@@ -42,6 +42,7 @@ RESOURCES = (
     Resource("clusterproperties", "ClusterProperty", "about.k8s.io", ("v1beta1", "v1alpha1"),
              namespaced=False),
     Resource("leases", "Lease", "coordination.k8s.io", ("v1",), status=False, generation=""),
+    Resource("nodes", "Node", "", ("v1",), namespaced=False, generation=""),
 )
 
 Route = tuple[Resource, str, str | None, str | None, str | None, str]

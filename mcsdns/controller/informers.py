@@ -1,4 +1,5 @@
-"""Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports.
+"""Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports,
+and the Nodes' zone labels (metadata only: `client.METADATA_ONLY`).
 
 Each member runs the one informer set (mcsdns/kube/informers.py): discovery of its
 cluster ID and MCS API version, then each collection listed once and watched, kept
@@ -17,13 +18,15 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..kube.cache import Cache, Entry
+from ..kube.client import METADATA_ONLY
 from ..kube.informers import DISCOVERY, Informers
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
-from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, SERVICES, Resource
+from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, NODES, SERVICES, Resource
 from .clusters import Member
 from .exports import SERVICE_NAME, is_ours, labels
 from .kinds.reads import trim_for
+from .locality import ZONE_LABEL, NodeZones, ZoneTracker
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -39,6 +42,16 @@ def slice_index(obj: Obj) -> Hashable | None:
         return ("ours", ns, svc) if svc else None
     svc = lb.get(SERVICE_NAME)
     return ("src", ns, svc) if svc else None
+
+
+def node_zone(obj: Obj) -> None:
+    """A Node as kept: its name and zone label (the cache's own fields aside)."""
+    md = obj.get("metadata") or {}
+    zone = (md.get("labels") or {}).get(ZONE_LABEL)
+    obj.clear()
+    obj["metadata"] = {k: md[k] for k in ("name", "resourceVersion") if k in md}
+    if zone is not None:
+        obj["metadata"]["labels"] = {ZONE_LABEL: zone}
 
 
 def import_index(obj: Obj) -> Hashable | None:
@@ -57,7 +70,7 @@ def service_index(obj: Obj) -> Hashable | None:
 class MemberCaches:
     """One member's list+watch caches of the kinds the controller reads, with their indexes."""
 
-    KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports")
+    KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports", "nodes")
 
     def __init__(self, member: Member, enqueue: Callable[[Key], None],
                  enqueue_namespace: Callable[[str], None], stop: threading.Event,
@@ -74,6 +87,7 @@ class MemberCaches:
         self.last_ok: float | None = None  # monotonic; set from the member's Lease at start
         self.informers: Informers | None = None  # once started
         self.thread: threading.Thread | None = None
+        self.nodes = ZoneTracker()  # the Nodes' zones, from the Node cache
 
     @property
     def last_sync(self) -> float:
@@ -105,16 +119,18 @@ class MemberCaches:
         if not inf.discover(self._discover):
             return
         resources: dict[str, Resource] = {"namespaces": NAMESPACES, "services": SERVICES,
-                                          "endpointslices": ENDPOINT_SLICES}
+                                          "endpointslices": ENDPOINT_SLICES, "nodes": NODES}
         handlers: dict[str, Callable[[Key, Entry | None, Entry | None], None]] = {
             "namespaces": self._namespace, "services": self._service, "endpointslices": self._slice,
-            "serviceexports": self._plain, "serviceimports": self._plain}
+            "serviceexports": self._plain, "serviceimports": self._plain, "nodes": self._node}
         index = {"services": service_index, "endpointslices": slice_index,
                  "serviceimports": import_index}
         for kind in self.KINDS:
             path = resources[kind].path() if kind in resources else m.mcs_path(kind)
+            kw: dict[str, Any] = {"accept": METADATA_ONLY} if kind == "nodes" else {}
             self.caches[kind] = inf.cache(kind, path, handlers[kind], index=index.get(kind),
-                                          transform=trim_for(kind), watch_timeout=self.watch_timeout)
+                                          transform=node_zone if kind == "nodes" else trim_for(kind),
+                                          watch_timeout=self.watch_timeout, **kw)
         inf.start()
 
     # --- health ----------------------------------------------------------------------
@@ -151,6 +167,17 @@ class MemberCaches:
             if e is not None:
                 iv = e.iv
                 self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else self.service_key(k))
+
+    def _node(self, k: Key, old: Entry | None, new: Entry | None) -> None:
+        """A change of the member's zones re-queues every service it imports (their hints)."""
+        if self.nodes.update(k[1], None if new is None else new.obj()):
+            for key in self.keys():
+                self.enqueue(key)
+
+    def zones(self) -> NodeZones | None:
+        """The member's Nodes' zones; None until they are listed."""
+        cache = self.caches.get("nodes")
+        return self.nodes.current() if cache is not None and cache.synced.is_set() else None
 
     def _slice(self, k: Key, old: Entry | None, new: Entry | None) -> None:
         for e in (old, new):

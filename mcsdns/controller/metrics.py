@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define
+from .kinds import ENDPOINT_SLICES
+from .locality import WARNINGS
 from .manager import Manager
 
 RECONCILES = define("mcsdns_controller_reconciles_total", "counter",
@@ -25,9 +27,12 @@ LAST_SYNC = define("mcsdns_controller_member_last_sync_timestamp_seconds", "gaug
 UNSERVED = define("mcsdns_controller_unserved_ports", "gauge",
                   "Exported ports that no port of their merged service serves (their endpoints get no "
                   "traffic), by exporting member.", ("cluster",))
+LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
+                  "Services that set trafficDistribution but get no locality hints in the member, by why "
+                  "(unlabeled-nodes, too-many-zones, endpoints-without-zone).", ("cluster", "reason"))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
-NAMES = (RECONCILES, QUEUE_DEPTH, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LEADER, READY)
+NAMES = (RECONCILES, QUEUE_DEPTH, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, LEADER, READY)
 
 
 def publish(mgr: Manager, put: Put) -> None:
@@ -46,6 +51,10 @@ def publish(mgr: Manager, put: Put) -> None:
         put(REACHABLE, 1.0 if mc.reachable else 0.0, cluster=m.name)
         put(LAST_SYNC, mc.last_sync, cluster=m.name)
         put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), cluster=m.name)
+    degraded = ENDPOINT_SLICES.verdicts.degraded()
+    for mc in mgr.caches:
+        for reason in WARNINGS:
+            put(LOCALITY, degraded.get((mc.member.name, reason), 0), cluster=mc.member.name, reason=reason)
     put(LEADER, 1.0 if mgr.leading() else 0.0)
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 

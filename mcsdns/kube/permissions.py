@@ -7,6 +7,7 @@ from .resources import (
     CLUSTER_PROPERTIES,
     ENDPOINT_SLICES,
     NAMESPACES,
+    NODES,
     SERVICE_EXPORTS,
     SERVICE_IMPORTS,
     SERVICES,
@@ -38,6 +39,7 @@ CONTROLLER: tuple[Rule, ...] = (
     rule(SERVICE_IMPORTS, READ + WRITE),
     rule(SERVICE_IMPORTS, ("update",), "status"),
     rule(CLUSTER_PROPERTIES, ("get",)),
+    rule(NODES, ("list", "watch")),  # their zone labels, metadata only (locality hints)
 )
 
 

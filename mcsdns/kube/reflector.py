@@ -89,8 +89,10 @@ class Reflector:
                  stop: threading.Event | None = None, kind: str | None = None,
                  key: Callable[[Obj], Key] = key_of, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
-                 backoff: tuple[float, float] = (0.2, 10.0)) -> None:
+                 backoff: tuple[float, float] = (0.2, 10.0),
+                 accept: tuple[str, str] = ("application/json", "application/json")) -> None:
         self.label, self.kind, self.key = label, kind, key
+        self.accept = accept  # of the list and of the watch (client.METADATA_ONLY: metadata only)
         self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
         self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
@@ -163,7 +165,7 @@ class Reflector:
             elif not self.latest:
                 query["resourceVersion"] = "0"
             try:
-                resp = self.client.open("GET", self.path, query, timeout=(5, 60))
+                resp = self.client.open("GET", self.path, query, timeout=(5, 60), accept=self.accept[0])
             except Expired as e:
                 raise Expired(f"list continue token expired: {e.reason}") from e
             data = gcpause.loads(resp.data)
@@ -189,7 +191,8 @@ class Reflector:
         """Follow one watch request; returns the number of events seen."""
         timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
         try:
-            resp = self.client.watch(self.path, self.rv, self.selector, timeout, self.idle_timeout)
+            resp = self.client.watch(self.path, self.rv, self.selector, timeout, self.idle_timeout,
+                                     accept=self.accept[1])
         except Expired as e:
             raise Expired(f"watch from resourceVersion {self.rv}: {e.reason}") from e
         self.resp = resp

@@ -1,0 +1,192 @@
+"""Locality through the ClusterSetIP: a Service that sets `trafficDistribution` gets, in every
+member, imported EndpointSlices whose hints make kube-proxy use that member's own ready
+endpoints in the node's zone, then its other own ready endpoints, then every cluster's.
+Three test API servers, the controller as a process; the exact hints for each case, and
+which endpoints each node uses by kube-proxy's rule (tests/kubeproxy_rule.py)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_env import IDS, Cluster, eventually, run_controller
+from kubeproxy_rule import used
+from test_controller_derived import args_for, derived, slices_of
+
+Obj = dict[str, Any]
+ZONE = "topology.kubernetes.io/zone"
+SOURCE = "multicluster.kubernetes.io/source-cluster"
+ELSEWHERE = ["mcsdns-elsewhere"]
+# cluster name -> its endpoints of ns/web: (address, zone, node)
+ENDPOINTS: dict[str, list[tuple[str, str | None, str]]] = {
+             "a": [("10.1.0.1", "z1", "a-1")],
+             "b": [("10.2.0.1", "z1", "b-1"), ("10.2.0.2", "z2", "b-2")],
+             "c": [("10.3.0.1", "zc", "c-1")]}
+NODES: dict[str, dict[str, str | None]] = {
+    "a": {"a-1": "z1"}, "b": {"b-1": "z1", "b-2": "z2", "b-3": "z3"}, "c": {"c-1": None}}
+
+
+def node(name: str, zone: str | None) -> Obj:
+    md: Obj = {"name": name}
+    if zone is not None:
+        md["labels"] = {ZONE: zone, "kubernetes.io/hostname": name}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": md}
+
+
+def service(name: str, td: str | None) -> Obj:
+    spec: Obj = {"type": "ClusterIP", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}
+    if td:
+        spec["trafficDistribution"] = td
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "shop"},
+            "spec": spec}
+
+
+def source(name: str, eps: Sequence[tuple[str, str | None, str]], ready: dict[str, bool] | None = None,
+           host: str | None = None) -> Obj:
+    """The Service's own slice, zone and nodeName set (and hints of its own, which are not copied)."""
+    out = []
+    for ip, zone, n in eps:
+        e: Obj = {"addresses": [ip], "conditions": {"ready": (ready or {}).get(ip, True)}, "nodeName": n,
+                  "hints": {"forZones": [{"name": zone or "x"}]}}
+        if zone:
+            e["zone"] = zone
+        if host:
+            e["hostname"] = host
+        out.append(e)
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"{name}-src", "namespace": "shop",
+                         "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": out}
+
+
+def export(name: str) -> Obj:
+    return {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "metadata": {"name": name, "namespace": "shop"}}
+
+
+def hints(cl: Cluster, name: str = "web") -> dict[str, Obj | None]:
+    """Address -> its hints as written (forZones/forNodes names) in member `cl`."""
+    out: dict[str, Obj | None] = {}
+    for s in slices_of(cl, "shop", name):
+        for e in s.get("endpoints") or []:
+            h = e.get("hints")
+            out[e["addresses"][0]] = None if h is None else {
+                f: [x["name"] for x in h[f]] for f in ("forZones", "forNodes") if h.get(f)}
+    return out
+
+
+def no_hints(cl: Cluster) -> bool:
+    h = hints(cl)
+    return bool(h) and all(v is None for v in h.values())
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[dict[str, Cluster]]:
+    cl = {n: Cluster(n, cid, tmp_path) for n, cid in IDS}
+    try:
+        for n, c in cl.items():
+            c.kube.namespace("shop")
+            for nn, z in NODES[n].items():
+                c.api.put(node(nn, z))
+            c.api.put(service("web", "PreferSameZone"))
+            c.api.put(source("web", ENDPOINTS[n]))
+        for n in ("a", "b", "c"):  # a's export is the oldest
+            cl[n].api.put(export("web"))
+        yield cl
+    finally:
+        for c in cl.values():
+            c.close()
+
+
+B_HINTS = {"10.2.0.1": {"forZones": ["z1", "z3"]}, "10.2.0.2": {"forZones": ["z2", "z3"]},
+           "10.1.0.1": {"forZones": ELSEWHERE}, "10.3.0.1": {"forZones": ELSEWHERE}}
+
+
+def update(cl: Cluster, kind: str, name: str, change: Any, ns: str = "shop") -> None:
+    obj = copy.deepcopy(cl.api.get(kind, ns, name))
+    assert obj is not None
+    change(obj)
+    cl.api.put(obj)
+
+
+def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str, Cluster],
+                                                               tmp_path: Path) -> None:
+    a, b, c = fleet["a"], fleet["b"], fleet["c"]
+    with run_controller(args_for(a, b, c), tmp_path) as ctl:
+        # local endpoints in the node's zone; a zone without one (z3) uses every local endpoint;
+        # a's endpoint in a zone named as one of b's (z1) is hinted elsewhere
+        eventually(lambda: hints(b) == B_HINTS, what=f"b's hints {B_HINTS}")
+        assert {n: used(slices_of(b, "shop", "web"), n, z) for n, z in NODES["b"].items()} == {
+            "b-1": {"10.2.0.1"}, "b-2": {"10.2.0.2"}, "b-3": {"10.2.0.1", "10.2.0.2"}}
+        eventually(lambda: hints(a) == {"10.1.0.1": {"forZones": ["z1"]}, "10.2.0.1": {"forZones": ELSEWHERE},
+                                        "10.2.0.2": {"forZones": ELSEWHERE},
+                                        "10.3.0.1": {"forZones": ELSEWHERE}})
+        assert used(slices_of(a, "shop", "web"), "a-1", "z1") == {"10.1.0.1"}
+        # a node without a zone label: no hints in c, a warning and a metric; every endpoint used
+        assert hints(c) == dict.fromkeys(("10.1.0.1", "10.2.0.1", "10.2.0.2", "10.3.0.1"))
+        assert used(slices_of(c, "shop", "web"), "c-1", None) == {"10.1.0.1", "10.2.0.1", "10.2.0.2",
+                                                                    "10.3.0.1"}
+        eventually(lambda: ctl.metrics().get(
+            'mcsdns_controller_locality_degraded{cluster="c",reason="unlabeled-nodes"}') == 1)
+        assert "cluster c: Service shop/web: no locality hints: 1 Node(s) without the " \
+               "topology.kubernetes.io/zone label (e.g. c-1)" in ctl.logs()
+        svc = b.api.get("Service", "shop", derived("shop", "web"))
+        assert svc is not None and svc["spec"]["trafficDistribution"] == "PreferSameZone"
+
+        # readiness flips: only in another zone, then none ready, then back (failback)
+        b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.1": False}))
+        eventually(lambda: hints(b)["10.2.0.2"] == {"forZones": ["z1", "z2", "z3"]})
+        assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.2"}
+        b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.1": False, "10.2.0.2": False}))
+        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z2", "z3"]})
+        assert hints(b)["10.1.0.1"] == {"forZones": ELSEWHERE}  # kept: kube-proxy falls back by itself
+        assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.1.0.1", "10.3.0.1"}
+        b.api.put(source("web", ENDPOINTS["b"], host="h"))  # ready again, and a hostname change
+        eventually(lambda: hints(b) == B_HINTS, what="failback")
+        assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.1"}
+
+        # an unlabeled node, then nine zones: no hints in b; back when they go
+        b.api.put(node("b-4", None))
+        eventually(lambda: no_hints(b), what="no hints with an unlabeled node")
+        b.api.delete("Node", "", "b-4")
+        eventually(lambda: hints(b) == B_HINTS)
+        for i in range(4, 10):
+            b.api.put(node(f"b-{i}", f"z{i}"))
+        eventually(lambda: no_hints(b), what="no hints with nine zones")
+        assert "cluster b: Service shop/web: no locality hints: 9 zones" in ctl.logs()
+        assert ctl.metrics()['mcsdns_controller_locality_degraded{cluster="b",reason="too-many-zones"}'] == 1
+        b.api.delete("Node", "", "b-9")
+        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z3", "z4", "z5", "z6", "z7", "z8"]})
+
+        # the field removed in one export: a Conflict, the oldest's value kept; then in all: no hints
+        update(b, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))
+        eventually(lambda: b.kube.conditions("shop", "web").get("Conflict", {}).get("reason")
+                   == "TrafficDistributionConflict")
+        assert 'Using "PreferSameZone" from oldest service export in "east"' in \
+            b.kube.conditions("shop", "web")["Conflict"]["message"]
+        for cl in (a, c):
+            update(cl, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))
+        for cl in (a, b):
+            eventually(lambda cl=cl: no_hints(cl), what=f"no hints in {cl.name}")
+        eventually(lambda: "trafficDistribution" not in (b.api.get("Service", "shop", derived("shop", "web"))
+                                                         or {"spec": {"trafficDistribution": "?"}})["spec"])
+        assert b.kube.conditions("shop", "web")["Conflict"]["status"] == "False"
+
+
+def test_prefer_same_node_hints_nodes_where_endpoints_name_them(fleet: dict[str, Cluster],
+                                                               tmp_path: Path) -> None:
+    a, b, c = fleet["a"], fleet["b"], fleet["c"]
+    for cl in (a, b, c):
+        update(cl, "Service", "web", lambda s: s["spec"].update(trafficDistribution="PreferSameNode"))
+    with run_controller(args_for(a, b, c), tmp_path):
+        want = {"10.2.0.1": {"forZones": ["z1", "z3"], "forNodes": ["b-1"]},
+                "10.2.0.2": {"forZones": ["z2", "z3"], "forNodes": ["b-2"]},
+                "10.1.0.1": {"forZones": ELSEWHERE, "forNodes": ELSEWHERE},
+                "10.3.0.1": {"forZones": ELSEWHERE, "forNodes": ELSEWHERE}}
+        eventually(lambda: hints(b) == want, what=f"b's hints {want}")
+        assert {n: used(slices_of(b, "shop", "web"), n, z) for n, z in NODES["b"].items()} == {
+            "b-1": {"10.2.0.1"}, "b-2": {"10.2.0.2"}, "b-3": {"10.2.0.1", "10.2.0.2"}}
