@@ -7,12 +7,16 @@ which endpoints each node uses by kube-proxy's rule (tests/kubeproxy_rule.py).""
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controller_env import IDS, Cluster, eventually, run_controller
+from helpers import REPO
 from kubeproxy_rule import used
 from test_controller_derived import args_for, derived, slices_of
 
@@ -190,3 +194,30 @@ def test_prefer_same_node_hints_nodes_where_endpoints_name_them(fleet: dict[str,
         eventually(lambda: hints(b) == want, what=f"b's hints {want}")
         assert {n: used(slices_of(b, "shop", "web"), n, z) for n, z in NODES["b"].items()} == {
             "b-1": {"10.2.0.1"}, "b-2": {"10.2.0.2"}, "b-3": {"10.2.0.1", "10.2.0.2"}}
+
+
+def locality_lines(*clusters: Cluster) -> dict[str, tuple[str, str]]:
+    """`mcsdns diagnose`'s locality lines: member -> (status, message)."""
+    args = [a for cl in clusters for a in ("--cluster", f"{cl.name}={cl.kubeconfig}")]
+    out = subprocess.run([sys.executable, "-m", "mcsdns", "diagnose", "--output", "json", *args],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode in (0, 1), out.stderr
+    return {r["cluster"]: (r["status"], r["message"]) for r in json.loads(out.stdout)["results"]
+            if r["check"] == "locality"}
+
+
+def test_diagnose_says_where_locality_is_active_and_why_not(fleet: dict[str, Cluster],
+                                                            tmp_path: Path) -> None:
+    a, b, c = fleet["a"], fleet["b"], fleet["c"]
+    with run_controller(args_for(a, b, c), tmp_path):
+        eventually(lambda: hints(b) == B_HINTS)
+        lines = locality_lines(a, b, c)
+    assert lines["a"][0] == "OK" and lines["a"][1].startswith("active")
+    assert lines["b"] == ("OK", "active: a node uses this cluster's ready endpoints in its zone; zones "
+                          "without a local endpoint (z3) use every local one; other clusters' only when this "
+                          "one has none ready")
+    assert lines["c"] == ("WARN", "not active: 1 Node(s) without the topology.kubernetes.io/zone label "
+                          "(e.g. c-1); every node spreads over every cluster")
+    update(b, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))  # not the oldest: a conflict
+    assert locality_lines(a, b, c)[""][1] == ('Conflicting traffic distribution. Using "PreferSameZone" from '
+                                              'oldest service export in "east". 1/3 clusters disagree.')

@@ -98,7 +98,7 @@ def test_missing_permission_is_named_with_its_verb_and_resource(healthy: tuple[C
     rc, report = diagnose(*clusterset(a, b))
     assert rc == 1 and fails(report) == {("permissions", "a", "")}
     msg = next(r["message"] for r in report["results"] if r["status"] == "FAIL")
-    assert "create serviceimports.multicluster.x-k8s.io" in msg and "1 of the 27" in msg
+    assert "create serviceimports.multicluster.x-k8s.io" in msg and "1 of the 29" in msg
 
 
 def test_one_cluster_checks_what_serve_needs(healthy: tuple[Cluster, Cluster]) -> None:

@@ -15,7 +15,7 @@ from ..kube.client import Client
 from ..kube.config import KubeconfigError, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
 from ..ops.errors import ConfigError
-from . import checks, report
+from . import checks, locality, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 
@@ -77,10 +77,12 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
         results += checks.cluster_checks(s, role)
     results += checks.unique_ids(snaps)
     live = [s for s in snaps if s.error is None]
+    zones = locality.read_zones(ms, live) if args.cluster else {}
     for key in checks.keys(live, args.service):
         results += checks.export_checks(live, key)
         results += checks.import_checks(live, key)
         results += checks.name_checks(live, key, encode_name(args.zone))
+        results += locality.checks(live, key, zones) if args.cluster else []
     results += checks.stale_slices(live, args.service)
     if targets:
         from . import probe  # dnspython: only when asked
