@@ -153,6 +153,17 @@ def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str
         eventually(lambda: hints(b) == B_HINTS, what="failback")
         assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.1"}
 
+        # a Node's zone changes (z3 gone): no extra zone; an endpoint's zone changes (z2 uncovered)
+        update(b, "Node", "b-3", lambda n: n["metadata"]["labels"].update({ZONE: "z2"}), ns="")
+        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1"]}, what="b-3 moved to z2")
+        assert hints(b)["10.2.0.2"] == {"forZones": ["z2"]}
+        b.api.put(source("web", [("10.2.0.1", "z1", "b-1"), ("10.2.0.2", "z3", "b-2")]))
+        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z2"]}, what="10.2.0.2 moved to z3")
+        assert hints(b)["10.2.0.2"] == {"forZones": ["z2", "z3"]}
+        update(b, "Node", "b-3", lambda n: n["metadata"]["labels"].update({ZONE: "z3"}), ns="")
+        b.api.put(source("web", ENDPOINTS["b"]))
+        eventually(lambda: hints(b) == B_HINTS)
+
         # an unlabeled node, then nine zones: no hints in b; back when they go
         b.api.put(node("b-4", None))
         eventually(lambda: no_hints(b), what="no hints with an unlabeled node")
