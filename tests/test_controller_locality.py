@@ -232,3 +232,19 @@ def test_diagnose_says_where_locality_is_active_and_why_not(fleet: dict[str, Clu
     update(b, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))  # not the oldest: a conflict
     assert locality_lines(a, b, c)[""][1] == ('Conflicting traffic distribution. Using "PreferSameZone" from '
                                               'oldest service export in "east". 1/3 clusters disagree.')
+
+
+def test_nodes_that_cannot_be_read_cost_locality_not_the_member(fleet: dict[str, Cluster],
+                                                                tmp_path: Path) -> None:
+    """An identity without the new nodes permission (RBAC not updated): b still imports every
+    endpoint, with no hints, a warning and a metric; hints once the permission is granted."""
+    a, b, c = fleet["a"], fleet["b"], fleet["c"]
+    b.api.deny("nodes", ("list", "watch"))
+    with run_controller(args_for(a, b, c), tmp_path) as ctl:
+        eventually(lambda: len(hints(b)) == 4 and no_hints(b), what="b imports everything, without hints")
+        eventually(lambda: ctl.metrics().get(
+            'mcsdns_controller_locality_degraded{cluster="b",reason="nodes-unreadable"}') == 1)
+        assert ctl.metrics()['mcsdns_controller_member_reachable{cluster="b"}'] == 1
+        assert "cluster b: cannot read the Nodes' zones (locality hints): " in ctl.logs()
+        b.api.allow()
+        eventually(lambda: hints(b) == B_HINTS, timeout=20, what="hints once the Nodes are readable")

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..kube.cache import Cache, Entry
 from ..kube.client import METADATA_ONLY
+from ..kube.errors import explain
 from ..kube.informers import DISCOVERY, Informers
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
@@ -29,6 +30,7 @@ from .kinds.reads import trim_for
 from .locality import ZONE_LABEL, NodeZones, ZoneTracker
 
 log = logging.getLogger("mcsdns.controller")
+NODES_BACKOFF = (0.5, 10.0)  # a Node list refused (RBAC not updated): retried at most every 10 s
 
 Obj = dict[str, Any]
 
@@ -70,7 +72,7 @@ def service_index(obj: Obj) -> Hashable | None:
 class MemberCaches:
     """One member's list+watch caches of the kinds the controller reads, with their indexes."""
 
-    KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports", "nodes")
+    KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports")
 
     def __init__(self, member: Member, enqueue: Callable[[Key], None],
                  enqueue_namespace: Callable[[str], None], stop: threading.Event,
@@ -88,6 +90,7 @@ class MemberCaches:
         self.informers: Informers | None = None  # once started
         self.thread: threading.Thread | None = None
         self.nodes = ZoneTracker()  # the Nodes' zones, from the Node cache
+        self.nodes_error: str | None = None  # why the Nodes cannot be listed/watched now
 
     @property
     def last_sync(self) -> float:
@@ -119,19 +122,24 @@ class MemberCaches:
         if not inf.discover(self._discover):
             return
         resources: dict[str, Resource] = {"namespaces": NAMESPACES, "services": SERVICES,
-                                          "endpointslices": ENDPOINT_SLICES, "nodes": NODES}
+                                          "endpointslices": ENDPOINT_SLICES}
         handlers: dict[str, Callable[[Key, Entry | None, Entry | None], None]] = {
             "namespaces": self._namespace, "services": self._service, "endpointslices": self._slice,
-            "serviceexports": self._plain, "serviceimports": self._plain, "nodes": self._node}
+            "serviceexports": self._plain, "serviceimports": self._plain}
         index = {"services": service_index, "endpointslices": slice_index,
                  "serviceimports": import_index}
         for kind in self.KINDS:
             path = resources[kind].path() if kind in resources else m.mcs_path(kind)
-            kw: dict[str, Any] = {"accept": METADATA_ONLY} if kind == "nodes" else {}
             self.caches[kind] = inf.cache(kind, path, handlers[kind], index=index.get(kind),
-                                          transform=node_zone if kind == "nodes" else trim_for(kind),
-                                          watch_timeout=self.watch_timeout, **kw)
+                                          transform=trim_for(kind), watch_timeout=self.watch_timeout)
         inf.start()
+        assert m.client is not None
+        # Not one of the informer set's: Nodes that cannot be read cost locality, not the member.
+        self.caches[NODES.plural] = Cache(NODES.plural, m.client, NODES.path(), self._node, self.stop,
+                                          on_health=self._nodes_health, transform=node_zone,
+                                          accept=METADATA_ONLY, watch_timeout=self.watch_timeout,
+                                          backoff=NODES_BACKOFF)
+        self.caches[NODES.plural].start()
 
     # --- health ----------------------------------------------------------------------
     def _on_health(self, ok: bool, changed: bool) -> None:
@@ -153,7 +161,7 @@ class MemberCaches:
     @property
     def synced(self) -> bool:
         """Every collection has been listed at least once."""
-        return len(self.caches) == len(self.KINDS) and all(c.synced.is_set() for c in self.caches.values())
+        return all(k in self.caches and self.caches[k].synced.is_set() for k in self.KINDS)
 
     # --- events -> keys --------------------------------------------------------------
     def _plain(self, k: Key, old: Entry | None, new: Entry | None) -> None:
@@ -175,9 +183,26 @@ class MemberCaches:
                 self.enqueue(key)
 
     def zones(self) -> NodeZones | None:
-        """The member's Nodes' zones; None until they are listed."""
-        cache = self.caches.get("nodes")
-        return self.nodes.current() if cache is not None and cache.synced.is_set() else None
+        """The member's Nodes' zones, once listed (kept, not forgotten, while a watch fails);
+        before that, why they cannot be read, or None."""
+        cache = self.caches.get(NODES.plural)
+        if cache is not None and cache.synced.is_set():
+            return self.nodes.current()
+        return NodeZones(error=self.nodes_error) if self.nodes_error else None
+
+    def _nodes_health(self, ok: bool, err: BaseException | None) -> None:
+        """A Node list/watch outcome: a new problem logged once (and its end), every service re-queued."""
+        text = None if ok else explain(err or Exception("unknown error"))
+        if text == self.nodes_error:
+            return
+        self.nodes_error = text
+        if text is not None:
+            log.warning("cluster %s: cannot read the Nodes' zones (locality hints): %s", self.member.name,
+                        text)
+        else:
+            log.info("cluster %s: the Nodes' zones are readable again", self.member.name)
+        for key in self.keys():
+            self.enqueue(key)
 
     def _slice(self, k: Key, old: Entry | None, new: Entry | None) -> None:
         for e in (old, new):

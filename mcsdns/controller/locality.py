@@ -40,8 +40,9 @@ ELSEWHERE = "mcsdns-elsewhere"  # the zone (and node) hinted on other clusters' 
 NO_NODES = "no Nodes"
 NOT_KNOWN = "the Nodes' zones are not known yet"
 UNLABELED, TOO_MANY, NO_ZONE = "unlabeled-nodes", "too-many-zones", "endpoints-without-zone"
+UNREADABLE = "nodes-unreadable"
 NOT_EXPORTED = "this cluster exports no endpoints of it"
-WARNINGS = (UNLABELED, TOO_MANY, NO_ZONE)
+WARNINGS = (UNLABELED, TOO_MANY, NO_ZONE, UNREADABLE)
 
 Obj = dict[str, Any]
 
@@ -53,6 +54,7 @@ class NodeZones:
     zones: frozenset[str] = frozenset()
     names: frozenset[str] = frozenset()
     unlabeled: tuple[str, ...] = ()  # Nodes without a zone label, by name
+    error: str | None = None  # why they could not be read (the rest is empty)
 
     @classmethod
     def of(cls, nodes: Iterable[Obj]) -> NodeZones:
@@ -178,6 +180,8 @@ def plan(td: str | None, own: str, nodes: NodeZones | None, own_slices: list[Obj
                     f"trafficDistribution {td!r} is not one of {', '.join(TRAFFIC_DISTRIBUTIONS)}")
     if nodes is None:
         return off(NOT_KNOWN, NOT_KNOWN)
+    if nodes.error:
+        return off(UNREADABLE, f"cannot read the Nodes: {nodes.error}")
     if not nodes.names:
         return off(NO_NODES, "the cluster has no Nodes")
     if nodes.unlabeled:

@@ -29,7 +29,8 @@ UNSERVED = define("mcsdns_controller_unserved_ports", "gauge",
                   "traffic), by exporting member.", ("cluster",))
 LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
                   "Services that set trafficDistribution but get no locality hints in the member, by why "
-                  "(unlabeled-nodes, too-many-zones, endpoints-without-zone).", ("cluster", "reason"))
+                  "(unlabeled-nodes, too-many-zones, endpoints-without-zone, nodes-unreadable).",
+                  ("cluster", "reason"))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
 NAMES = (RECONCILES, QUEUE_DEPTH, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, LEADER, READY)
