@@ -119,6 +119,7 @@ class KubeAPI:
         self.serving = 0.0  # seconds spent answering requests other than watches (benchmarks)
         self.cache_pages = False  # True: resourceVersion=0 lists are paged too (newer watch caches)
         self.write_latency = 0.0  # seconds each write waits before it is made (an etcd commit; benchmarks)
+        self.slow_gets: dict[str, float] = {}  # path prefix -> seconds a GET of it waits (a slow list)
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._fail: list[tuple[int, str, str]] = []

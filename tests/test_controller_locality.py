@@ -10,6 +10,7 @@ import copy
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,19 @@ def test_nodes_that_cannot_be_read_cost_locality_not_the_member(fleet: dict[str,
         assert "cluster b: cannot read the Nodes' zones (locality hints): " in ctl.logs()
         b.api.allow()
         eventually(lambda: hints(b) == B_HINTS, timeout=20, what="hints once the Nodes are readable")
+
+
+def test_a_restart_makes_no_writes(fleet: dict[str, Cluster], tmp_path: Path) -> None:
+    """The hints are in place when the controller starts again: it waits for the Nodes' zones
+    before its first pass, so it neither drops nor rewrites them."""
+    cl = list(fleet.values())
+    with run_controller(args_for(*cl), tmp_path, name="first"):
+        eventually(lambda: hints(fleet["b"]) == B_HINTS and not no_hints(fleet["a"]))
+        time.sleep(1)
+    before = [c.writes() for c in cl]
+    fleet["b"].api.slow_gets["/api/v1/nodes"] = 1.5  # b's Nodes come last
+    with run_controller(args_for(*cl), tmp_path, name="second") as ctl:
+        eventually(ctl.ready, what="second controller ready")
+        time.sleep(1)
+    assert [c.writes() for c in cl] == before
+    assert hints(fleet["b"]) == B_HINTS

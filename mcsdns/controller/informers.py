@@ -161,7 +161,9 @@ class MemberCaches:
     @property
     def synced(self) -> bool:
         """Every collection has been listed at least once."""
-        return all(k in self.caches and self.caches[k].synced.is_set() for k in self.KINDS)
+        nodes = self.caches.get(NODES.plural)  # listed, or refused: else a restart would drop hints
+        return all(k in self.caches and self.caches[k].synced.is_set() for k in self.KINDS) and \
+            nodes is not None and (nodes.synced.is_set() or self.nodes_error is not None)
 
     # --- events -> keys --------------------------------------------------------------
     def _plain(self, k: Key, old: Entry | None, new: Entry | None) -> None:
