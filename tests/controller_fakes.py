@@ -12,6 +12,7 @@ from typing import Any
 from mcsdns.controller.clusters import Conflict, NotFound, Unreachable
 from mcsdns.controller.exports import is_ours
 from mcsdns.controller.informers import service_index, slice_index
+from mcsdns.controller.locality import NodeZones
 from mcsdns.kube.keys import Key, key_of
 
 Obj = dict[str, Any]
@@ -98,6 +99,7 @@ class FakeView:
         self.reachable = True
         self.last_ok: float | None = 0.0
         self.caches: dict[str, dict[Key, Obj]] = {k: {} for k in self.KINDS}
+        self.node_zones: NodeZones | None = None  # the member's Nodes' zones (None: not listed)
 
     @property
     def member(self) -> FakeMember:
@@ -158,6 +160,9 @@ class FakeView:
                 if isinstance(iv, tuple) and iv[0] == "ours":
                     out.add((iv[1], iv[2]))
         return out
+
+    def zones(self) -> NodeZones | None:
+        return self.node_zones
 
     def note_written(self, kind: str, obj: Obj | None, k: Key | None = None) -> None:
         if obj is None:

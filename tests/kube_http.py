@@ -73,6 +73,9 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(n) if n else b""
         if self.command != "GET" and self.api.write_latency:
             time.sleep(self.api.write_latency)
+        slow = [t for p, t in self.api.slow_gets.items() if self.command == "GET" and self.path.startswith(p)]
+        if slow:
+            time.sleep(max(slow))
         try:
             body = json.loads(raw) if raw else None
             code, out = self.api.handle(self.command, self.path, body, dict(self.headers.items()))

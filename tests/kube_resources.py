@@ -55,6 +55,7 @@ RESOURCES = (
              generation=""),
     Resource("roles", "Role", RBAC_GROUP, ("v1",), status=False, generation=""),
     Resource("rolebindings", "RoleBinding", RBAC_GROUP, ("v1",), status=False, generation=""),
+    Resource("nodes", "Node", "", ("v1",), namespaced=False, generation=""),
 )
 SUBRESOURCES = {"serviceaccounts": "token"}  # besides /status: POST .../serviceaccounts/NAME/token
 

@@ -177,17 +177,18 @@ def check_watch(q: dict[str, str]) -> None:
                             "provided")
 
 
-def accepts(accept: str) -> bool:
-    """Whether the answer is to be metadata only (`as=PartialObjectMetadata[List]`); 406 when
-    nothing the request accepts can be served (this server speaks JSON only)."""
+def accepts(accept: str) -> str | None:
+    """What the answer is to be: "PartialObjectMetadataList" or "PartialObjectMetadata" (metadata
+    only), None for whole objects; 406 when nothing the request accepts can be served (this
+    server speaks JSON only)."""
     kinds = [t.strip() for t in accept.split(",") if t.strip()] or ["*/*"]
     for t in kinds:
         media, *params = (p.strip() for p in t.split(";"))
         opts = dict(p.partition("=")[::2] for p in params)
         if media in ("application/json", "*/*", "application/*"):
             if opts.get("as") in ("PartialObjectMetadataList", "PartialObjectMetadata"):
-                return True
+                return opts["as"]
             if "as" not in opts:
-                return False
+                return None
     raise HTTPError(406, "NotAcceptable", "only the following media types are accepted: application/json, "
                     f"application/yaml, {PROTOBUF}")

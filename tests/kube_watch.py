@@ -46,17 +46,19 @@ class Watches:
         self.bookmark_epoch += 1
         self.store.cond.notify_all()
 
-    def stream(self, send: Send, r: Resource, api_version: str, ns: str | None, q: dict[str, str]) -> None:
+    def stream(self, send: Send, r: Resource, api_version: str, ns: str | None, q: dict[str, str],
+               metadata_only: bool = False) -> None:
         """Stream events until timeoutSeconds, `end_all()` or a broken connection."""
-        _Stream(self, send, r, api_version, ns, q).run()
+        _Stream(self, send, r, api_version, ns, q, metadata_only).run()
 
 
 class _Stream:
     """One watch request: its filters, its position (`rv`) and when its next bookmark is due."""
 
     def __init__(self, watches: Watches, send: Send, r: Resource, api_version: str, ns: str | None,
-                 q: dict[str, str]) -> None:
+                 q: dict[str, str], metadata_only: bool = False) -> None:
         self.w, self.store, self.send = watches, watches.store, send
+        self.metadata_only = metadata_only
         self.r, self.api_version, self.ns, self.q = r, api_version, ns, q
         self.labels = label_matcher(q.get("labelSelector", ""))
         self.fields = field_matcher(q.get("fieldSelector", ""), r)
@@ -65,6 +67,13 @@ class _Stream:
         self.rv = 0
         self.epoch = self.bm_epoch = 0
         self.next_bm = 0.0
+
+    def view(self, o: Obj) -> Obj:
+        """An object as this watch streams it: whole, or as a PartialObjectMetadata."""
+        if self.metadata_only:
+            return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": o["metadata"]}
+        return view(o, self.api_version)
 
     def visible(self, o: Obj) -> bool:
         md = o["metadata"]
@@ -98,7 +107,7 @@ class _Stream:
             self.send(event_line("ERROR", status(500, "InternalError", NO_WATCH_LIST)))
             return None
         self.rv = self.store.rv
-        out = [event_line("ADDED", view(o, self.api_version))
+        out = [event_line("ADDED", self.view(o))
                for o in self.store.matching(self.r, lambda _ns, o: self.visible(o))]
         if self.streaming():
             out.append(event_line("BOOKMARK", self._bookmark({"k8s.io/initial-events-end": "true"})))
@@ -144,7 +153,7 @@ class _Stream:
             for erv, g, p, typ, obj in evs:
                 self.rv = erv
                 if (g, p) == (self.r.group, self.r.plural) and self.visible(obj):
-                    out.append((erv, event_line(typ, view(obj, self.api_version))))
+                    out.append((erv, event_line(typ, self.view(obj))))
             if want_bm:
                 self.next_bm = now + self.w.bookmark_interval
                 out.append((0, event_line("BOOKMARK", self._bookmark())))

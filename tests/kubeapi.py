@@ -28,7 +28,8 @@ Served API (what is served is configurable):
   `fieldSelector` (`metadata.name`, `metadata.namespace`, a kind's own such as a Service's
   `spec.type`; `=`, `==`, `!=`), `limit`/`continue` paging over a consistent snapshot (an
   evicted token is 410 Expired, an undecodable one 400), metadata-only lists (`Accept:
-  application/json;as=PartialObjectMetadataList;...`); no protobuf (a request accepting only
+  application/json;as=PartialObjectMetadataList;...`; `as=PartialObjectMetadata` is 406 for a
+  list, and makes a watch's objects metadata only); no protobuf (a request accepting only
   protobuf is 406), `resourceVersion` (`0`: served as from the watch cache, the whole list in
   one response, `limit` ignored, unless `cache_pages` is set, as newer watch caches page
   their snapshots; otherwise ignored except `resourceVersionMatch=Exact`,
@@ -126,6 +127,7 @@ class KubeAPI:
         self.cache_pages = False  # True: resourceVersion=0 lists are paged too (newer watch caches)
         self.write_latency = 0.0  # seconds each write waits before it is made (an etcd commit; benchmarks)
         self.admin_tokens: set[str] | None = None  # when set: only these (or issued) tokens, else 401
+        self.slow_gets: dict[str, float] = {}  # path prefix -> seconds a GET of it waits (a slow list)
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._fail: list[tuple[int, str, str]] = []
@@ -330,9 +332,9 @@ class KubeAPI:
         return self._handle_resource(method, route, body, q, (manager, as_meta), user)
 
     def _handle_resource(self, method: str, route: Route, body: Any, q: dict[str, str],
-                         how: tuple[str, bool], user: str | None = None) -> tuple[int, Any]:
+                         how: tuple[str, str | None], user: str | None = None) -> tuple[int, Any]:
         """A request on a collection or one object, by `user` (None: the admin); `how`:
-        (field manager, metadata only)."""
+        (field manager, the `as` asked for)."""
         r, _version, ns, name, sub, api_version = route
         with self.cond:
             self.rbac.authorize(method, r, ns, name, sub, q, user)
@@ -348,8 +350,12 @@ class KubeAPI:
         if method == "GET" and name is None:
             if is_watch(q):
                 check_watch(q)
-                return 200, ("WATCH", r, api_version, ns, q)
-            return 200, self.lists.serve(r, api_version, ns, q, self.cache_pages, metadata_only=how[1])
+                return 200, ("WATCH", r, api_version, ns, q, how[1] == "PartialObjectMetadata")
+            if how[1] == "PartialObjectMetadata":
+                raise HTTPError(406, "NotAcceptable", "you requested PartialObjectMetadata, but the "
+                                f"requested object is a list (*{r.group or 'core'}.{r.kind}List)")
+            return 200, self.lists.serve(r, api_version, ns, q, self.cache_pages,
+                                         metadata_only=how[1] is not None)
         nskey = ns or "" if r.namespaced else ""
         with self.cond:
             if method == "POST" and name is None:
@@ -392,9 +398,11 @@ class KubeAPI:
                                expect_rv=meta.get("resourceVersion"), manager=manager)
         return 200, view(out, api_version)
 
-    def watch(self, send: Send, r: Resource, api_version: str, ns: str | None, q: dict[str, str]) -> None:
-        """Stream events until timeoutSeconds, drop_watches()/stop() or a broken connection."""
-        self.watches.stream(send, r, api_version, ns, q)
+    def watch(self, send: Send, r: Resource, api_version: str, ns: str | None, q: dict[str, str],
+              metadata_only: bool = False) -> None:
+        """Stream events until timeoutSeconds, drop_watches()/stop() or a broken connection
+        (`metadata_only`: each object a PartialObjectMetadata)."""
+        self.watches.stream(send, r, api_version, ns, q, metadata_only)
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:

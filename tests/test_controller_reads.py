@@ -26,6 +26,7 @@ from mcsdns.controller.exports import (
 from mcsdns.controller.kinds import ENDPOINT_SLICES
 from mcsdns.controller.kinds.fields import CACHE_FIELDS, tree, trim
 from mcsdns.controller.kinds.reads import OWNER_FIELDS, reads, trim_for
+from mcsdns.controller.locality import Plan
 from mcsdns.controller.merge import CLUSTERSET_IP, Merged, PortSpec
 from mcsdns.kube.keys import key_of
 
@@ -35,6 +36,7 @@ Obj = dict[str, Any]
 SERVING: dict[str, PortSpec | None] = {"http": PortSpec("web", "TCP", 80), "gone": None}
 TARGET = Target(Merged(CLUSTERSET_IP, [], "None", None, (), ["east"], "east"), [],
                 service_import={"metadata": {"uid": "u1"}})
+PLAN = Plan(own="east", extra=("z9",), nodes=True)  # locality hints: an own endpoint's zone and nodeName
 
 
 # --- what each reader makes of an object -------------------------------------------------
@@ -44,7 +46,8 @@ def service_reads(svc: Obj) -> Any:
 
 
 def slice_reads(s: Obj) -> Any:
-    return (ENDPOINT_SLICES.desired_one(FakeMember("b", "west"), ("shop", "web"), TARGET, "east", s, SERVING),
+    return (ENDPOINT_SLICES.desired_one(FakeMember("b", "west"), ("shop", "web"), TARGET, "east", s, SERVING,
+                                        PLAN),
             is_ours(s), labels(s), key_of(s))
 
 
@@ -132,6 +135,7 @@ def test_exports_are_kept_whole() -> None:
 FULL_SERVICE = {"metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
                 "spec": {"type": "ClusterIP", "clusterIP": "None", "sessionAffinity": "ClientIP",
                          "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 5}}, "ipFamilies": ["IPv6"],
+                         "trafficDistribution": "PreferClose",
                          "ports": [{"name": "web", "protocol": "UDP", "port": 53, "appProtocol": "dns"}]}}
 EXAMPLES: dict[str, list[Obj]] = {
     "services": [FULL_SERVICE, {**FULL_SERVICE, "spec": {"type": "ExternalName"}}],
@@ -139,7 +143,7 @@ EXAMPLES: dict[str, list[Obj]] = {
         "metadata": {"name": "web-abc", "namespace": "shop", "labels": {SERVICE_NAME: "web"}},
         "addressType": "IPv6",
         "ports": [{"name": "other", "protocol": "UDP", "port": 53, "appProtocol": "dns"}],
-        "endpoints": [{"addresses": ["fd00::1"], "hostname": "h", "zone": "z",
+        "endpoints": [{"addresses": ["fd00::1"], "hostname": "h", "zone": "z", "nodeName": "n1",
                        "conditions": {"ready": False, "serving": True, "terminating": True}}]}],
     "namespaces": [{"metadata": {"name": "shop", "deletionTimestamp": "2026-01-01T00:00:00Z"}}],
 }

@@ -13,6 +13,8 @@ from kubeapi import KubeAPI
 from realk8s import RealK8s
 from realk8s_probe import EPS, MCS, Send, events, fake_send, js, si, slice_
 
+from mcsdns.kube.client import METADATA_ONLY
+
 UA = {"User-Agent": "parity-test/1.0"}
 
 
@@ -152,3 +154,23 @@ def test_token_requests_are_answered_alike(server: Server) -> None:
     day = server.ok("POST", path, {**req, "spec": {"expirationSeconds": 86400}})
     assert day["spec"]["expirationSeconds"] == 86400 and day["status"]["token"] != tok["status"]["token"]
     assert day["status"]["expirationTimestamp"] > tok["status"]["expirationTimestamp"]
+
+
+def test_metadata_only_lists_and_watches_of_nodes(server: Server) -> None:
+    """What the controller's Node watch asks for (client.METADATA_ONLY): the list's media type
+    for lists, the object's for watches; the other way round a list is 406."""
+    name = f"{server.ns}-n1"
+    server.ok("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {"topology.kubernetes.io/zone": "z1"}}})
+    try:
+        lst = js(server("GET", "/api/v1/nodes", headers={"Accept": METADATA_ONLY[0]}))
+        mine = [o for o in lst["items"] if o["metadata"]["name"] == name]
+        assert lst["kind"] == "PartialObjectMetadataList" and mine[0]["kind"] == "PartialObjectMetadata"
+        assert mine[0]["metadata"]["labels"]["topology.kubernetes.io/zone"] == "z1"
+        assert server("GET", "/api/v1/nodes", headers={"Accept": METADATA_ONLY[1]})[0] == 406
+        w = events(server("GET", "/api/v1/nodes?watch=1&timeoutSeconds=1&resourceVersion=0",
+                          headers={"Accept": METADATA_ONLY[1]}))
+        got = [o for t, o in w if t == "ADDED" and o["metadata"]["name"] == name]
+        assert got[0]["kind"] == "PartialObjectMetadata" and "spec" not in got[0] and "status" not in got[0]
+    finally:
+        server("DELETE", f"/api/v1/nodes/{name}")

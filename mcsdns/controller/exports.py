@@ -16,7 +16,7 @@ SERVICE_NAME = "kubernetes.io/service-name"
 # What `read_export` reads of the exporting cluster's Service.
 SERVICE_READS = ("spec.type", "spec.clusterIP", "spec.ports.name", "spec.ports.protocol",
                  "spec.ports.port", "spec.ports.appProtocol", "spec.sessionAffinity",
-                 "spec.sessionAffinityConfig", "spec.ipFamilies")
+                 "spec.sessionAffinityConfig", "spec.ipFamilies", "spec.trafficDistribution")
 
 
 def labels(obj: dict[str, Any]) -> dict[str, str]:
@@ -66,5 +66,6 @@ def read_export(cluster_id: str, se: dict[str, Any], svc: dict[str, Any] | None)
     exp = Export(cluster=cluster_id, created=created, type=typ, ports=ports_from_service(spec),
                  session_affinity=str(spec.get("sessionAffinity") or "None"),
                  session_affinity_config=spec.get("sessionAffinityConfig") or None,
-                 ip_families=tuple(spec.get("ipFamilies") or ()))
+                 ip_families=tuple(spec.get("ipFamilies") or ()),
+                 traffic_distribution=spec.get("trafficDistribution") or None)
     return ExportState(se, exp, None)

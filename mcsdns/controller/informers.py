@@ -1,4 +1,5 @@
-"""Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports.
+"""Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports,
+and the Nodes' zone labels (metadata only: `client.METADATA_ONLY`).
 
 Each member runs the one informer set (mcsdns/kube/informers.py): discovery of its
 cluster ID and MCS API version, then each collection listed once and watched, kept
@@ -17,15 +18,19 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..kube.cache import Cache, Entry
+from ..kube.client import METADATA_ONLY
+from ..kube.errors import explain
 from ..kube.informers import DISCOVERY, Informers
 from ..kube.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
-from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, SERVICES, Resource
+from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, NODES, SERVICES, Resource
 from .clusters import Member
 from .exports import SERVICE_NAME, is_ours, labels
 from .kinds.reads import trim_for
+from .locality import ZONE_LABEL, NodeZones, ZoneTracker
 
 log = logging.getLogger("mcsdns.controller")
+NODES_BACKOFF = (0.5, 10.0)  # a Node list refused (RBAC not updated): retried at most every 10 s
 
 Obj = dict[str, Any]
 
@@ -39,6 +44,16 @@ def slice_index(obj: Obj) -> Hashable | None:
         return ("ours", ns, svc) if svc else None
     svc = lb.get(SERVICE_NAME)
     return ("src", ns, svc) if svc else None
+
+
+def node_zone(obj: Obj) -> None:
+    """A Node as kept: its name and zone label (the cache's own fields aside)."""
+    md = obj.get("metadata") or {}
+    zone = (md.get("labels") or {}).get(ZONE_LABEL)
+    obj.clear()
+    obj["metadata"] = {k: md[k] for k in ("name", "resourceVersion") if k in md}
+    if zone is not None:
+        obj["metadata"]["labels"] = {ZONE_LABEL: zone}
 
 
 def import_index(obj: Obj) -> Hashable | None:
@@ -74,6 +89,8 @@ class MemberCaches:
         self.last_ok: float | None = None  # monotonic; set from the member's Lease at start
         self.informers: Informers | None = None  # once started
         self.thread: threading.Thread | None = None
+        self.nodes = ZoneTracker()  # the Nodes' zones, from the Node cache
+        self.nodes_error: str | None = None  # why the Nodes cannot be listed/watched now
 
     @property
     def last_sync(self) -> float:
@@ -116,6 +133,13 @@ class MemberCaches:
             self.caches[kind] = inf.cache(kind, path, handlers[kind], index=index.get(kind),
                                           transform=trim_for(kind), watch_timeout=self.watch_timeout)
         inf.start()
+        assert m.client is not None
+        # Not one of the informer set's: Nodes that cannot be read cost locality, not the member.
+        self.caches[NODES.plural] = Cache(NODES.plural, m.client, NODES.path(), self._node, self.stop,
+                                          on_health=self._nodes_health, transform=node_zone,
+                                          accept=METADATA_ONLY, watch_timeout=self.watch_timeout,
+                                          backoff=NODES_BACKOFF)
+        self.caches[NODES.plural].start()
 
     # --- health ----------------------------------------------------------------------
     def _on_health(self, ok: bool, changed: bool) -> None:
@@ -137,7 +161,9 @@ class MemberCaches:
     @property
     def synced(self) -> bool:
         """Every collection has been listed at least once."""
-        return len(self.caches) == len(self.KINDS) and all(c.synced.is_set() for c in self.caches.values())
+        nodes = self.caches.get(NODES.plural)  # listed, or refused: else a restart would drop hints
+        return all(k in self.caches and self.caches[k].synced.is_set() for k in self.KINDS) and \
+            nodes is not None and (nodes.synced.is_set() or self.nodes_error is not None)
 
     # --- events -> keys --------------------------------------------------------------
     def _plain(self, k: Key, old: Entry | None, new: Entry | None) -> None:
@@ -151,6 +177,34 @@ class MemberCaches:
             if e is not None:
                 iv = e.iv
                 self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else self.service_key(k))
+
+    def _node(self, k: Key, old: Entry | None, new: Entry | None) -> None:
+        """A change of the member's zones re-queues every service it imports (their hints)."""
+        if self.nodes.update(k[1], None if new is None else new.obj()):
+            for key in self.keys():
+                self.enqueue(key)
+
+    def zones(self) -> NodeZones | None:
+        """The member's Nodes' zones, once listed (kept, not forgotten, while a watch fails);
+        before that, why they cannot be read, or None."""
+        cache = self.caches.get(NODES.plural)
+        if cache is not None and cache.synced.is_set():
+            return self.nodes.current()
+        return NodeZones(error=self.nodes_error) if self.nodes_error else None
+
+    def _nodes_health(self, ok: bool, err: BaseException | None) -> None:
+        """A Node list/watch outcome: a new problem logged once (and its end), every service re-queued."""
+        text = None if ok else explain(err or Exception("unknown error"))
+        if text == self.nodes_error:
+            return
+        self.nodes_error = text
+        if text is not None:
+            log.warning("cluster %s: cannot read the Nodes' zones (locality hints): %s", self.member.name,
+                        text)
+        else:
+            log.info("cluster %s: the Nodes' zones are readable again", self.member.name)
+        for key in self.keys():
+            self.enqueue(key)
 
     def _slice(self, k: Key, old: Entry | None, new: Entry | None) -> None:
         for e in (old, new):

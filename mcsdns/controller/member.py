@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..kube.keys import Key
+from .locality import NodeZones
 
 Obj = dict[str, Any]
 
@@ -56,5 +57,7 @@ class MemberView(Protocol):
     def imports(self) -> list[tuple[Key, Obj]]: ...
 
     def keys(self) -> set[Key]: ...
+
+    def zones(self) -> NodeZones | None: ...
 
     def note_written(self, kind: str, obj: Obj | None, k: Key | None = None) -> None: ...

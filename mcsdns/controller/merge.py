@@ -45,6 +45,7 @@ class Export:
     session_affinity: str = "None"
     session_affinity_config: Any = None
     ip_families: tuple[str, ...] = ()
+    traffic_distribution: str | None = None  # the Service's spec.trafficDistribution
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Merged:
     ip_families: tuple[str, ...]
     clusters: list[str]
     winner: str
+    traffic_distribution: str | None = None
     conflicts: list[tuple[str, str]] = field(default_factory=list)  # (reason, message)
 
     def conflict_condition(self) -> tuple[str, str] | None:
@@ -139,7 +141,7 @@ def merge(exports: list[Export]) -> Merged:
     m = Merged(type=oldest.type, ports=[], session_affinity=oldest.session_affinity,
                session_affinity_config=oldest.session_affinity_config,
                ip_families=oldest.ip_families, clusters=sorted({e.cluster for e in ordered}),
-               winner=oldest.cluster)
+               winner=oldest.cluster, traffic_distribution=oldest.traffic_distribution)
     src = f'from oldest service export in "{oldest.cluster}".'
     n = sum(e.type != oldest.type for e in ordered)
     if n:
@@ -165,4 +167,8 @@ def merge(exports: list[Export]) -> Merged:
         want = ",".join(oldest.ip_families)
         m.conflicts.append(("IPFamilyConflict", f'Conflicting IP families. Using "{want}" {src} '
                             + _disagree(n, total)))
+    n = sum(e.traffic_distribution != oldest.traffic_distribution for e in ordered)
+    if n:
+        m.conflicts.append(("TrafficDistributionConflict", "Conflicting traffic distribution. Using "
+                            f'"{oldest.traffic_distribution or "none"}" {src} ' + _disagree(n, total)))
     return m

@@ -14,6 +14,8 @@ from ..kube.client import Client
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define, put_histogram
+from .kinds import ENDPOINT_SLICES
+from .locality import WARNINGS
 from .manager import Manager
 from .queue import BOUNDS
 
@@ -52,10 +54,14 @@ EVENTS = define("mcsdns_controller_events_total", "counter",
 EVENTS_DROPPED = define("mcsdns_controller_events_dropped_total", "counter",
                         "Events not written, by member and why: rate (the per-object limit), queue "
                         "(the writer's queue full), error (the API refused it).", (MEMBER, "why"))
+LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
+                  "Services that set trafficDistribution but get no locality hints in the member, by why "
+                  "(unlabeled-nodes, too-many-zones, endpoints-without-zone, nodes-unreadable).",
+                  (MEMBER, "reason"))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
-         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LEADER, READY)
+         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, LEADER, READY)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -103,6 +109,10 @@ def publish(mgr: Manager, put: Put) -> None:
         for mc in mgr.caches:
             for why in ("rate", "queue", "error"):
                 put(EVENTS_DROPPED, dropped.get((mc.member.name, why), 0), member=mc.member.name, why=why)
+    degraded = ENDPOINT_SLICES.verdicts.degraded()
+    for mc in mgr.caches:
+        for reason in WARNINGS:
+            put(LOCALITY, degraded.get((mc.member.name, reason), 0), member=mc.member.name, reason=reason)
     put(LEADER, 1.0 if mgr.leading() else 0.0)
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 

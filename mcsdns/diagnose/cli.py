@@ -14,7 +14,7 @@ from ..kube.config import connect, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
 from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError
-from . import checks, dnsconfig, liveness, report
+from . import checks, dnsconfig, liveness, locality, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 
@@ -71,10 +71,12 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
         results += checks.cluster_checks(s, role, fix)
     results += checks.unique_ids(snaps)
     live = [s for s in snaps if s.error is None]
+    zones = locality.read_zones(ms, live) if args.cluster else {}
     for key in checks.keys(live, args.service):
         results += checks.export_checks(live, key)
         results += checks.import_checks(live, key)
         results += checks.name_checks(live, key, encode_name(args.zone))
+        results += locality.checks(live, key, zones) if args.cluster else []
     results += checks.stale_slices(live, args.service)
     results += liveness.controller_checks(snaps, bool(args.cluster))
     for s in live:

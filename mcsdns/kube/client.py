@@ -25,6 +25,10 @@ Obj = dict[str, Any]
 TIMEOUT: Timeout = (3.0, 10.0)
 PAGE = 500  # objects per page of a list
 USER_AGENT = f"mcsdns/{__version__}"
+# Accept headers of a metadata-only list and watch (each object a PartialObjectMetadata), as
+# client-go's metadata client sends them; a list asking for the watch's type is 406, and back.
+METADATA_ONLY = ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
 
 
 def _query(query: Mapping[str, Any] | None) -> str:
@@ -61,11 +65,12 @@ class Client:
         self.transport.close()
 
     def open(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: Any = None,
-             timeout: Timeout | None = None, content_type: str = "application/json") -> Any:
+             timeout: Timeout | None = None, content_type: str = "application/json",
+             accept: str = "application/json") -> Any:
         """One request; the unread urllib3 response of a 2xx answer (stream it, or read
         `.data`), else the error its status maps to (`Unreachable` when there is no answer)."""
         where = self._where(method, path)
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -118,12 +123,12 @@ class Client:
             query["continue"] = cont
 
     def watch(self, path: str, resource_version: str | None, selector: str | None = None,
-              timeout_seconds: int = 300, idle: float = 75.0) -> Any:
+              timeout_seconds: int = 300, idle: float = 75.0, accept: str = "application/json") -> Any:
         """Open a watch of a collection from `resource_version`, with bookmarks: the unread,
         streamed response (one JSON event a line); a read times out after `idle` s."""
         query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": True,
                  "timeoutSeconds": timeout_seconds, "labelSelector": selector}
-        return self.open("GET", path, query, timeout=(5, idle))
+        return self.open("GET", path, query, timeout=(5, idle), accept=accept)
 
     def versions(self, group: str) -> builtins.list[str]:
         """The versions the server serves of an API group, preferred first ([] when none)."""

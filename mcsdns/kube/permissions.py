@@ -14,6 +14,7 @@ from .resources import (
     EVENTS,
     LEASES,
     NAMESPACES,
+    NODES,
     PODS,
     SERVICE_EXPORTS,
     SERVICE_IMPORTS,
@@ -47,6 +48,7 @@ CONTROLLER: tuple[Rule, ...] = (
     rule(SERVICE_IMPORTS, ("update",), "status"),
     rule(CLUSTER_PROPERTIES, ("get",)),
     rule(EVENTS, ("create", "update")),  # Events on ServiceExports (controller/events.py)
+    rule(NODES, ("list", "watch")),  # their zone labels, metadata only (locality hints)
 )
 
 

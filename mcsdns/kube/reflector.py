@@ -92,13 +92,15 @@ class Reflector:
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0),
                  transform: Callable[[Obj], None] | None = None,
-                 on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500) -> None:
+                 on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500,
+                 accept: tuple[str, str] = ("application/json", "application/json")) -> None:
         self.label, self.kind, self.key = label, kind, key
         self.transform = transform  # applied to each object in this thread, as it is decoded
         # with `on_part`, a list's objects are handed on `part_size` at a time as they are
         # decoded, and `on_list` gets those left (its deletes are from all of them)
         self.on_part, self.part_size = on_part, part_size
         self._listed: set[Key] = set()
+        self.accept = accept  # of the list and of the watch (client.METADATA_ONLY: metadata only)
         self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
         self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
@@ -172,7 +174,7 @@ class Reflector:
             elif not self.latest:
                 query["resourceVersion"] = "0"
             try:
-                resp = self.client.open("GET", self.path, query, timeout=(5, 60))
+                resp = self.client.open("GET", self.path, query, timeout=(5, 60), accept=self.accept[0])
             except Expired as e:
                 raise Expired(f"list continue token expired: {e.reason}") from e
             try:
@@ -209,7 +211,8 @@ class Reflector:
         """Follow one watch request; returns the number of events seen."""
         timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
         try:
-            resp = self.client.watch(self.path, self.rv, self.selector, timeout, self.idle_timeout)
+            resp = self.client.watch(self.path, self.rv, self.selector, timeout, self.idle_timeout,
+                                     accept=self.accept[1])
         except Expired as e:
             raise Expired(f"watch from resourceVersion {self.rv}: {e.reason}") from e
         self.resp = resp

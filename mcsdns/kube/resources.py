@@ -50,6 +50,7 @@ ENDPOINT_SLICES = Resource("discovery.k8s.io", "endpointslices", "EndpointSlice"
 SERVICE_EXPORTS = Resource(MCS_GROUP, "serviceexports", "ServiceExport")
 SERVICE_IMPORTS = Resource(MCS_GROUP, "serviceimports", "ServiceImport")
 CLUSTER_PROPERTIES = Resource(ABOUT_GROUP, "clusterproperties", "ClusterProperty", namespaced=False)
+NODES = Resource("", "nodes", "Node", namespaced=False, version="v1")
 LEASES = Resource("coordination.k8s.io", "leases", "Lease", version="v1")
 EVENTS = Resource("", "events", "Event", version="v1")  # core v1: count and lastTimestamp
 SERVICE_ACCOUNTS = Resource("", "serviceaccounts", "ServiceAccount", version="v1")  # + /token: TokenRequest

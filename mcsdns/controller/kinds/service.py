@@ -37,6 +37,8 @@ class DerivedService(Contract):
                                 "ports": [p.to_dict() for p in mg.ports]}
         if mg.session_affinity_config:
             spec["sessionAffinityConfig"] = mg.session_affinity_config
+        if mg.traffic_distribution:
+            spec["trafficDistribution"] = mg.traffic_distribution
         if len(mg.ip_families) > 1:
             spec["ipFamilyPolicy"], spec["ipFamilies"] = "PreferDualStack", [mg.ip_families[0]]
         elif mg.ip_families:
@@ -60,6 +62,7 @@ class DerivedService(Contract):
                 "sessionAffinity": spec.get("sessionAffinity") or "None",
                 "sessionAffinityConfig": spec.get("sessionAffinityConfig") or None,
                 "selector": spec.get("selector") or None,
+                "trafficDistribution": spec.get("trafficDistribution") or None,
                 "labels": (lb.get(APP_MANAGED_BY), lb.get(SERVICE_NAME_LABEL)),
                 "owners": [(r.get("kind"), r.get("name"), r.get("uid"))
                            for r in (obj.get("metadata") or {}).get("ownerReferences") or []]}
@@ -68,6 +71,7 @@ class DerivedService(Contract):
         spec = dict(have.get("spec") or {})
         spec.pop("selector", None)
         spec.pop("sessionAffinityConfig", None)
+        spec.pop("trafficDistribution", None)
         spec.update({f: v for f, v in want["spec"].items() if f not in ("ipFamilies", "ipFamilyPolicy")})
         md = dict(have["metadata"], labels=dict(labels(have), **want["metadata"]["labels"]),
                   ownerReferences=want["metadata"]["ownerReferences"])
