@@ -136,7 +136,7 @@ def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str
         assert used(slices_of(c, "shop", "web"), "c-1", None) == {"10.1.0.1", "10.2.0.1", "10.2.0.2",
                                                                     "10.3.0.1"}
         eventually(lambda: ctl.metrics().get(
-            'mcsdns_controller_locality_degraded{cluster="c",reason="unlabeled-nodes"}') == 1)
+            'mcsdns_controller_locality_degraded{member="c",reason="unlabeled-nodes"}') == 1)
         assert "cluster c: Service shop/web: no locality hints: 1 Node(s) without the " \
                "topology.kubernetes.io/zone label (e.g. c-1)" in ctl.logs()
         svc = b.api.get("Service", "shop", derived("shop", "web"))
@@ -174,7 +174,7 @@ def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str
             b.api.put(node(f"b-{i}", f"z{i}"))
         eventually(lambda: no_hints(b), what="no hints with nine zones")
         assert "cluster b: Service shop/web: no locality hints: 9 zones" in ctl.logs()
-        assert ctl.metrics()['mcsdns_controller_locality_degraded{cluster="b",reason="too-many-zones"}'] == 1
+        assert ctl.metrics()['mcsdns_controller_locality_degraded{member="b",reason="too-many-zones"}'] == 1
         b.api.delete("Node", "", "b-9")
         eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z3", "z4", "z5", "z6", "z7", "z8"]})
 
@@ -244,8 +244,8 @@ def test_nodes_that_cannot_be_read_cost_locality_not_the_member(fleet: dict[str,
     with run_controller(args_for(a, b, c), tmp_path) as ctl:
         eventually(lambda: len(hints(b)) == 4 and no_hints(b), what="b imports everything, without hints")
         eventually(lambda: ctl.metrics().get(
-            'mcsdns_controller_locality_degraded{cluster="b",reason="nodes-unreadable"}') == 1)
-        assert ctl.metrics()['mcsdns_controller_member_reachable{cluster="b"}'] == 1
+            'mcsdns_controller_locality_degraded{member="b",reason="nodes-unreadable"}') == 1)
+        assert ctl.metrics()['mcsdns_controller_member_reachable{member="b"}'] == 1
         assert "cluster b: cannot read the Nodes' zones (locality hints): " in ctl.logs()
         b.api.allow()
         eventually(lambda: hints(b) == B_HINTS, timeout=20, what="hints once the Nodes are readable")

@@ -206,7 +206,7 @@ def plan(td: str | None, own: str, nodes: NodeZones | None, own_slices: list[Obj
 @dataclass
 class Verdicts:
     """Each member's last verdict per service: a warning logged when it turns into one, and
-    counted for `mcsdns_controller_locality_degraded{cluster,reason}`."""
+    counted for `mcsdns_controller_locality_degraded{member,reason}`."""
 
     by_member: dict[str, dict[tuple[str, str], Plan]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
