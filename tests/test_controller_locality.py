@@ -118,6 +118,63 @@ def update(cl: Cluster, kind: str, name: str, change: Any, ns: str = "shop") -> 
     cl.api.put(obj)
 
 
+def _readiness_flips(b: Cluster) -> None:
+    """Only in another zone, then none ready, then back (failback)."""
+    b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.1": False}))
+    eventually(lambda: hints(b)["10.2.0.2"] == {"forZones": ["z1", "z2", "z3"]})
+    assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.2"}
+    b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.1": False, "10.2.0.2": False}))
+    eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z2", "z3"]})
+    assert hints(b)["10.1.0.1"] == {"forZones": ELSEWHERE}  # kept: kube-proxy falls back by itself
+    assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.1.0.1", "10.3.0.1"}
+    b.api.put(source("web", ENDPOINTS["b"], host="h"))  # ready again, and a hostname change
+    eventually(lambda: hints(b) == B_HINTS, what="failback")
+    assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.1"}
+
+
+def _zone_changes(b: Cluster) -> None:
+    """A Node's zone changes (z3 gone), then an endpoint's (z2 uncovered)."""
+    update(b, "Node", "b-3", lambda n: n["metadata"]["labels"].update({ZONE: "z2"}), ns="")
+    eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1"]}, what="b-3 moved to z2")
+    assert hints(b)["10.2.0.2"] == {"forZones": ["z2"]}
+    b.api.put(source("web", [("10.2.0.1", "z1", "b-1"), ("10.2.0.2", "z3", "b-2")]))
+    eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z2"]}, what="10.2.0.2 moved to z3")
+    assert hints(b)["10.2.0.2"] == {"forZones": ["z2", "z3"]}
+    update(b, "Node", "b-3", lambda n: n["metadata"]["labels"].update({ZONE: "z3"}), ns="")
+    b.api.put(source("web", ENDPOINTS["b"]))
+    eventually(lambda: hints(b) == B_HINTS)
+
+
+def _unlabeled_then_nine_zones(b: Cluster, ctl: Any) -> None:
+    """No hints in b with an unlabeled Node, then with nine zones; back when they go."""
+    b.api.put(node("b-4", None))
+    eventually(lambda: no_hints(b), what="no hints with an unlabeled node")
+    b.api.delete("Node", "", "b-4")
+    eventually(lambda: hints(b) == B_HINTS)
+    for i in range(4, 10):
+        b.api.put(node(f"b-{i}", f"z{i}"))
+    eventually(lambda: no_hints(b), what="no hints with nine zones")
+    assert "cluster b: Service shop/web: no locality hints: 9 zones" in ctl.logs()
+    assert ctl.metrics()['mcsdns_controller_locality_degraded{member="b",reason="too-many-zones"}'] == 1
+    b.api.delete("Node", "", "b-9")
+    eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z3", "z4", "z5", "z6", "z7", "z8"]})
+
+
+def _field_removed(a: Cluster, b: Cluster, c: Cluster) -> None:
+    """The field removed in one export (a Conflict, the oldest's value kept), then in all."""
+    update(b, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))
+    eventually(lambda: b.kube.conditions("shop", "web").get("Conflict", {}).get("reason")
+               == "TrafficDistributionConflict")
+    assert 'Using "PreferSameZone" from oldest service export in "east"' in \
+        b.kube.conditions("shop", "web")["Conflict"]["message"]
+    for cl in (a, c):
+        update(cl, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))
+    for cl in (a, b):
+        eventually(lambda cl=cl: no_hints(cl), what=f"no hints in {cl.name}")
+    eventually(lambda: "trafficDistribution" not in (b.api.get("Service", "shop", derived("shop", "web"))
+                                                     or {"spec": {"trafficDistribution": "?"}})["spec"])
+    assert b.kube.conditions("shop", "web")["Conflict"]["status"] == "False"
+
 def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str, Cluster],
                                                                tmp_path: Path) -> None:
     a, b, c = fleet["a"], fleet["b"], fleet["c"]
@@ -141,56 +198,10 @@ def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str
                "topology.kubernetes.io/zone label (e.g. c-1)" in ctl.logs()
         svc = b.api.get("Service", "shop", derived("shop", "web"))
         assert svc is not None and svc["spec"]["trafficDistribution"] == "PreferSameZone"
-
-        # readiness flips: only in another zone, then none ready, then back (failback)
-        b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.1": False}))
-        eventually(lambda: hints(b)["10.2.0.2"] == {"forZones": ["z1", "z2", "z3"]})
-        assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.2"}
-        b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.1": False, "10.2.0.2": False}))
-        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z2", "z3"]})
-        assert hints(b)["10.1.0.1"] == {"forZones": ELSEWHERE}  # kept: kube-proxy falls back by itself
-        assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.1.0.1", "10.3.0.1"}
-        b.api.put(source("web", ENDPOINTS["b"], host="h"))  # ready again, and a hostname change
-        eventually(lambda: hints(b) == B_HINTS, what="failback")
-        assert used(slices_of(b, "shop", "web"), "b-1", "z1") == {"10.2.0.1"}
-
-        # a Node's zone changes (z3 gone): no extra zone; an endpoint's zone changes (z2 uncovered)
-        update(b, "Node", "b-3", lambda n: n["metadata"]["labels"].update({ZONE: "z2"}), ns="")
-        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1"]}, what="b-3 moved to z2")
-        assert hints(b)["10.2.0.2"] == {"forZones": ["z2"]}
-        b.api.put(source("web", [("10.2.0.1", "z1", "b-1"), ("10.2.0.2", "z3", "b-2")]))
-        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z2"]}, what="10.2.0.2 moved to z3")
-        assert hints(b)["10.2.0.2"] == {"forZones": ["z2", "z3"]}
-        update(b, "Node", "b-3", lambda n: n["metadata"]["labels"].update({ZONE: "z3"}), ns="")
-        b.api.put(source("web", ENDPOINTS["b"]))
-        eventually(lambda: hints(b) == B_HINTS)
-
-        # an unlabeled node, then nine zones: no hints in b; back when they go
-        b.api.put(node("b-4", None))
-        eventually(lambda: no_hints(b), what="no hints with an unlabeled node")
-        b.api.delete("Node", "", "b-4")
-        eventually(lambda: hints(b) == B_HINTS)
-        for i in range(4, 10):
-            b.api.put(node(f"b-{i}", f"z{i}"))
-        eventually(lambda: no_hints(b), what="no hints with nine zones")
-        assert "cluster b: Service shop/web: no locality hints: 9 zones" in ctl.logs()
-        assert ctl.metrics()['mcsdns_controller_locality_degraded{member="b",reason="too-many-zones"}'] == 1
-        b.api.delete("Node", "", "b-9")
-        eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z3", "z4", "z5", "z6", "z7", "z8"]})
-
-        # the field removed in one export: a Conflict, the oldest's value kept; then in all: no hints
-        update(b, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))
-        eventually(lambda: b.kube.conditions("shop", "web").get("Conflict", {}).get("reason")
-                   == "TrafficDistributionConflict")
-        assert 'Using "PreferSameZone" from oldest service export in "east"' in \
-            b.kube.conditions("shop", "web")["Conflict"]["message"]
-        for cl in (a, c):
-            update(cl, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))
-        for cl in (a, b):
-            eventually(lambda cl=cl: no_hints(cl), what=f"no hints in {cl.name}")
-        eventually(lambda: "trafficDistribution" not in (b.api.get("Service", "shop", derived("shop", "web"))
-                                                         or {"spec": {"trafficDistribution": "?"}})["spec"])
-        assert b.kube.conditions("shop", "web")["Conflict"]["status"] == "False"
+        _readiness_flips(b)
+        _zone_changes(b)
+        _unlabeled_then_nine_zones(b, ctl)
+        _field_removed(a, b, c)
 
 
 def test_prefer_same_node_hints_nodes_where_endpoints_name_them(fleet: dict[str, Cluster],
