@@ -24,6 +24,15 @@ def clusters2(tmp_path: Path) -> Iterator[list[Cluster]]:
         c.close()
 
 
+@pytest.fixture
+def clusters3(tmp_path: Path) -> Iterator[list[Cluster]]:
+    """Three member clusters (test API servers), closed afterwards."""
+    cl = [Cluster(n, i, tmp_path) for n, i in IDS]
+    yield cl
+    for c in cl:
+        c.close()
+
+
 def _live_children() -> list[tuple[int, str]]:
     """This process's children that have not exited (pid, command line)."""
     me, out = os.getpid(), []

@@ -13,9 +13,8 @@ from typing import Any
 
 import dns.rcode
 import dns.rdatatype
-import pytest
 import yaml
-from controller_env import IDS, Cluster, Controller, eventually, run_controller, shop
+from controller_env import Cluster, Controller, eventually, run_controller, shop
 from helpers import run_server
 
 CIDR = "10.77.0.0/24"
@@ -27,14 +26,6 @@ def with_status(si: dict[str, Any] | None) -> dict[str, Any] | None:
     """The ServiceImport once the controller has written its status (a second request
     after the create), else None."""
     return si if si is not None and si.get("status") else None
-
-
-@pytest.fixture
-def clusters3(tmp_path: Path) -> Iterator[list[Cluster]]:
-    cl = [Cluster(n, i, tmp_path) for n, i in IDS]
-    yield cl
-    for c in cl:
-        c.close()
 
 
 def args_for(*clusters: Cluster, ttl: float = 60, extra: tuple[str, ...] = ()) -> list[str]:

@@ -8,11 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from controller_env import IDS, Cluster, Controller, eventually, run_controller, shop
+from controller_env import Cluster, Controller, eventually, run_controller, shop
 
 
 def mount(d: Path, files: dict[str, bytes]) -> None:
@@ -34,14 +32,6 @@ def mount(d: Path, files: dict[str, bytes]) -> None:
             link.unlink()
     if old is not None:
         shutil.rmtree(d / old)
-
-
-@pytest.fixture
-def clusters3(tmp_path: Path) -> Iterator[list[Cluster]]:
-    cl = [Cluster(n, i, tmp_path) for n, i in IDS]
-    yield cl
-    for c in cl:
-        c.close()
 
 
 def writes(c: Cluster) -> list[tuple[str, str]]:

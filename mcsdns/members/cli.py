@@ -31,6 +31,18 @@ def _client(kubeconfig: str | None, context: str | None, flag: str, name: str) -
     return c
 
 
+def _clients(args: argparse.Namespace) -> tuple[Client, Client | None]:
+    """The member's client and the controller cluster's (None without --controller-kubeconfig);
+    --output checked: ConfigError before any work."""
+    member = _client(args.kubeconfig, args.context, "--kubeconfig", args.member)
+    _check_output(args.output)
+    ctl = None
+    if args.controller_kubeconfig:
+        ctl = _client(args.controller_kubeconfig, args.controller_context, "--controller-kubeconfig",
+                      "controller")
+    return member, ctl
+
+
 def _check_output(path: str | None) -> None:
     """--output names a file that can be written (or -): ConfigError before any work."""
     if not path or path == "-":
@@ -59,15 +71,10 @@ def join_main(args: argparse.Namespace) -> int:
     if not args.output and not args.controller_kubeconfig:
         return flags.fail("join: give --output FILE and/or --controller-kubeconfig PATH (the members Secret)")
     try:
-        member = _client(args.kubeconfig, args.context, "--kubeconfig", args.member)
+        member, ctl = _clients(args)
         cluster = admin_cluster(args.kubeconfig, args.context)  # loaded once already: no error here
-        _check_output(args.output)
         if args.server:
             cluster["server"] = args.server
-        ctl = None
-        if args.controller_kubeconfig:
-            ctl = _client(args.controller_kubeconfig, args.controller_context, "--controller-kubeconfig",
-                          "controller")
     except ConfigError as e:
         return flags.fail(e)
     say = _say(args.member)
@@ -89,12 +96,7 @@ def join_main(args: argparse.Namespace) -> int:
 
 def leave_main(args: argparse.Namespace) -> int:
     try:
-        member = _client(args.kubeconfig, args.context, "--kubeconfig", args.member)
-        _check_output(args.output)
-        ctl = None
-        if args.controller_kubeconfig:
-            ctl = _client(args.controller_kubeconfig, args.controller_context, "--controller-kubeconfig",
-                          "controller")
+        member, ctl = _clients(args)
     except ConfigError as e:
         return flags.fail(e)
     say = _say(args.member)
