@@ -70,7 +70,7 @@ def test_changelog_has_upgrade_notes_for_flags_crds_and_metrics() -> None:
     text = (REPO / "CHANGELOG.md").read_text()
     section = text.split(f"## {mcsdns.__version__} ")[1].split("\n## ")[0]
     notes = section.split("### Upgrade notes")[1].split("\n### ")[0]
-    for topic in ("**Flags.**", "**CRDs.**", "**Metrics**", "**Image.**"):
+    for topic in ("**Flags.**", "**CRDs.**", "**Metrics.**", "**Image.**"):
         assert topic in notes, topic
     assert "--concurrent-reconciles" in notes and "--workers" in notes
 
