@@ -137,7 +137,8 @@ class Zone:
         names = self.names
         before = {n: names[n] for n in old}
         gone = [n for n in old if n not in new]
-        put = {n: rrsets for n, rrsets in new.items() if names.get(n) != rrsets}
+        get = names.get  # a name not in the zone (most, on a first load) is put without comparing
+        put = {n: rrsets for n, rrsets in new.items() if (cur := get(n)) is None or cur != rrsets}
         changed = set(gone)
         changed.update(put)
         return Staged(key, before, new, gone, put, changed)
