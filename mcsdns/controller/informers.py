@@ -91,6 +91,7 @@ class MemberCaches:
         self.thread: threading.Thread | None = None
         self.nodes = ZoneTracker()  # the Nodes' zones, from the Node cache
         self.nodes_error: str | None = None  # why the Nodes cannot be listed/watched now
+        self.nodes_synced = False  # the Nodes have been listed (and the services re-queued for them)
 
     @property
     def last_sync(self) -> float:
@@ -193,15 +194,22 @@ class MemberCaches:
         return NodeZones(error=self.nodes_error) if self.nodes_error else None
 
     def _nodes_health(self, ok: bool, err: BaseException | None) -> None:
-        """A Node list/watch outcome: a new problem logged once (and its end), every service re-queued."""
+        """A Node list/watch outcome: a new problem logged once (and its end), and every service
+        re-queued then and once the Nodes are first listed (the member counts as synced only
+        from then on: a pass before it could not use them)."""
+        cache = self.caches.get(NODES.plural)
+        if ok and cache is not None and not cache.synced.is_set():
+            return  # listed, not applied yet: the last error stands until the watch's OK, after it
+        first = ok and not self.nodes_synced
+        self.nodes_synced |= ok
         text = None if ok else explain(err or Exception("unknown error"))
-        if text == self.nodes_error:
+        if text == self.nodes_error and not first:
             return
-        self.nodes_error = text
+        was, self.nodes_error = self.nodes_error, text
         if text is not None:
             log.warning("cluster %s: cannot read the Nodes' zones (locality hints): %s", self.member.name,
                         text)
-        else:
+        elif was is not None:
             log.info("cluster %s: the Nodes' zones are readable again", self.member.name)
         for key in self.keys():
             self.enqueue(key)
