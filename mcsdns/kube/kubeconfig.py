@@ -139,9 +139,9 @@ def resolve(merged: dict[str, Any], context: str | None, where: str) -> Kubeconf
     if cluster_name not in merged["clusters"]:
         raise KubeconfigError(f"{source}: no cluster {cluster_name!r}")
     kpath, cluster = merged["clusters"][cluster_name]
-    upath, user = merged["users"].get(user_name, (cpath, {})) if user_name else (cpath, {})
     if user_name and user_name not in merged["users"]:
         raise KubeconfigError(f"{source}: no user {user_name!r}")
+    upath, user = merged["users"][user_name] if user_name else (cpath, {})
     return Kubeconfig(_server(cluster, kpath, source), _identity(user, upath, source), source,
                       str(ctx.get("namespace") or "default"), cluster)
 
@@ -158,7 +158,7 @@ def service_account(folder: Path = SERVICE_ACCOUNT) -> Kubeconfig:
     if not token.is_file():
         raise KubeconfigError(f"{source}: no token at {token}")
     ns = folder / "namespace"
-    return Kubeconfig(Server(f"https://{host}:{port}", _pem(None, str(folder / "ca.crt"), folder, source)),
+    return Kubeconfig(Server(f"https://{host}:{port}", _pem(None, str(folder / "ca.crt"), token, source)),
                       Identity(token_file=str(token)), source,
                       ns.read_text().strip() if ns.is_file() else "default")
 
@@ -180,7 +180,8 @@ def _file(path: str | None, base: Path) -> str | None:
 
 
 def _pem(data: str | None, path: str | None, base: Path, source: str, what: str = "") -> str | None:
-    """PEM text from base64 `data` or the file at `path` (relative to `base`'s folder)."""
+    """PEM text from base64 `data` or the file at `path` (relative to the folder of `base`,
+    the file that names it)."""
     if data is not None:
         try:
             return base64.b64decode(data, validate=True).decode()
@@ -188,7 +189,7 @@ def _pem(data: str | None, path: str | None, base: Path, source: str, what: str 
             raise KubeconfigError(f"{source}: {what or 'certificate'} data is not base64 PEM") from e
     if path is None:
         return None
-    p = Path(path) if base.is_dir() else Path(_file(path, base) or path)
+    p = Path(_file(path, base) or path)
     try:
         return p.read_text()
     except (OSError, UnicodeDecodeError) as e:
