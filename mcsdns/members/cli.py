@@ -72,7 +72,7 @@ def join_main(args: argparse.Namespace) -> int:
         return flags.fail("join: give --output FILE and/or --controller-kubeconfig PATH (the members Secret)")
     try:
         member, ctl = _clients(args)
-        cluster = admin_cluster(args.kubeconfig, args.context)  # loaded once already: no error here
+        cluster = admin_cluster(member.transport.cfg.server)
         if args.server:
             cluster["server"] = args.server
     except ConfigError as e:

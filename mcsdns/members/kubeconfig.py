@@ -9,15 +9,14 @@ from typing import Any
 
 import yaml
 
-from ..kube.kubeconfig import load
+from ..kube.kubeconfig import Server
 
 Obj = dict[str, Any]
 
 
-def admin_cluster(kubeconfig: str | None, context: str | None) -> Obj:
-    """The cluster entry the admin kubeconfig's `context` (default: current) uses, as
-    `kube.kubeconfig` loads it ($KUBECONFIG merged as kubectl merges it), its CA inlined."""
-    s = load(kubeconfig, context).server
+def admin_cluster(s: Server) -> Obj:
+    """The kubeconfig cluster entry of `s` (the admin kubeconfig's, as loaded for its
+    client), its CA inlined."""
     out: Obj = {"server": s.url}
     if s.ca:
         out["certificate-authority-data"] = base64.b64encode(s.ca.encode()).decode()

@@ -3,7 +3,8 @@ desired ones (`ensure`), delete one if it exists (`remove`); each returns what i
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..kube.client import Client
 from ..kube.errors import Conflict, NotFound
@@ -12,6 +13,19 @@ from ..kube.resources import Resource
 Obj = dict[str, Any]
 SKIP = ("apiVersion", "kind", "metadata", "status")
 IMMUTABLE = ("roleRef",)  # a binding's roleRef cannot change: delete and create
+TRIES = 3  # reads and writes of one object when someone else changes it in between
+T = TypeVar("T")
+
+
+def until_no_conflict(what: str, attempt: Callable[[], T]) -> T:
+    """`attempt` (a read, then a write) again while it meets a Conflict (the object was
+    made or changed meanwhile), at most TRIES times."""
+    for _ in range(TRIES):
+        try:
+            return attempt()
+        except Conflict:
+            continue
+    raise Conflict(f"{what}: changed by someone else {TRIES} times in a row; try again")
 
 
 def manifest(r: Resource, name: str, namespace: str | None = None, labels: dict[str, str] | None = None,
@@ -37,15 +51,13 @@ def ensure(c: Client, r: Resource, want: Obj) -> str:
     "updated" or "unchanged". A changed binding's roleRef is replaced by delete and create."""
     meta = want["metadata"]
     path = r.path(meta.get("namespace"), meta["name"])
-    for _ in range(3):
+
+    def attempt() -> str:
         try:
             cur = c.get(path)
         except NotFound:
-            try:
-                c.request("POST", r.path(meta.get("namespace")), body=want)
-                return "created"
-            except Conflict:  # made meanwhile: look again
-                continue
+            c.request("POST", r.path(meta.get("namespace")), body=want)
+            return "created"
         if not _differs(cur, want):
             return "unchanged"
         if any(k in want and cur.get(k) != want[k] for k in IMMUTABLE):
@@ -55,12 +67,9 @@ def ensure(c: Client, r: Resource, want: Obj) -> str:
         labels = dict((cur.get("metadata") or {}).get("labels") or {}, **(meta.get("labels") or {}))
         body = dict(cur, **{k: v for k, v in want.items() if k not in SKIP})
         body["metadata"] = dict(cur["metadata"], labels=labels)
-        try:
-            c.request("PUT", path, body=body)
-            return "updated"
-        except Conflict:  # changed meanwhile: read it again
-            continue
-    raise Conflict(f"{path}: changed by someone else three times in a row; try again")
+        c.request("PUT", path, body=body)
+        return "updated"
+    return until_no_conflict(path, attempt)
 
 
 def remove(c: Client, r: Resource, name: str, namespace: str | None = None) -> bool:
