@@ -16,7 +16,9 @@ from kubeapi import KubeAPI
 from kubernetes import client
 from official import official_client
 
+from mcsdns.data.store import SERVICE_IMPORT, Store
 from mcsdns.sources.files import load_file
+from mcsdns.sources.kube import Collection, KubeSource
 
 Z = "clusterset.local"
 MCS = "multicluster.x-k8s.io"
@@ -336,3 +338,20 @@ def test_paged_list_and_api_errors_back_off(api: KubeAPI, kubeconfig: Path, tmp_
         _, text = srv.http("/metrics")
         assert any(line.startswith("mcsdns_source_errors_total{") and 'error="http_500"' in line
                    and float(line.rsplit(" ", 1)[1]) > 0 for line in text.splitlines()), text
+
+
+def test_a_list_that_failed_after_some_parts_leaves_none_of_them_behind() -> None:
+    """A list's objects are applied in parts as they arrive; when that list fails (a 410 on
+    its continue token, a broken connection) and the next one no longer has an object that
+    a part applied, the end of the next list deletes it."""
+    store = Store()
+    src = KubeSource(store, None, None)
+    c = Collection(SERVICE_IMPORT, None, "/apis/multicluster.x-k8s.io/v1beta1/serviceimports", None,
+                   required=True, sole=True)
+    src.collections.append(c)
+    a, b = (dict(service_import(n, "shop", [ip]), kind=SERVICE_IMPORT) for n, ip in (("a", "10.0.0.1"),
+                                                                                     ("b", "10.0.0.2")))
+    src._apply([(c, "part", (1, [copy.deepcopy(a)]))])  # list 1: one part, then it failed
+    assert set(store.imports) == {("shop", "a")}
+    src._apply([(c, "part", (2, [copy.deepcopy(b)])), (c, "list", (2, [], set()))])  # a deleted meanwhile
+    assert set(store.imports) == {("shop", "b")}

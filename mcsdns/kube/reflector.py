@@ -112,6 +112,7 @@ class Reflector:
         self.known: set[Key] = set()
         self.relist = False
         self.lists = 0  # completed lists (the first one and every relist)
+        self.begun = 0  # lists begun (a failed one included): which one `on_part` and `on_list` are of
         self.resp: Any = None  # the open watch response, to interrupt it
         self.thread: threading.Thread | None = None
         self.request = Request.of(path, ("list", "watch"))
@@ -166,6 +167,7 @@ class Reflector:
     def _list(self) -> None:
         items: list[Obj] = []
         self._listed = set()
+        self.begun += 1
         cont: str | None = None
         while True:
             query: dict[str, Any] = {"limit": self.page_size, "labelSelector": self.selector}

@@ -73,6 +73,7 @@ class Collection:
     listed: bool = False  # a first list reached the Store (set on the loop)
     count: int = 0  # objects in its last list
     applied: set[Key] = field(default_factory=set, repr=False)  # of the list under way, applied in parts
+    applied_list: int = 0  # which list of its reflector (`begun`) `applied` is of: a failed one's are dropped
     reflector: Reflector | None = field(default=None, repr=False)
 
     @property
@@ -270,12 +271,17 @@ class KubeSource:
                 c.label, c.path, c.selector, kind=c.kind, key=obj_key, page_size=self.page_size,
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
-                on_part=partial(self._post, c, "part"),
+                on_part=partial(self._on_part, c),
                 transform=None if c.kind == CLUSTER_PROPERTY else prepare)
         inf.start()
 
+    def _on_part(self, c: Collection, items: list[Obj]) -> None:
+        assert c.reflector is not None
+        self._post(c, "part", (c.reflector.begun, items))
+
     def _on_list(self, c: Collection, items: list[Obj], deletes: set[Key]) -> None:
-        self._post(c, "list", (items, deletes))
+        assert c.reflector is not None
+        self._post(c, "list", (c.reflector.begun, items, deletes))
 
     def _on_event(self, c: Collection, typ: str, obj: Obj) -> None:
         self.last_sync = time.time()
@@ -313,11 +319,14 @@ class KubeSource:
     def _apply_list(self, c: Collection, what: str, payload: Any) -> None:
         """A part of a list (applied as it arrives, so that the zone is built while the
         rest is still coming) or its end: what is left, and the objects it no longer has."""
+        seq, items = payload[0], payload[1]
+        if seq != c.applied_list:  # a list that failed after some parts left keys of its own
+            c.applied, c.applied_list = set(), seq
         if what == "part":
-            c.applied.update(obj_key(o) for o in payload)
-            self.store.apply(_consume(payload), [])
+            c.applied.update(obj_key(o) for o in items)
+            self.store.apply(_consume(items), [])
             return
-        items, deletes = payload
+        deletes = payload[2]
         applied, c.applied = c.applied, set()
         c.count = len(applied) + len(items)
         if c.sole:
