@@ -29,7 +29,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import free_port, stop_process  # noqa: E402
-from realk8s import crd_folder  # noqa: E402
+from realk8s import bench_place  # noqa: E402
 
 from bench.controller_scale import MCS, NAMESPACES, cpu, get, rss, source_slice  # noqa: E402
 from mcsdns.kube.client import Client  # noqa: E402
@@ -245,13 +244,10 @@ def run(args: argparse.Namespace, clusters: list[Cluster], tmp: Path) -> int:
 
 def main() -> int:
     args = parse_args()
-    if not args.realk8s or not Path(args.realk8s).is_file():
-        print("controller_real: no real API server: set MCSDNS_REALK8S (or --realk8s) to the path "
-              "of realk8s.sh; skipped")
+    place = bench_place("controller_real", args.realk8s, "ctlreal-")
+    if place is None:
         return 0
-    tmp = Path(tempfile.mkdtemp(prefix="ctlreal-"))
-    home = Path(os.environ.get("REALK8S_HOME") or tmp / "realk8s")
-    crds = crd_folder(tmp)
+    tmp, home, crds = place
     clusters: list[Cluster] = []
     try:
         for i in range(args.clusters):

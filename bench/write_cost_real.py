@@ -17,7 +17,6 @@ import copy
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from realk8s import crd_folder  # noqa: E402
+from realk8s import bench_place  # noqa: E402
 
 from bench.controller_real import Cluster  # noqa: E402
 from bench.controller_scale import MCS, source_slice  # noqa: E402
@@ -119,13 +118,11 @@ def main() -> int:
     ap.add_argument("--realk8s", default=os.environ.get("MCSDNS_REALK8S"),
                     help="path of realk8s.sh (default: $MCSDNS_REALK8S)")
     args = ap.parse_args()
-    if not args.realk8s or not Path(args.realk8s).is_file():
-        print("write_cost_real: no real API server: set MCSDNS_REALK8S (or --realk8s) to the path "
-              "of realk8s.sh; skipped")
+    place = bench_place("write_cost_real", args.realk8s, "writecost-")
+    if place is None:
         return 0
-    tmp = Path(tempfile.mkdtemp(prefix="writecost-"))
-    home = Path(os.environ.get("REALK8S_HOME") or tmp / "realk8s")
-    c = Cluster(args.realk8s, home, "writecost", crd_folder(tmp))
+    _, home, crds = place
+    c = Cluster(args.realk8s, home, "writecost", crds)
     try:
         c.client.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": NS}})

@@ -46,6 +46,16 @@ def crd_folder(home: Path) -> Path:
     return crds
 
 
+def bench_place(prog: str, realk8s: str | None, prefix: str) -> tuple[Path, Path, Path] | None:
+    """For a benchmark: (a new temporary folder, the realk8s home, the CRD folder); None,
+    said on stdout, when `realk8s` (its --realk8s or $MCSDNS_REALK8S) names no realk8s.sh."""
+    if not realk8s or not Path(realk8s).is_file():
+        print(f"{prog}: no real API server: set {ENV} (or --realk8s) to the path of realk8s.sh; skipped")
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    return tmp, Path(os.environ.get("REALK8S_HOME") or tmp / "realk8s"), crd_folder(tmp)
+
+
 def script() -> str | None:
     """The realk8s.sh named by MCSDNS_REALK8S, or None."""
     path = os.environ.get(ENV, "")
