@@ -45,7 +45,7 @@ def lists(services: int, headless: int) -> dict[str, str]:
     items: dict[str, list[dict[str, Any]]] = {"ServiceImport": [], "EndpointSlice": []}
     for i, o in enumerate(c.objs):
         kind, api = o.pop("kind"), o.pop("apiVersion")
-        fields = {k: {} for k in o if k not in ("metadata", "apiVersion", "kind")}
+        fields: dict[str, Any] = {k: {} for k in o if k not in ("metadata", "apiVersion", "kind")}
         o["metadata"].update({
             "uid": f"{i:08x}-7fc8-4a77-bba5-5b2090fcd2ac", "resourceVersion": str(8000 + i),
             "generation": 1, "creationTimestamp": "2026-11-26T13:12:50Z",
@@ -64,6 +64,7 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
     import time
     from collections import defaultdict
 
+    from mcsdns.data.objects import EndpointSlice
     from mcsdns.data.parsing import parse, prepare
     from mcsdns.kube.keys import Key, key_of
     from mcsdns.kube.listdecode import ListDecoder
@@ -106,6 +107,7 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
         imports[key_of(o)] = parse("ServiceImport", o, None)[0]
     for o in objs["EndpointSlice"]:
         s = slices[key_of(o)] = parse("EndpointSlice", o, None)[0]
+        assert isinstance(s, EndpointSlice)
         by_service[(s.namespace, s.service)].append(s)
     lap("store")
     zone = Zone()
