@@ -31,7 +31,7 @@ from mcsdns.data.objects import (
     essentials,
     ip_text,
 )
-from mcsdns.data.parsing import size
+from mcsdns.data.parsing import PARSED, size
 from mcsdns.data.store import Store
 from mcsdns.kube.names import CLUSTER_PROPERTY_ID
 
@@ -310,6 +310,7 @@ def test_the_declaration_covers_every_field_the_store_reads(
         Store().upsert(rec)
         if model is not ClusterProperty:
             size(model.KIND, rec)
+        reads.discard((PARSED,))  # the mark `prepare` leaves, not a field of the object
         undeclared = sorted(p for p in reads if not model.SOURCE.covers(p))
         assert not undeclared, f"{model.KIND} reads undeclared {undeclared} of {obj}"
         every |= reads

@@ -17,12 +17,13 @@ def _model(kind: str) -> type[ServiceImport] | type[EndpointSlice]:
     return ServiceImport if kind == SERVICE_IMPORT else EndpointSlice
 
 
-def size(kind: str, obj: dict[str, Any]) -> int:
-    """Endpoints and ports of a raw ServiceImport or EndpointSlice (0 where malformed)."""
-    return _model(kind).size(obj)
-
-
 PARSED = "\x00parsed"  # where `prepare` leaves its result in the raw object (no API field name)
+
+
+def size(kind: str, obj: dict[str, Any]) -> int:
+    """What parsing a raw ServiceImport or EndpointSlice still costs: its endpoints and
+    ports (0 where malformed, or when `prepare` parsed it ahead)."""
+    return 0 if PARSED in obj else _model(kind).size(obj)
 
 
 def prepare(obj: dict[str, Any]) -> None:
