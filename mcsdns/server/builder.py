@@ -25,7 +25,7 @@ from ..ops import gcpause
 from ..zone.journal import Worked, work_out
 from ..zone.leftout import LeftOut
 from ..zone.locality import Locality
-from ..zone.records import Names, service_records
+from ..zone.records import Names, reads_slices, service_records
 from ..zone.zone import Staged, Zone
 from .publisher import ZonePublisher
 
@@ -61,6 +61,8 @@ class Builder:
         self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
         self.executor: Executor | None = None  # where they run (None: the loop's default)
         self.building: dict[Key, bool] = {}  # service -> changed again meanwhile
+        # services whose records do not read their slices -> the ServiceImport last taken
+        self.taken: dict[Key, ServiceImport] = {}
 
     @property
     def idle(self) -> bool:
@@ -71,7 +73,15 @@ class Builder:
         """Bring the zone's records of `keys` up to the store's objects."""
         inputs: Inputs = []
         cost = 0
+        imports, taken = self.store.imports, self.taken
         for key in keys:
+            si = imports.get(key)
+            if si is not None and not reads_slices(si):
+                if taken.get(key) is si:
+                    continue  # only its slices changed: its records cannot have
+                taken[key] = si
+            else:
+                taken.pop(key, None)
             if key in self.building:
                 self.building[key] = True
                 continue
@@ -93,6 +103,8 @@ class Builder:
         """In a forked process (the parent's build threads did not come along): build
         again what was being built, on this process's `loop`."""
         keys, self.building = set(self.building), {}
+        for key in keys:
+            self.taken.pop(key, None)
         if keys:
             self.again(keys)
 
@@ -125,6 +137,7 @@ class Builder:
             log.exception("building %d services failed", len(keys))
             for key in keys:
                 self.building.pop(key, None)
+                self.taken.pop(key, None)
             return
         self._swap(work)
 

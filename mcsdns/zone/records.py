@@ -358,3 +358,9 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
         _cuts.into = outer
     b.names[svc_name] = b.node
     return b.names
+
+
+def reads_slices(si: ServiceImport) -> bool:
+    """Whether the service's records depend on its EndpointSlices: a headless service's
+    do (spec 2.4); the makers of a ClusterSetIP service read its ServiceImport alone."""
+    return si.headless
