@@ -39,7 +39,8 @@ def _changes(p: Pipeline) -> float:
 
 
 def _a(p: Pipeline, name: str) -> set[str]:
-    wire = p.handler.respond(dns.message.make_query(f"{name}.{NS}.svc.clusterset.local.", "A").to_wire(), True)
+    query = dns.message.make_query(f"{name}.{NS}.svc.clusterset.local.", "A")
+    wire = p.handler.respond(query.to_wire(), True)
     assert wire is not None
     return {rd.to_text() for rr in dns.message.from_wire(wire).answer for rd in rr}
 
