@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
+from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any, ClassVar, TypeAlias
 
 from ..kube.names import (
@@ -56,7 +57,7 @@ def _packed(addr: Any, v6: bool | None = None) -> bytes:
     if not isinstance(addr, str):
         raise ValueError(f"address {_show(addr)} is not a string")
     try:
-        packed = socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
+        packed = inet_pton(AF_INET6 if ":" in addr else AF_INET, addr)
     except (OSError, ValueError):
         raise ValueError(f"{_show(addr)} is not an IP address") from None
     if v6 is not None and (len(packed) == 16) != v6:
@@ -171,11 +172,6 @@ def _dashed(packed: bytes) -> str:
     return ip_text(packed).replace(".", "-").replace(":", "-")
 
 
-def _cond(conds: dict[str, Any], key: str, default: bool) -> bool:
-    v = conds.get(key)
-    return default if v is None else v is True
-
-
 class _Drops:
     """The skipped parts of one slice: the first DROPPED_KEPT reasons, and how many."""
 
@@ -189,6 +185,26 @@ class _Drops:
         self.n += 1
         if self.n <= DROPPED_KEPT:
             self.reasons.append(reason)
+
+
+def _addresses(raw: list[Any], i: int, v6: bool, dropped: _Drops) -> tuple[bytes, ...]:
+    """The distinct valid addresses of endpoint `i`, in order, packed; ValueError if none
+    is valid, each invalid one noted in `dropped`."""
+    if len(raw) == 1:  # nearly every endpoint
+        try:
+            return (_packed(raw[0], v6),)
+        except ValueError as e:
+            dropped.add(f"endpoint {i}: {e}")
+            raise ValueError("no valid addresses") from None
+    addrs: dict[bytes, None] = {}  # distinct, in order
+    for a in raw:
+        try:
+            addrs[_packed(a, v6)] = None
+        except ValueError as e:
+            dropped.add(f"endpoint {i}: {e}")
+    if not addrs:
+        raise ValueError("no valid addresses")
+    return tuple(addrs)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -214,26 +230,22 @@ class Endpoint:
         raw_addrs = ep.get("addresses")
         if not isinstance(raw_addrs, list) or not raw_addrs:
             raise ValueError("no addresses")
-        addrs: dict[bytes, None] = {}  # distinct, in order
-        for a in raw_addrs:
-            try:
-                addrs[_packed(a, v6)] = None
-            except ValueError as e:
-                dropped.add(f"endpoint {i}: {e}")
-        if not addrs:
-            raise ValueError("no valid addresses")
-        packed = tuple(addrs)
+        packed = _addresses(raw_addrs, i, v6, dropped)
         raw_host = ep.get("hostname")
-        if raw_host and (not isinstance(raw_host, str) or not is_dns_label(raw_host.lower())):
-            raise ValueError(f"hostname {_show(raw_host)} is not a DNS label")
-        host = raw_host.lower() if raw_host else _dashed(packed[0])
+        if raw_host:
+            if not isinstance(raw_host, str) or not is_dns_label(host := raw_host.lower()):
+                raise ValueError(f"hostname {_show(raw_host)} is not a DNS label")
+        else:
+            host = _dashed(packed[0])
         conds = ep.get("conditions") or {}
         if not isinstance(conds, dict):
             raise ValueError("conditions must be a map")
-        ready = _cond(conds, "ready", True)
+        ready = conds.get("ready")  # unset: ready, as kube-proxy reads it
+        ready = ready is None or ready is True
+        serving = conds.get("serving")
         zone = ep.get("zone") or ""
-        return cls(packed, host, ready, _cond(conds, "serving", ready), _cond(conds, "terminating", False),
-                   zone if isinstance(zone, str) else "")
+        return cls(packed, host, ready, ready if serving is None else serving is True,
+                   conds.get("terminating") is True, zone if isinstance(zone, str) else "")
 
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
@@ -284,10 +296,11 @@ class EndpointSlice:
         if not isinstance(raw_eps, list):
             raise Malformed(f"{who(ns, name)}: endpoints must be a list")
         eps: list[Endpoint] = []
+        add, parse = eps.append, Endpoint.parse
         dropped = _Drops()
         for i, ep in enumerate(raw_eps):
             try:
-                eps.append(Endpoint.parse(ep, i, v6, dropped))
+                add(parse(ep, i, v6, dropped))
             except ValueError as e:
                 dropped.add(f"endpoint {i}: {e}")
         return cls(ns, name, svc, cluster.lower(), v6, tuple(eps), Port.parse_list(obj.get("ports"), "ports"),
