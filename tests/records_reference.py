@@ -391,7 +391,7 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
     return b.names
 
 
-def service_digest(key: Key, names: Names) -> int:
+def service_digest(key: Key, names: Any) -> int:  # any Names, the live ones too
     """Hash of one service's records (0 for none); independent of RRset order and rotation."""
     if not names:
         return 0
