@@ -17,10 +17,13 @@ from typing import Any
 from mcsdns.data.objects import Endpoint, EndpointSlice, Port, ServiceImport, who
 from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT
 from mcsdns.dns.limits import SAFE_COUNT, fitting
+from mcsdns.dns.names import prefix as live_prefix
 from mcsdns.dns.types import RRType
 from mcsdns.kube.keys import Key
 from mcsdns.zone.leftout import LeftOut
 from mcsdns.zone.locality import OFF, ONLY_WHEN_AVAILABLE, Locality
+from mcsdns.zone.records import Names as ZoneNames
+from mcsdns.zone.zone import Change, Staged, Zone
 
 MAX_NAME = 255
 MAX_LABEL = 63
@@ -411,3 +414,47 @@ def service_digest(key: Key, names: Any) -> int:  # any Names, the live ones too
             for rd in sorted(rrsets[t].rdatas):
                 add(len(rd).to_bytes(2, "big") + rd)
     return int.from_bytes(hashlib.blake2b(b"".join(parts), digest_size=16).digest(), "big")
+
+
+class RefZone(Zone):
+    """A Zone whose `stage` and `commit` are those at 58424b2."""
+
+    def stage(self, key: Key, new: ZoneNames) -> Staged:
+        """What replacing `key`'s names with `new` changes, computed without changing the
+        zone: may run off the loop while this service's names stay as they are."""
+        old = self.svc_names.get(key, ())
+        names = self.names
+        before = {n: names[n] for n in old}
+        gone = [n for n in old if n not in new]
+        get = names.get  # a name not in the zone (most, on a first load) is put without comparing
+        put = {n: rrsets for n, rrsets in new.items() if (cur := get(n)) is None or cur != rrsets}
+        changed = set(gone)
+        changed.update(put)
+        return Staged(key, before, new, gone, put, changed)
+
+    def commit(self, st: Staged) -> Change:
+        """Apply a `stage`d change (on the loop; nothing of the service changed since):
+        C-level dict updates only, so a large service swaps in one short step."""
+        key, new, names = st.key, st.new, self.names
+        had = self.svc_names.pop(key, None) is not None
+        for n in st.gone:
+            del names[n]
+        names.update(st.put)
+        changed = st.changed
+        if had and not new:
+            self.ns_refs[key[0]] -= 1
+            if not self.ns_refs[key[0]]:
+                del self.ns_refs[key[0]]
+                ns_name = live_prefix((key[0],), self.svc)  # fits: the service's names did
+                del names[ns_name]
+                changed.add(ns_name)
+        elif new and not had:
+            self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
+            ns_name = live_prefix((key[0],), self.svc)
+            if ns_name not in names:
+                names[ns_name] = {}
+                changed.add(ns_name)
+        if new:
+            self.svc_names[key] = tuple(new)
+        self.version += 1
+        return Change(key, st.before, new, changed)

@@ -4,7 +4,8 @@ made before the first-load speed-ups: the same names in the same order, the same
 shared EMPTY, dicts), the same LeftOut and the same `service_digest` (it decides the SOA
 serials shared between processes and kept in --state-dir). Checked against the frozen
 copy of that code (records_reference.py), on generated services and on a fixed varied set
-whose golden hash was taken from the unchanged checkout."""
+whose golden hash was taken from the unchanged checkout; and the zone applies changes
+(Zone.stage, Zone.commit) as before."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from mcsdns.dns.names import NameTooLong, encode_name, prefix, under
 from mcsdns.zone.journal import service_digest, work_out
 from mcsdns.zone.leftout import LeftOut
 from mcsdns.zone.locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from mcsdns.zone.records import service_records
+from mcsdns.zone.records import Names, service_records
+from mcsdns.zone.zone import Zone
 
 ZONES = (encode_name("clusterset.local"), encode_name(".".join(["z" * 60] * 3) + ".local"))
 LABELS = ("web", "db", "a" * 63, "b" * 40, "shop")
@@ -155,7 +157,7 @@ def test_a_fixed_varied_set_builds_as_before() -> None:
 
 def test_the_digest_of_rdata_and_types_larger_than_the_zone_makes_is_as_before() -> None:
     """Rdata past dns.limits.RDATA_MAX and types past 255 (the digest's tables) hash as before."""
-    from mcsdns.zone.records import Names, One, RRset
+    from mcsdns.zone.records import One, RRset
     names: Names = {b"\x01a\x00": One(RRset(300, (b"x" * 300,))), b"\x01b\x00": {1: RRset(1, (b"\x01" * 4,))},
              b"\x01c\x00": One(RRset(65535, (b"y" * 65535, b"z")))}
     assert service_digest(("ns", "svc"), names) == ref.service_digest(("ns", "svc"), names)
@@ -178,3 +180,32 @@ def test_names_are_built_as_before(labels: list[str], base: bytes) -> None:
     assert _built(prefix, labels, base) == _built(ref.prefix, labels, base)
     for lab in labels:
         assert _built(under, lab, base) == _built(ref.under, lab, base)
+
+
+ZONE_KEYS = (("ns1", "a"), ("ns1", "b"), ("ns2", "a"))
+
+
+def _variant(key: tuple[str, str], v: int) -> Names:
+    """No names (0), a ClusterSetIP service (1, 2), or a headless one (3)."""
+    if v == 0:
+        return {}
+    if v < 3:
+        si = ServiceImport(*key, False, (V4[v],), (Port("http", "TCP", 80),))
+        return service_records(si, [], ZONES[0])
+    eps = (Endpoint((V4[0],), "p0", True, True, False, ""), Endpoint((V4[1],), "p1", True, True, False, ""))
+    sl = EndpointSlice(key[0], f"{key[1]}-1", key[1], "c1", False, eps, (Port("http", "TCP", 80),))
+    return service_records(ServiceImport(*key, True, (), ()), [sl], ZONES[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(ZONE_KEYS), st.integers(0, 3)), max_size=12))
+def test_zone_changes_are_applied_as_before(steps: list[tuple[tuple[str, str], int]]) -> None:
+    """Services added, changed, set again unchanged and removed: the same zone (names in
+    order), the same Change for each, and the same namespace names."""
+    zone, before = Zone(serial=1), ref.RefZone(serial=1)
+    for key, v in steps:
+        got = zone.set_service(key, _variant(key, v))
+        want = before.set_service(key, _variant(key, v))
+        assert got == want
+        assert list(zone.names.items()) == list(before.names.items())
+        assert zone.svc_names == before.svc_names and zone.ns_refs == before.ns_refs
