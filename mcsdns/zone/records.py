@@ -32,7 +32,6 @@ from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
 _cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
 _A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
-_PROTO = {"TCP": "_tcp", "UDP": "_udp", "SCTP": "_sctp"}  # the SRV protocol labels
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -142,8 +141,7 @@ def _srv_names(svc_name: bytes, ports: Iterable[Port]
     for p in ports:
         if p.name:
             try:
-                proto = _PROTO.get(p.protocol) or "_" + p.protocol.lower()
-                out[(p.name, p.protocol)] = prefix(("_" + p.name, proto), svc_name)
+                out[(p.name, p.protocol)] = prefix(("_" + p.name, "_" + p.protocol.lower()), svc_name)
             except NameTooLong as e:
                 bad[(p.name, p.protocol)] = e.name
     return out, bad
@@ -194,7 +192,7 @@ class _Build:
     def port_srv(self, owner: bytes, rds: tuple[bytes, ...], extra: Extra) -> None:
         """The SRV RRset of the port name `owner` (`_<port>._<proto>.<svc>`), also kept
         for the bare name."""
-        self.names[owner] = One(RRset(RRType.SRV, rds, extra))
+        self.names[owner] = One(RRset(_SRV, rds, extra))
         self.names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
         self.srv.append((rds, extra))  # all of them: the RRset may be cut (dns.limits)
 
@@ -204,8 +202,12 @@ Maker = Callable[[_Build], None]  # adds records to a build
 
 def _vips(b: _Build) -> None:
     """Spec 2.3: the service name's A/AAAA, the VIPs."""
-    rrsets = _address_rrsets(b.si.ips)  # most: One (one VIP), not a dict: its RRset put as it is
-    b.node.update({rrsets.rrset.rtype: rrsets.rrset} if type(rrsets) is One else rrsets)
+    ips = b.si.ips
+    if len(ips) == 1:  # most: one VIP, its tuple kept (as _address_rrsets does)
+        t = _A if len(ips[0]) == 4 else _AAAA
+        b.node[t] = RRset(t, ips)
+    else:
+        b.node.update(_address_rrsets(ips))
 
 
 def _vip_srvs(b: _Build) -> None:
@@ -321,27 +323,25 @@ def _endpoint_srvs(b: _Build) -> None:
 
 def _srv_rdatas(targets: dict[tuple[int, bytes], int]) -> tuple[bytes, ...]:
     """The SRV of each (port, target) by its tier: priority = tier, 100 spread in the tier."""
-    weight = {tier: max(1, 100 // n) for tier, n in Counter(targets.values()).items()}
-    heads: dict[tuple[int, int], bytes] = {}  # the rdata before the target, by (tier, port)
-    out = []
-    for (port, host), tier in targets.items():
-        head = heads.get((tier, port))
-        if head is None:
-            head = heads[(tier, port)] = srv_wire(tier, weight[tier], port, b"")
-        out.append(head + host)
-    return tuple(out)
+    per_tier = Counter(targets.values())
+    ports = {port for port, _ in targets}
+    if len(per_tier) == 1 and len(ports) == 1:  # most: one tier and one port number, one head
+        [(tier, n)] = per_tier.items()
+        head = srv_wire(tier, max(1, 100 // n), ports.pop(), b"")
+        return tuple([head + host for _, host in targets])
+    weight = {tier: max(1, 100 // n) for tier, n in per_tier.items()}
+    return tuple([srv_wire(tier, weight[tier], port, host) for (port, host), tier in targets.items()])
 
 
 def _extra(names: Names, hosts: Iterable[bytes]) -> Extra:
     """The address records of `hosts`, for Additional."""
     out: list[tuple[bytes, int, bytes]] = []
-    add = out.append
     for h in hosts:
         rrsets = names[h]
         if type(rrsets) is One:
             rr = rrsets.rrset
             if len(rr.rdatas) == 1:  # most: one address
-                add((h, rr.rtype, rr.rdatas[0]))
+                out.append((h, rr.rtype, rr.rdatas[0]))
                 continue
             out += [(h, rr.rtype, a) for a in rr.rdatas]
             continue
@@ -354,7 +354,10 @@ def _extra(names: Names, hosts: Iterable[bytes]) -> Extra:
 def _service_srv(b: _Build) -> None:
     """The service name's SRV: those of its port names, each once (42/TCP and 42/UDP give
     the same SRV)."""
-    if b.srv:  # sets, in order
+    if len(b.srv) == 1:  # most: one port name
+        [(some, more)] = b.srv
+        b.node[_SRV] = RRset(_SRV, tuple(dict.fromkeys(some)), tuple(dict.fromkeys(more)))
+    elif b.srv:  # sets, in order
         rds = tuple(dict.fromkeys(chain.from_iterable([some for some, _ in b.srv])))
         extra = tuple(dict.fromkeys(chain.from_iterable([more for _, more in b.srv])))
         b.node[_SRV] = RRset(_SRV, rds, extra)
