@@ -137,10 +137,9 @@ class Zone:
         names = self.names
         before = {n: names[n] for n in old} if old else {}  # none, on a first load
         gone = [n for n in old if n not in new] if old else []
-        put = dict(new)  # less those already in the zone with the same RRsets (none, on a first load)
-        for n in new.keys() & names.keys():
-            if names[n] == new[n]:
-                del put[n]
+        put = new  # less those already in the zone with the same RRsets (none, on a first load)
+        if common := new.keys() & names.keys():
+            put = {n: rrsets for n, rrsets in new.items() if n not in common or names[n] != rrsets}
         changed = set(gone)
         changed.update(put)
         return Staged(key, before, new, gone, put, changed)
