@@ -52,8 +52,9 @@ def service_digest(key: Key, names: Names) -> int:
 
 
 def _digest(key: Key, names: Names) -> int:
-    """`service_digest`: one string hashed, for each name in order and each of its types in
-    order, 0, the name, the type, then each rdata in order after its length."""
+    """`service_digest`: BLAKE2b-128 of `<ns>/<name>`, then for each name in order and each
+    of its types in order: 0, the name, the type, then each rdata in order after its length
+    (type and length in 2 octets); a name without records adds nothing."""
     if not names:
         return 0
     parts = [f"{key[0]}/{key[1]}".encode()]
