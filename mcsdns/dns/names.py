@@ -14,6 +14,7 @@ from .errors import FormErr
 MAX_NAME = 255  # octets of a wire name, the final root label included
 MAX_LABEL = 63
 POINTER = 0xC0
+_OCTET = [bytes((i,)) for i in range(256)]  # a length octet, by value: none made per label
 
 
 class NameTooLong(ValueError):
@@ -62,13 +63,16 @@ def prefix(parts: Iterable[str], base: bytes) -> bytes:
     """The wire name `parts` (presentation labels, left to right) followed by `base`;
     NameTooLong if a label is over 63 octets or the name over 255. Every name the zone
     builds is built here or by `under`: no such name is ever served."""
-    out = b""
+    pieces: list[bytes] = []
     long_label = False
     for lab in parts:
         b = lab.encode("ascii")
-        long_label |= len(b) > MAX_LABEL
-        out += bytes((len(b) & 0xFF,)) + b
-    out += base
+        n = len(b)
+        if n > MAX_LABEL:
+            long_label = True
+        pieces += (_OCTET[n & 0xFF], b)
+    pieces.append(base)
+    out = b"".join(pieces)
     if long_label or len(out) > MAX_NAME:
         raise NameTooLong(out)
     return out
@@ -77,8 +81,9 @@ def prefix(parts: Iterable[str], base: bytes) -> bytes:
 def under(label: str, base: bytes) -> bytes:
     """The wire name of one presentation label followed by `base` (`prefix` of one label)."""
     b = label.encode("ascii")
-    out = bytes((len(b) & 0xFF,)) + b + base
-    if len(b) > MAX_LABEL or len(out) > MAX_NAME:
+    n = len(b)
+    out = _OCTET[n & 0xFF] + b + base
+    if n > MAX_LABEL or len(out) > MAX_NAME:
         raise NameTooLong(out)
     return out
 

@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..dns.limits import RDATA_MAX
 from ..dns.names import decode_name
 from ..kube.keys import Key
 from ..ops.stats import Put, define
@@ -33,25 +34,49 @@ Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
 ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before the first sync).")
 
 
+# the 2-octet big-endian forms of rdata lengths and types the digest writes, by value: those
+# the zone makes at first (rdata <= dns.limits.RDATA_MAX, types < 256), every value once one
+# larger is met
+_TWO = [i.to_bytes(2, "big") for i in range(RDATA_MAX + 1)]
+_TYPE = [i.to_bytes(2, "big") for i in range(256)]
+
+
 def service_digest(key: Key, names: Names) -> int:
     """Hash of one service's records (0 for none); independent of RRset order and rotation."""
+    try:
+        return _digest(key, names)
+    except IndexError:  # a length or type past the tables: widen them (once) and hash again
+        for table in (_TWO, _TYPE):
+            table.extend(i.to_bytes(2, "big") for i in range(len(table), 1 << 16))
+        return _digest(key, names)
+
+
+def _digest(key: Key, names: Names) -> int:
+    """`service_digest`: BLAKE2b-128 of `<ns>/<name>`, then for each name in order and each
+    of its types in order: 0, the name, the type, then each rdata in order after its length
+    (type and length in 2 octets); a name without records adds nothing."""
     if not names:
         return 0
-    parts = [f"{key[0]}/{key[1]}".encode()]  # hashed as one string: the same digest, fewer calls
-    add = parts.append
+    parts = [f"{key[0]}/{key[1]}".encode()]
+    add = parts.extend  # pieces joined once: no bytes made per record
+    two, typ = _TWO, _TYPE
     for n in sorted(names):
         rrsets = names[n]
         if type(rrsets) is One:  # most names: one RRset, most often of one record
             rr = rrsets.rrset
-            add(b"\x00" + n + rr.rtype.to_bytes(2, "big"))
             rds = rr.rdatas
-            for rd in (rds if len(rds) == 1 else sorted(rds)):
-                add(len(rd).to_bytes(2, "big") + rd)
-            continue
-        for t in sorted(rrsets):
-            add(b"\x00" + n + t.to_bytes(2, "big"))
-            for rd in sorted(rrsets[t].rdatas):
-                add(len(rd).to_bytes(2, "big") + rd)
+            if len(rds) == 1:
+                rd = rds[0]
+                add((b"\x00", n, typ[rr.rtype], two[len(rd)], rd))
+                continue
+            add((b"\x00", n, typ[rr.rtype]))
+            for rd in sorted(rds):
+                add((two[len(rd)], rd))
+        elif rrsets:
+            for t in sorted(rrsets):
+                add((b"\x00", n, typ[t]))
+                for rd in sorted(rrsets[t].rdatas):
+                    add((two[len(rd)], rd))
     return int.from_bytes(hashlib.blake2b(b"".join(parts), digest_size=16).digest(), "big")
 
 

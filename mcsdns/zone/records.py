@@ -17,6 +17,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from types import MappingProxyType
 from typing import Any
 
@@ -30,6 +31,7 @@ from .leftout import LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 
 _cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
+_A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -110,20 +112,19 @@ def _address_rrsets(addrs: Sequence[bytes]) -> RRsets:
     """A and/or AAAA RRsets of distinct addresses, in order."""
     if len(addrs) == 1:  # most endpoints: one address (a tuple is kept as it is)
         rd = addrs if isinstance(addrs, tuple) else (addrs[0],)
-        return One(RRset(RRType.A if len(rd[0]) == 4 else RRType.AAAA, rd))
+        return One(RRset(_A if len(rd[0]) == 4 else _AAAA, rd))
     unique = dict.fromkeys(addrs)
-    v4 = tuple(a for a in unique if len(a) == 4)
-    v6 = tuple(a for a in unique if len(a) == 16)
+    v4 = tuple([a for a in unique if len(a) == 4])
+    v6 = tuple([a for a in unique if len(a) == 16])
     out: dict[int, RRset] = {}
     if v4:
-        out[RRType.A] = RRset(RRType.A, v4)
+        out[_A] = RRset(_A, v4)
     if v6:
-        out[RRType.AAAA] = RRset(RRType.AAAA, v6)
+        out[_AAAA] = RRset(_AAAA, v6)
     return out
 
 
-def _answerable(slices: list[EndpointSlice],
-                fallback: bool) -> list[tuple[EndpointSlice, Endpoint]]:
+def _answerable(slices: list[EndpointSlice], fallback: bool) -> list[tuple[EndpointSlice, Endpoint]]:
     """Ready endpoints; if none and `fallback`, serving+terminating ones (as kube-proxy)."""
     ready = [(s, e) for s in slices for e in s.endpoints if e.ready]
     if ready or not fallback:
@@ -148,13 +149,11 @@ def _srv_names(svc_name: bytes, ports: Iterable[Port]
 
 def _run_lengths(values: list[int]) -> list[int]:
     out: list[int] = []
-    prev = None
-    for v in values:
-        if v == prev:
+    for i, v in enumerate(values):
+        if i and v == values[i - 1]:
             out[-1] += 1
         else:
             out.append(1)
-            prev = v
     return out
 
 
@@ -166,7 +165,7 @@ class _Build:
     service name's RRsets (`node`), and what one maker leaves for the next."""
 
     __slots__ = ("si", "slices", "svc_name", "loc", "left", "names", "node", "srv",
-                 "eps", "service_eps", "host_of", "host_tier")
+                 "eps", "service_eps", "tier_of", "ep_hosts")
 
     def __init__(self, si: ServiceImport, slices: list[EndpointSlice], svc_name: bytes, loc: Locality,
                  left: LeftOut) -> None:
@@ -177,23 +176,23 @@ class _Build:
 
     def order(self) -> None:
         """Headless, before its makers: the answerable endpoints across clusters in locality
-        order, those the service name answers with; the name of each (cluster, hostname)
-        (None: it cannot be sent) and the tier of each name are then filled in."""
+        order, those the service name answers with (the same pairs), and the tier of each
+        cluster; the name of each endpoint (None: it cannot be sent) is then filled in."""
         loc = self.loc
         eps = service_eps = _answerable(self.slices, loc.terminating_fallback)
         if loc.enabled:
             eps.sort(key=lambda se: loc.rank(se[0].cluster, se[1].zone))  # stable: keeps slice order
             if loc.policy == ONLY_WHEN_AVAILABLE:
-                service_eps = [(s, e) for s, e in eps if s.cluster == loc.cluster_id] or eps
+                service_eps = [se for se in eps if se[0].cluster == loc.cluster_id] or eps
         self.eps: list[tuple[EndpointSlice, Endpoint]] = eps
         self.service_eps: list[tuple[EndpointSlice, Endpoint]] = service_eps
-        self.host_of: dict[tuple[str, str], bytes | None] = {}
-        self.host_tier: dict[bytes, int] = {}
+        self.tier_of = {c: loc.tier(c) for c in {s.cluster for s in self.slices}}
+        self.ep_hosts: list[bytes | None] = []  # the name of each of `eps`, in order
 
     def port_srv(self, owner: bytes, rds: tuple[bytes, ...], extra: Extra) -> None:
         """The SRV RRset of the port name `owner` (`_<port>._<proto>.<svc>`), also kept
         for the bare name."""
-        self.names[owner] = One(RRset(RRType.SRV, rds, extra))
+        self.names[owner] = One(RRset(_SRV, rds, extra))
         self.names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
         self.srv.append((rds, extra))  # all of them: the RRset may be cut (dns.limits)
 
@@ -203,13 +202,18 @@ Maker = Callable[[_Build], None]  # adds records to a build
 
 def _vips(b: _Build) -> None:
     """Spec 2.3: the service name's A/AAAA, the VIPs."""
-    b.node.update(_address_rrsets(b.si.ips))
+    ips = b.si.ips
+    if len(ips) == 1:  # most: one VIP, its tuple kept (as _address_rrsets does)
+        t = _A if len(ips[0]) == 4 else _AAAA
+        b.node[t] = RRset(t, ips)
+    else:
+        b.node.update(_address_rrsets(ips))
 
 
 def _vip_srvs(b: _Build) -> None:
     """Spec 2.3: an SRV per named port, targeting the service name (the VIPs as Additional)."""
     si, svc_name, node = b.si, b.svc_name, b.node
-    extra = tuple((svc_name, t, a) for t in (RRType.A, RRType.AAAA) if t in node for a in node[t].rdatas)
+    extra = tuple([(svc_name, t, a) for t in (_A, _AAAA) if t in node for a in node[t].rdatas])
     first: dict[tuple[str, str], int] = {}  # the first port number of each (name, protocol)
     for p in si.ports:
         first.setdefault((p.name, p.protocol), p.port)
@@ -223,51 +227,62 @@ def _vip_srvs(b: _Build) -> None:
 def _endpoint_names(b: _Build) -> None:
     """Spec 2.4: `<hostname>.<clusterid>.<svc>` of each answerable endpoint, with its
     addresses (those of endpoints of the same name merged); `<clusterid>.<svc>` empty."""
-    names, host_of, host_tier, left, loc = b.names, b.host_of, b.host_tier, b.left, b.loc
+    names, left, ep_hosts = b.names, b.left, b.ep_hosts
     cluster_names: dict[str, bytes] = {}
     # the endpoint's own tuple, until a second endpoint merges into it: then a dict (a set in order)
     hosts: dict[bytes, Sequence[bytes] | dict[bytes, None]] = {}
-    too_long: dict[tuple[str, str], bytes] = {}  # (cluster, hostname) -> the name it would be
+    last: EndpointSlice | None = None
+    cn: bytes | None = None
+    cn_long = b""  # <clusterid>.<svc> when too long (cn None)
     for sl, ep in b.eps:
-        key = (sl.cluster, ep.hostname)
-        host = host_of.get(key)
-        if host is None:
-            if key in host_of:
-                left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "endpoint", too_long[key])
-                continue
-            cn = cluster_names.get(sl.cluster)
-            try:
-                if cn is None:
+        if sl is not last:  # the cluster's name, once per run of one slice
+            last, cn = sl, cluster_names.get(sl.cluster)
+            if cn is None:
+                try:
                     cn = cluster_names[sl.cluster] = prefix(sl.cluster.split("."), b.svc_name)
-                host = host_of[key] = under(ep.hostname, cn)
-            except NameTooLong as e:
-                name = e.name  # the endpoint's name, even when <clusterid>.<svc> is already too long
-                if cn is None:
-                    name = bytes((len(ep.hostname),)) + ep.hostname.encode() + name
-                host_of[key], too_long[key] = None, name
-                left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "endpoint", name)
-                continue
+                except NameTooLong as e:
+                    cn_long = e.name
+        try:
+            if cn is None:  # the endpoint's name, even when <clusterid>.<svc> is already too long
+                raise NameTooLong(bytes((len(ep.hostname),)) + ep.hostname.encode() + cn_long)
+            host = under(ep.hostname, cn)
+        except NameTooLong as e:
+            left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "endpoint", e.name)
+            ep_hosts.append(None)
+            continue
+        ep_hosts.append(host)
+        merged = hosts.get(host)
+        if merged is None:
             names.setdefault(cn, EMPTY)  # <clusterid>.<svc>: never has records
             hosts[host] = ep.addresses  # shared with the store: no copy per host
-            host_tier[host] = loc.tier(sl.cluster)
             continue
-        merged = hosts[host]
         if not isinstance(merged, dict):
             merged = hosts[host] = dict.fromkeys(merged)
         merged.update(dict.fromkeys(ep.addresses))
     for host, addrs in hosts.items():
-        names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
+        if type(addrs) is tuple and len(addrs) == 1:  # most: one address, its tuple kept
+            names[host] = One(RRset(_A if len(addrs[0]) == 4 else _AAAA, addrs))
+        else:
+            names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
 
 
 def _tiered_addresses(b: _Build) -> None:
     """Spec 2.4: the service name's A/AAAA, the endpoints' addresses by family in tier
     order, grouped by tier for rotation."""
-    loc = b.loc
-    tiered: dict[int, dict[bytes, int]] = {RRType.A: {}, RRType.AAAA: {}}
+    tier_of = b.tier_of
+    if len(set(tier_of.values())) == 1:  # one tier (locality off): the addresses in order, one group
+        addrs = dict.fromkeys(chain.from_iterable([ep.addresses for _, ep in b.service_eps]))
+        v4 = tuple([a for a in addrs if len(a) == 4])
+        v6 = tuple([a for a in addrs if len(a) != 4])
+        for t, rds in ((_A, v4), (_AAAA, v6)):
+            if rds:
+                b.node[t] = RRset(t, rds, rotate=len(rds) > 1, groups=(len(rds),))
+        return
+    tiered: dict[int, dict[bytes, int]] = {_A: {}, _AAAA: {}}
     for sl, ep in b.service_eps:
-        tier = loc.tier(sl.cluster)
+        tier = tier_of[sl.cluster]
         for a in ep.addresses:
-            tiered[RRType.A if len(a) == 4 else RRType.AAAA].setdefault(a, tier)
+            tiered[_A if len(a) == 4 else _AAAA].setdefault(a, tier)
     for family, by_addr in tiered.items():
         if by_addr:
             groups = tuple(_run_lengths(list(by_addr.values())))
@@ -277,15 +292,25 @@ def _tiered_addresses(b: _Build) -> None:
 def _endpoint_srvs(b: _Build) -> None:
     """Spec 2.4: an SRV per endpoint and named port, targeting the endpoint's name (its
     addresses as Additional); priority = tier, weight spread within it."""
-    host_of, host_tier, names = b.host_of, b.host_tier, b.names
+    tier_of, names, hosts = b.tier_of, b.names, b.ep_hosts
+    if b.service_eps is not b.eps:  # only this cluster's (only-when-available)
+        at = {id(se): h for se, h in zip(b.eps, hosts, strict=True)}
+        hosts = [at[id(se)] for se in b.service_eps]
     port_targets: dict[tuple[str, str], dict[tuple[int, bytes], int]] = {}
-    for sl, ep in b.service_eps:
-        host = host_of[(sl.cluster, ep.hostname)]
+    last: EndpointSlice | None = None
+    named: list[tuple[tuple[str, str], int]] = []  # the named ports of `last`
+    tier = 0
+    for (sl, _), host in zip(b.service_eps, hosts, strict=True):
         if host is None:
             continue
-        for p in sl.ports:
-            if p.name:
-                port_targets.setdefault((p.name, p.protocol), {}).setdefault((p.port, host), host_tier[host])
+        if sl is not last:
+            last, tier = sl, tier_of[sl.cluster]
+            named = [((p.name, p.protocol), p.port) for p in sl.ports if p.name]
+        for key, port in named:
+            targets = port_targets.get(key)
+            if targets is None:
+                targets = port_targets[key] = {}
+            targets.setdefault((port, host), tier)
     srv_owners, bad = _srv_names(b.svc_name, [Port(n, p, 0) for (n, p) in port_targets])
     if bad:
         for sl in b.slices:
@@ -293,10 +318,19 @@ def _endpoint_srvs(b: _Build) -> None:
                 b.left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "port", bad[k])
     for key, owner in srv_owners.items():
         targets = port_targets[key]
-        per_tier = Counter(targets.values())
-        rds = tuple(srv_wire(tier, max(1, 100 // per_tier[tier]), port, host)
-                    for (port, host), tier in targets.items())
-        b.port_srv(owner, rds, _extra(names, dict.fromkeys(host for _, host in targets)))
+        b.port_srv(owner, _srv_rdatas(targets), _extra(names, dict.fromkeys([host for _, host in targets])))
+
+
+def _srv_rdatas(targets: dict[tuple[int, bytes], int]) -> tuple[bytes, ...]:
+    """The SRV of each (port, target) by its tier: priority = tier, 100 spread in the tier."""
+    per_tier = Counter(targets.values())
+    ports = {port for port, _ in targets}
+    if len(per_tier) == 1 and len(ports) == 1:  # most: one tier and one port number, one head
+        [(tier, n)] = per_tier.items()
+        head = srv_wire(tier, max(1, 100 // n), ports.pop(), b"")
+        return tuple([head + host for _, host in targets])
+    weight = {tier: max(1, 100 // n) for tier, n in per_tier.items()}
+    return tuple([srv_wire(tier, weight[tier], port, host) for (port, host), tier in targets.items()])
 
 
 def _extra(names: Names, hosts: Iterable[bytes]) -> Extra:
@@ -304,24 +338,29 @@ def _extra(names: Names, hosts: Iterable[bytes]) -> Extra:
     out: list[tuple[bytes, int, bytes]] = []
     for h in hosts:
         rrsets = names[h]
-        for rr in (rrsets.rrset,) if type(rrsets) is One else rrsets.values():
+        if type(rrsets) is One:
+            rr = rrsets.rrset
+            if len(rr.rdatas) == 1:  # most: one address
+                out.append((h, rr.rtype, rr.rdatas[0]))
+                continue
+            out += [(h, rr.rtype, a) for a in rr.rdatas]
+            continue
+        for rr in rrsets.values():
             t = rr.rtype
-            out.extend((h, t, a) for a in rr.rdatas)
+            out += [(h, t, a) for a in rr.rdatas]
     return tuple(out)
 
 
 def _service_srv(b: _Build) -> None:
     """The service name's SRV: those of its port names, each once (42/TCP and 42/UDP give
     the same SRV)."""
-    if b.srv:
-        rds: dict[bytes, None] = {}  # sets, in order
-        extra: dict[tuple[bytes, int, bytes], None] = {}
-        for some, more in b.srv:
-            for rd in some:
-                rds[rd] = None
-            for x in more:
-                extra[x] = None
-        b.node[RRType.SRV] = RRset(RRType.SRV, tuple(rds), tuple(extra))
+    if len(b.srv) == 1:  # most: one port name
+        [(some, more)] = b.srv
+        b.node[_SRV] = RRset(_SRV, tuple(dict.fromkeys(some)), tuple(dict.fromkeys(more)))
+    elif b.srv:  # sets, in order
+        rds = tuple(dict.fromkeys(chain.from_iterable([some for some, _ in b.srv])))
+        extra = tuple(dict.fromkeys(chain.from_iterable([more for _, more in b.srv])))
+        b.node[_SRV] = RRset(_SRV, rds, extra)
 
 
 # The makers of a service's records, in order: those of its type (by `headless`), then

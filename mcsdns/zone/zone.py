@@ -135,10 +135,11 @@ class Zone:
         zone: may run off the loop while this service's names stay as they are."""
         old = self.svc_names.get(key, ())
         names = self.names
-        before = {n: names[n] for n in old}
-        gone = [n for n in old if n not in new]
-        get = names.get  # a name not in the zone (most, on a first load) is put without comparing
-        put = {n: rrsets for n, rrsets in new.items() if (cur := get(n)) is None or cur != rrsets}
+        before = {n: names[n] for n in old} if old else {}  # none, on a first load
+        gone = [n for n in old if n not in new] if old else []
+        put = new  # less those already in the zone with the same RRsets (none, on a first load)
+        if common := new.keys() & names.keys():
+            put = {n: rrsets for n, rrsets in new.items() if n not in common or names[n] != rrsets}
         changed = set(gone)
         changed.update(put)
         return Staged(key, before, new, gone, put, changed)
@@ -160,11 +161,13 @@ class Zone:
                 del names[ns_name]
                 changed.add(ns_name)
         elif new and not had:
-            self.ns_refs[key[0]] = self.ns_refs.get(key[0], 0) + 1
-            ns_name = prefix((key[0],), self.svc)
-            if ns_name not in names:
-                names[ns_name] = {}
-                changed.add(ns_name)
+            refs = self.ns_refs.get(key[0], 0)
+            self.ns_refs[key[0]] = refs + 1
+            if not refs:  # the namespace's first service: its name (in the zone while it has any)
+                ns_name = prefix((key[0],), self.svc)
+                if ns_name not in names:
+                    names[ns_name] = {}
+                    changed.add(ns_name)
         if new:
             self.svc_names[key] = tuple(new)
         self.version += 1
