@@ -22,7 +22,7 @@ from mcsdns.dns.types import RRType
 from mcsdns.kube.keys import Key
 from mcsdns.zone.leftout import LeftOut
 from mcsdns.zone.locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from mcsdns.zone.records import Names as ZoneNames
+from mcsdns.zone.rrsets import Names as ZoneNames
 from mcsdns.zone.zone import Change, Staged, Zone
 
 MAX_NAME = 255

@@ -12,7 +12,7 @@ from mcsdns.dns.types import RRType
 from mcsdns.server.cache import ResponseCache
 from mcsdns.server.publisher import ZonePublisher
 from mcsdns.zone.journal import Versions
-from mcsdns.zone.records import Names, RRset
+from mcsdns.zone.rrsets import Names, RRset
 from mcsdns.zone.serial import SerialClock
 from mcsdns.zone.zone import Zone
 

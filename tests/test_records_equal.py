@@ -22,7 +22,8 @@ from mcsdns.dns.names import NameTooLong, encode_name, prefix, under
 from mcsdns.zone.journal import service_digest, work_out
 from mcsdns.zone.leftout import LeftOut
 from mcsdns.zone.locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from mcsdns.zone.records import Names, service_records
+from mcsdns.zone.records import service_records
+from mcsdns.zone.rrsets import Names
 from mcsdns.zone.zone import Zone
 
 ZONES = (encode_name("clusterset.local"), encode_name(".".join(["z" * 60] * 3) + ".local"))
@@ -157,7 +158,7 @@ def test_a_fixed_varied_set_builds_as_before() -> None:
 
 def test_the_digest_of_rdata_and_types_larger_than_the_zone_makes_is_as_before() -> None:
     """Rdata past dns.limits.RDATA_MAX and types past 255 (the digest's tables) hash as before."""
-    from mcsdns.zone.records import One, RRset
+    from mcsdns.zone.rrsets import One, RRset
     names: Names = {b"\x01a\x00": One(RRset(300, (b"x" * 300,))), b"\x01b\x00": {1: RRset(1, (b"\x01" * 4,))},
              b"\x01c\x00": One(RRset(65535, (b"y" * 65535, b"z")))}
     assert service_digest(("ns", "svc"), names) == ref.service_digest(("ns", "svc"), names)

@@ -25,7 +25,8 @@ from ..ops import gcpause
 from ..zone.journal import Worked, work_out
 from ..zone.leftout import LeftOut
 from ..zone.locality import Locality
-from ..zone.records import Names, reads_slices, service_records
+from ..zone.records import reads_slices, service_records
+from ..zone.rrsets import Names
 from ..zone.zone import Staged, Zone
 from .publisher import ZonePublisher
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from ..kube.keys import Key
 from ..ops.inotify import DirWatch, dir_watch
 from ..zone.journal import Versions, Worked
-from ..zone.records import Names
+from ..zone.rrsets import Names
 from ..zone.zone import Staged, Zone
 from .cache import ResponseCache
 

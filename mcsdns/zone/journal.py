@@ -20,7 +20,7 @@ from ..dns.limits import RDATA_MAX
 from ..dns.names import decode_name
 from ..kube.keys import Key
 from ..ops.stats import Put, define
-from .records import Names, One
+from .rrsets import Names, One
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
 

@@ -13,99 +13,20 @@ name has (`_EVERY`). A new kind of record is one maker, listed once.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
-from types import MappingProxyType
-from typing import Any
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport, who
 from ..data.store import ENDPOINT_SLICE, SERVICE_IMPORT
-from ..dns.limits import SAFE_COUNT, fitting
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType
 from .leftout import LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
+from .rrsets import EMPTY, Names, One, RRset, RRsets, cuts
 
-_cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
 _A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
-
-
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class RRset:
-    """Records of one type at one name; `extra` are (owner, type, rdata) for Additional."""
-
-    rtype: int
-    rdatas: tuple[bytes, ...]
-    extra: tuple[tuple[bytes, int, bytes], ...] = ()
-    rotate: bool = False  # answer order may be rotated between queries
-    groups: tuple[int, ...] = ()  # sizes of consecutive runs rotated separately (tiers)
-
-    def __post_init__(self) -> None:
-        if len(self.rdatas) > SAFE_COUNT:  # maybe more than one message holds (dns.limits)
-            _cap(self)
-
-
-def _cap(rrset: RRset) -> None:
-    """Keep the first records of `rrset` that fit one message (dns.limits), and its tiers'
-    sizes up to them; noted in the LeftOut of this thread's `service_records` call."""
-    n = fitting(rrset.rdatas)
-    if n == len(rrset.rdatas):
-        return
-    into = getattr(_cuts, "into", None)
-    if into is not None:
-        into.append((rrset.rtype, n, len(rrset.rdatas)))
-    rrset.rdatas = rrset.rdatas[:n]
-    if rrset.groups:
-        groups, left = [], n
-        for g in rrset.groups:
-            if left <= 0:
-                break
-            groups.append(min(g, left))
-            left -= g
-        rrset.groups = tuple(groups)
-
-
-class One(Mapping[int, RRset]):
-    """The RRsets of a name that has only one: what most endpoint names have, in a
-    quarter of a dict's memory (40,000 endpoints: 5.6 MiB less)."""
-
-    __slots__ = ("rrset",)
-
-    def __init__(self, rrset: RRset) -> None:
-        self.rrset = rrset
-
-    def __getitem__(self, rtype: int) -> RRset:
-        if rtype != self.rrset.rtype:
-            raise KeyError(rtype)
-        return self.rrset
-
-    def __iter__(self) -> Iterator[int]:
-        yield self.rrset.rtype
-
-    def __len__(self) -> int:
-        return 1
-
-    def __contains__(self, rtype: object) -> bool:
-        return rtype == self.rrset.rtype
-
-    def get(self, rtype: int, default: Any = None) -> Any:
-        return self.rrset if rtype == self.rrset.rtype else default
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, One):
-            return self.rrset == other.rrset
-        return Mapping.__eq__(self, other)
-
-    __hash__ = None  # type: ignore[assignment]  # as a dict's
-
-
-RRsets = Mapping[int, RRset]  # the records at one name, by type
-EMPTY: RRsets = MappingProxyType({})  # an empty non-terminal's, shared by all of them
-Names = dict[bytes, RRsets]
 
 
 def _address_rrsets(addrs: Sequence[bytes]) -> RRsets:
@@ -389,12 +310,12 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
         b.order()
         if not b.eps:
             return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
-    outer, _cuts.into = getattr(_cuts, "into", None), left.cuts
+    outer, cuts.into = getattr(cuts, "into", None), left.cuts
     try:
         for make in _MAKERS[si.headless]:
             make(b)
     finally:
-        _cuts.into = outer
+        cuts.into = outer
     b.names[svc_name] = b.node
     return b.names
 

@@ -28,7 +28,7 @@ from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..kube.keys import Key
 from ..ops.stats import Put, define
-from .records import Names, RRset, RRsets
+from .rrsets import Names, RRset, RRsets
 
 DNS_SCHEMA_VERSION = "1.0.0"
 ROTATIONS_MAX = 8
