@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import ssl
-import tempfile
 import threading
 from typing import Any
 
@@ -95,6 +94,8 @@ class Transport:
 def load_pair(ctx: ssl.SSLContext, pair: tuple[str, str], source: str) -> None:
     """Load a PEM certificate and key into `ctx` (through a private temporary folder:
     `ssl` reads only files)."""
+    import tempfile  # only for a client certificate
+
     with tempfile.TemporaryDirectory(prefix="mcsdns-tls-") as d:
         paths = []
         for name, text in zip(("cert.pem", "key.pem"), pair, strict=True):
