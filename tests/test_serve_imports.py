@@ -15,12 +15,12 @@ UNNEEDED = ("multiprocessing", "pickle", "ctypes.util", "mcsdns.sources.relay", 
             "mcsdns.sources.manifest", "mcsdns.data.state", "mcsdns.server.statekeeper")
 
 
-def loaded(args: list[str]) -> set[str]:
-    """Of UNNEEDED, the modules loaded once `serve ARGS` has parsed its flags and built its
+def loaded(args: list[str], unneeded: tuple[str, ...] = UNNEEDED) -> set[str]:
+    """Of `unneeded`, the modules loaded once `serve ARGS` has parsed its flags and built its
     one-process role (sources, pipeline, listeners), in a fresh interpreter."""
     code = ("import json, sys; from mcsdns import cli; from mcsdns.roles.single import SingleProcess; "
             f"SingleProcess(cli.config_from(cli.build_parser().parse_args({args!r}))); "
-            f"print(json.dumps([m for m in {UNNEEDED!r} if m in sys.modules]))")
+            f"print(json.dumps([m for m in {unneeded!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                          cwd=REPO, timeout=60).stdout
     return set(json.loads(out))
@@ -36,3 +36,8 @@ def test_one_process_with_a_kubeconfig_loads_only_what_it_uses(tmp_path: Path) -
     state = loaded(["serve", "--kubeconfig", str(kc), "--listen", "127.0.0.1:0",
                     "--state-dir", str(tmp_path / "state")])
     assert state == {"mcsdns.data.state", "mcsdns.server.statekeeper"}  # loaded when asked for
+
+
+def test_in_a_pod_no_yaml_is_loaded() -> None:
+    """The service account's credentials are files, not a kubeconfig: no YAML parser."""
+    assert loaded(["serve", "--listen", "127.0.0.1:0"], ("yaml",)) == set()
