@@ -77,6 +77,8 @@ class Transport:
         else the system store (loaded only then: ~20 ms of CPU); nothing when insecure."""
         s, src = self.cfg.server, self.cfg.source
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if os.environ.get("SSLKEYLOGFILE"):  # as ssl.create_default_context does
+            ctx.keylog_filename = os.environ["SSLKEYLOGFILE"]
         if s.insecure:
             ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         elif s.ca:
