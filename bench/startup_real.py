@@ -141,7 +141,7 @@ def mcsdns(repo: Path, kubeconfig: Path) -> Command:
     def cmd(port: int, health: int) -> tuple[list[str], dict[str, str]]:
         return (["taskset", "-c", "0", str(python), "-m", "mcsdns", "serve", "--kubeconfig",
                  str(kubeconfig), "--listen", f"127.0.0.1:{port}", "--health", f"127.0.0.1:{health}"],
-                dict(os.environ, PYTHONPATH=str(repo)))
+                dict(os.environ, PYTHONPATH=str(repo), PYTHONSAFEPATH="1"))  # not the mcsdns of the cwd
     return cmd
 
 

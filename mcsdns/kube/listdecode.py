@@ -91,11 +91,11 @@ class ListDecoder:
 
     def _step(self, final: bool) -> bool:
         """One token or value; False when more text is needed."""
+        if self.state in ("items", "item-sep"):
+            return self._items(final)
         c = self._skip()
         if c is None:
             return False
-        if self.state in ("items", "item-sep"):
-            return self._in_items(c, final)
         if self.state == "start":
             self._expect("{", c)
             self.state = "key"
@@ -140,21 +140,38 @@ class ListDecoder:
         self.state = "sep"
         return True
 
-    def _in_items(self, c: str, final: bool) -> bool:
-        if c == "]":
-            self.pos += 1
-            self.state = "sep"
-            return True
-        if self.state == "item-sep":
-            self._expect(",", c)
-            self.state = "items"
-            return True
-        ok, item = self._value(final)
-        if not ok:
+    def _items(self, final: bool) -> bool:
+        """The items and their commas that have arrived, in one loop (through `_step`,
+        two calls per item cost a fifth of the decoding); False when more text is needed."""
+        buf, n, on_item, pos, state = self.buf, len(self.buf), self.on_item, self.pos, self.state
+        plain, hooked = _PLAIN.raw_decode, _HOOKED.raw_decode
+        try:
+            while pos < n:
+                c = buf[pos]
+                if c in _WS:
+                    pos += 1
+                elif c == "]":
+                    pos, state = pos + 1, "sep"
+                    return True
+                elif state == "item-sep":
+                    if c != ",":
+                        raise ValueError(f"expected ',' at {pos}, got {c!r}")
+                    pos, state = pos + 1, "items"
+                else:
+                    try:
+                        item, end = (hooked if n - pos > gcpause.HOLD_BYTES else plain)(buf, pos)
+                    except json.JSONDecodeError:
+                        if final:
+                            raise
+                        self.retry_at = max(self.batch, 2 * (n - pos))  # until the text after it doubles
+                        return False
+                    if end == n and not final:  # a number may go on in the next chunk
+                        return False
+                    pos, state = end, "item-sep"
+                    on_item(item)
             return False
-        self.on_item(item)
-        self.state = "item-sep"
-        return True
+        finally:
+            self.pos, self.state = pos, state
 
 
 def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH) -> Obj:

@@ -31,7 +31,7 @@ from ..ops import gcpause
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, describe
 from .keys import Key, key_of
-from .listdecode import decode_list
+from .listdecode import BATCH, decode_list
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -180,7 +180,9 @@ class Reflector:
             except Expired as e:
                 raise Expired(f"list continue token expired: {e.reason}") from e
             try:
-                data = decode_list(resp.stream(65536, decode_content=True), partial(self._item, items))
+                # BATCH bytes a read (a real API server sends 2 KiB chunks; the decoder tries
+                # every BATCH characters): http.client joins the chunks, not urllib3 one by one
+                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items))
             finally:
                 resp.release_conn()
             meta = data.get("metadata") or {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 
@@ -43,6 +42,8 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` with `data`: temporary file (mode 0600), fsync, rename, fsync of
     the directory."""
+    import tempfile  # not on the way to the first answer
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

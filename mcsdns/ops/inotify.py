@@ -6,7 +6,6 @@ worker when another one allocated a serial."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 
@@ -20,7 +19,7 @@ class DirWatch:
     """Watches directories (not recursively: call `add` for each one)."""
 
     def __init__(self) -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library the interpreter runs on
         self._add = libc.inotify_add_watch
         self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)

@@ -7,7 +7,6 @@ and the fd limit the largest."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 
@@ -28,7 +27,7 @@ def release_free_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim), after a load
     whose temporaries (decoded JSON) left them behind; nothing where there is no glibc."""
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim  # the C library the interpreter runs on
     except (OSError, AttributeError):
         return
     trim(0)

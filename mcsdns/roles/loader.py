@@ -15,16 +15,18 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..app import Config
-from ..data import state
 from ..ops import process
 from ..ops.errors import ConfigError, os_reason
 from ..ops.stats import Publisher
 from ..server.pipeline import Pipeline
-from ..server.statekeeper import StateKeeper
 from ..sources import Source
-from ..sources.relay import Hub, Tee
+
+if TYPE_CHECKING:  # imported where used: --state-dir and --workers only
+    from ..server.statekeeper import StateKeeper
+    from ..sources.relay import Hub
 
 log = logging.getLogger("mcsdns")
 
@@ -51,6 +53,8 @@ def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
 
     has_data: Callable[[], bool] | None = (lambda: pipeline.ready) if serving else None
     if hub is not None:
+        from ..sources.relay import Tee
+
         return [KubeSource(Tee(pipeline.store, hub), cfg.kubeconfig, cfg.context, cfg.namespaces,
                            has_data=has_data, on_synced=hub.mark_synced)]
     return [KubeSource(pipeline.store, cfg.kubeconfig, cfg.context, cfg.namespaces, has_data=has_data)]
@@ -85,6 +89,9 @@ class Loader:
         self.on_loaded: list[Callable[[], None]] = []
         self.keeper: StateKeeper | None = None
         if keep_state and cfg.state_dir and not cfg.manifests:
+            from ..data import state
+            from ..server.statekeeper import StateKeeper
+
             self.keeper = StateKeeper(pipeline.store, state.objects_path(cfg.state_dir), cfg.namespaces,
                                       cfg.state_interval, lambda: pipeline.ready and self.synced(),
                                       lambda: self.sources)
