@@ -28,7 +28,7 @@ class Config:
     zone: str = "clusterset.local"
     ttl: int = 5
     manifests: str | None = None
-    max_manifest_bytes: int | None = None  # manifest files larger are skipped (None: 16 MiB)
+    max_manifest_bytes: int | None = None  # manifest files larger are skipped (None: MANIFEST_MAX_BYTES)
     kubeconfig: str | None = None
     context: str | None = None
     namespaces: list[str] = field(default_factory=list)

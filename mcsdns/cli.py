@@ -21,6 +21,7 @@ from .ops.process import version_text
 from .server.cache import CACHE_BYTES
 from .server.tcp import TCPLimits
 from .server.udp import io_description
+from .sources.limits import MANIFEST_MAX_BYTES
 from .zone.locality import ORDER, POLICIES, Locality
 
 
@@ -30,8 +31,8 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--ttl", type=flags.ttl, default=5, help="TTL of every record (default 5)")
     s.add_argument("--manifests", type=flags.directory, metavar="DIR",
                    help="serve objects from a directory of YAML/JSON files")
-    s.add_argument("--max-manifest-bytes", type=flags.positive, metavar="N",  # None: manifest.MAX_BYTES
-                   help="skip manifest files larger than N bytes (default 16 MiB)")
+    s.add_argument("--max-manifest-bytes", type=flags.positive, default=MANIFEST_MAX_BYTES, metavar="N",
+                   help=f"skip manifest files larger than N bytes (default {MANIFEST_MAX_BYTES}: 16 MiB)")
     s.add_argument("--kubeconfig", type=flags.readable_file, metavar="PATH",
                    help="watch a Kubernetes API (default: in-cluster)")
     s.add_argument("--context", type=flags.non_empty, metavar="NAME",

@@ -93,6 +93,7 @@ class Transport:
             load_pair(ctx, cert, src)
         return ctx
 
+
 def load_pair(ctx: ssl.SSLContext, pair: tuple[str, str], source: str) -> None:
     """Load a PEM certificate and key into `ctx` (through a private temporary folder:
     `ssl` reads only files)."""

@@ -32,7 +32,8 @@ from ..ops.fileio import Refused
 from ..ops.inotify import dir_watch
 from ..ops.stats import Put
 from . import publish_source
-from .manifest import MAX_BYTES, load_file
+from .limits import MANIFEST_MAX_BYTES as MAX_BYTES
+from .manifest import load_file
 
 __all__ = ["MAX_BYTES", "FileSource", "load_file"]
 

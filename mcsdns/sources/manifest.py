@@ -24,8 +24,8 @@ from yaml.resolver import Resolver
 from ..ops import gcpause
 from ..ops.fileio import Refused, read_bounded
 from ..ops.logs import show
+from .limits import MANIFEST_MAX_BYTES as MAX_BYTES
 
-MAX_BYTES = 16 << 20  # default --max-manifest-bytes
 MAX_DEPTH = 100  # nested YAML collections (Kubernetes objects need about 10)
 MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to one file
 
