@@ -5,10 +5,14 @@ still does."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import dns.message
 
+from mcsdns.data.store import BIG_ITEMS
 from mcsdns.ops.stats import Stats
 from mcsdns.server.pipeline import Pipeline
 
@@ -68,3 +72,44 @@ def test_slice_churn_of_a_clustersetip_service_changes_nothing() -> None:
     assert _a(p, "web") == set()
     p.store.apply([_slice("web", "east", ["10.1.0.7"], True)], [])
     assert _a(p, "web") == {"10.1.0.7"}
+
+
+class _Held(Executor):
+    """Runs what it is given only when told (`run`): a build stays under way meanwhile."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        self.jobs.append((f, fn, args))
+        return f
+
+    def run(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for f, fn, args in jobs:
+            f.set_result(fn(*args))
+
+
+def test_an_import_changed_while_its_build_is_under_way_is_built_again() -> None:
+    """A ClusterSetIP service large enough to be built off the loop changes while that build
+    runs: the build after the swap takes the new ServiceImport (not skipped as unchanged)."""
+    ports = [{"protocol": "TCP", "port": n} for n in range(1, BIG_ITEMS + 2)]  # built off the loop
+
+    async def scenario() -> set[str]:
+        p, held = Pipeline(), _Held()
+        p.builder.loop, p.builder.executor = asyncio.get_running_loop(), held
+        p.load()
+        big = _import("web", "ClusterSetIP", ["10.42.0.1"])
+        big["spec"]["ports"] = ports
+        p.store.apply([big], [])
+        assert held.jobs and not p.builder.idle  # under way
+        p.store.apply([{**big, "spec": {**big["spec"], "ips": ["10.42.0.2"]}}], [])
+        for _ in range(200):
+            held.run()
+            await asyncio.sleep(0.001)
+            if p.builder.idle and not held.jobs:
+                break
+        return _a(p, "web")
+
+    assert asyncio.run(scenario()) == {"10.42.0.2"}

@@ -77,15 +77,16 @@ class Builder:
         imports, taken = self.store.imports, self.taken
         for key in keys:
             si = imports.get(key)
-            if si is not None and not reads_slices(si):
-                if taken.get(key) is si:
-                    continue  # only its slices changed: its records cannot have
-                taken[key] = si
-            else:
-                taken.pop(key, None)
-            if key in self.building:
+            sliceless = si if si is not None and not reads_slices(si) else None
+            if sliceless is not None and taken.get(key) is sliceless:
+                continue  # only its slices changed: its records cannot have
+            if key in self.building:  # built again after the swap, from what it is then
                 self.building[key] = True
                 continue
+            if sliceless is not None:
+                taken[key] = sliceless
+            else:
+                taken.pop(key, None)
             si, slices = self.store.service(key)
             cost += parsed_size(si, slices) + SERVICE_COST
             inputs.append((key, si, slices))
