@@ -114,3 +114,29 @@ def test_discovery_retried_and_told_once(env: tuple[KubeAPI, Informers, Seen]) -
     assert len(calls) == 7
     assert seen.problems == [(DISCOVERY, "refused")] and not inf.healthy
     assert DISCOVERY not in inf.problems.held  # over once discovery succeeded
+
+
+def _slice(name: str, addr: str) -> dict[str, Any]:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name, "namespace": "ns"}, "addressType": "IPv4",
+            "endpoints": [{"addresses": [addr]}]}
+
+
+def test_a_write_result_arriving_after_the_deletion_does_not_bring_the_object_back(
+        env: tuple[KubeAPI, Informers, Seen]) -> None:
+    """A reconcile's write returns; before its result reaches the cache, someone deletes the
+    object and the watch's DELETED event is applied: the late result must not re-add it (it
+    would stay until the next relist, and the controller would act on a deleted object)."""
+    api, inf, _ = env
+    changes: list[tuple[Any, ...]] = []
+    cache = inf.cache("slices", ENDPOINT_SLICES.path(), lambda k, old, new: changes.append((k, new)))
+    inf.start()
+    written = api.put(_slice("web-1", "10.0.0.1"))  # what our write got back
+    assert wait_for(lambda: cache.get(("ns", "web-1")) is not None, timeout=5)
+    api.delete("EndpointSlice", "ns", "web-1")
+    assert wait_for(lambda: cache.get(("ns", "web-1")) is None, timeout=5)
+    cache.note_written(written)  # the write's result, late
+    assert cache.get(("ns", "web-1")) is None
+    again = api.put(_slice("web-1", "10.0.0.2"))  # created again: newer than the deletion
+    assert wait_for(lambda: (cache.get(("ns", "web-1")) or {}).get("endpoints") == again["endpoints"],
+                    timeout=5)

@@ -122,6 +122,20 @@ def test_unexport_deletes_what_we_wrote_everywhere() -> None:
             ["web-abc"] if v is a else [])  # the source slice stays
 
 
+def test_a_failed_delete_is_retried_until_the_object_is_gone() -> None:
+    a, b = pair()
+    rec = reconciler([a, b])
+    rec.reconcile(KEY)
+    del a.caches["serviceexports"][KEY]
+    del a.member.store[("serviceexports", *KEY)]
+    b.member.failing.add("endpointslices")  # the delete of b's imported slice fails
+    assert rec.reconcile(KEY).retry
+    assert [s["metadata"]["name"] for s in b.member.objects("endpointslices")]  # still there
+    b.member.failing.clear()
+    rec.reconcile(KEY)  # the cache kept it, so the retry deletes it
+    assert b.member.objects("endpointslices") == []
+
+
 def test_a_failed_write_asks_for_a_retry_and_says_why() -> None:
     a, b = pair()
     b.member.failing.add("serviceimports")

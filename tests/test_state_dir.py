@@ -255,11 +255,14 @@ def test_state_written_at_most_every_interval_while_changes_arrive(tmp_path: Pat
             assert wait_for(lambda: srv.metric(WRITES) == 1, timeout=5)  # the first sync
             stop = threading.Event()
 
+            last: list[str] = []
+
             def churn() -> None:
                 i = 0
                 while not stop.is_set():
                     i += 1
-                    api.put(service_import("churn", "shop", [f"10.7.{i // 250}.{i % 250 + 1}"]))
+                    last[:] = [f"10.7.{i // 250}.{i % 250 + 1}"]
+                    api.put(service_import("churn", "shop", last))
                     time.sleep(0.02)
 
             t = threading.Thread(target=churn)
@@ -269,8 +272,10 @@ def test_state_written_at_most_every_interval_while_changes_arrive(tmp_path: Pat
             stop.set()
             t.join()
             elapsed = time.monotonic() - start
-            last_ip = addrs(srv, f"churn.shop.svc.{Z}")
-            assert isinstance(last_ip, list)
+            # the last change is served (not an earlier one still on its way), then saved
+            assert wait_for(lambda: addrs(srv, f"churn.shop.svc.{Z}") == last, timeout=5)
+            last_ip = last
+
             # the last change reaches the file within the interval, then writes stop
             def saved_ip() -> list[str]:
                 return [ip for o in saved_objects(state_dir / "objects.json")

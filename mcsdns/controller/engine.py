@@ -135,10 +135,13 @@ class Engine:
         self._log(c, Verb.DELETE, k)
 
         def call() -> None:
+            """Forgotten by the cache once gone; a failed delete keeps it there for the retry."""
             try:
                 self.mc.member.request("DELETE", c.path(self.mc.member, *k))
-            finally:
+            except NotFound:
                 self.mc.note_written(c.resource, None, k)
+                raise
+            self.mc.note_written(c.resource, None, k)
         self.run(c.kind, Verb.DELETE, call)
 
     def status(self, c: Contract, k: Key, body: Obj) -> Obj | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -16,6 +17,7 @@ from .client import Client
 from .keys import Key, key_of
 from .reflector import Obj, Reflector, rv_int
 
+GONE_KEPT = 4096  # deletions remembered (key -> resourceVersion) against late write results
 _encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _decode = json.loads
 
@@ -47,7 +49,9 @@ class Cache:
     read back with `indexed`. `note_written` puts an object one of our writes
     returned into the cache, so a reconcile racing its own watch event does not
     write twice; an event not newer than what is held is ignored when
-    resourceVersions compare as integers (they do on etcd-backed servers).
+    resourceVersions compare as integers (they do on etcd-backed servers). A deleted key
+    keeps its deletion's resourceVersion (the last `GONE_KEPT` of them), so a write's
+    result that arrives after the DELETED event does not bring the object back.
     """
 
     def __init__(self, label: str, client: Client, path: str, on_change: OnChange, stop: threading.Event,
@@ -56,6 +60,7 @@ class Cache:
                  transform: Callable[[Obj], None] | None = None, **reflector_kw: Any) -> None:
         self.objs: dict[Key, Entry] = {}
         self.by_index: dict[Hashable, dict[Key, Entry]] = {}
+        self.gone: OrderedDict[Key, int] = OrderedDict()  # deleted key -> its deletion's resourceVersion
         self.index = index
         self.transform = transform
         self.lock = threading.Lock()
@@ -119,15 +124,25 @@ class Cache:
             self.by_index.setdefault(new.iv, {})[key] = new
         return old
 
-    def _set(self, key: Key, new: Obj | None, force: bool) -> tuple[Entry | None, Entry | None, bool]:
-        """(the previous entry, the new one, whether it was applied: not when not newer)."""
+    def _set(self, key: Key, new: Obj | None, force: bool,
+             gone_rv: int | None = None) -> tuple[Entry | None, Entry | None, bool]:
+        """(the previous entry, the new one, whether it was applied: not when not newer than
+        what is held, or than the key's deletion). A forced delete remembers `gone_rv` (or
+        the deleted entry's resourceVersion)."""
         entry = None if new is None else self._pack(new)
         with self.lock:
             old = self.objs.get(key)
-            if not force and entry is not None and old is not None and old.rv is not None \
-                    and entry.rv is not None and entry.rv <= old.rv:
-                return old, entry, False  # not newer than what we already hold
+            if not force and entry is not None and entry.rv is not None:
+                held = old.rv if old is not None else self.gone.get(key)
+                if held is not None and entry.rv <= held:
+                    return old, entry, False  # not newer than what we already hold (or deleted)
             self._put(key, entry)
+            if entry is not None:
+                self.gone.pop(key, None)
+            elif (rv := gone_rv if gone_rv is not None else old.rv if old is not None else None) is not None:
+                self.gone[key] = max(rv, self.gone.pop(key, rv))
+                if len(self.gone) > GONE_KEPT:
+                    self.gone.popitem(last=False)
         return old, entry, True
 
     def _on_list(self, items: list[Obj], deletes: set[Key]) -> None:
@@ -139,8 +154,14 @@ class Cache:
         with self.lock:
             for k in list(self.objs):
                 if k not in fresh:
-                    changes.append((k, self._put(k, None), None))
+                    gone = self._put(k, None)
+                    changes.append((k, gone, None))
+                    if gone is not None and gone.rv is not None:
+                        self.gone[k] = gone.rv
+            while len(self.gone) > GONE_KEPT:
+                self.gone.popitem(last=False)
             for k, e in fresh.items():
+                self.gone.pop(k, None)
                 old = self.objs.get(k)
                 if old is None or old.rv is None or old.rv != e.rv:
                     changes.append((k, old, e))
@@ -152,7 +173,7 @@ class Cache:
     def _on_event(self, typ: str, obj: Obj) -> None:
         k = key_of(obj)
         deleted = typ == "DELETED"
-        old, new, applied = self._set(k, None if deleted else obj, deleted)
+        old, new, applied = self._set(k, None if deleted else obj, deleted, rv_int(obj) if deleted else None)
         if applied and not (old is None and deleted):
             self.on_change(k, old, new)
 
