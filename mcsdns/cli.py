@@ -185,11 +185,11 @@ async def print_records(cfg: Config, timeout: float) -> int:
 
     def waiting() -> None:
         what = "; ".join(s.target() for s in loader.sources)
-        print(f"mcsdns: waiting up to {timeout:g}s for {what}", file=sys.stderr)
+        flags.tell(f"mcsdns: waiting up to {timeout:g}s for {what}")
 
     missing = await loader.load_once(timeout, waiting=waiting, answer=False)
     if missing:
-        print(f"mcsdns: no first sync within {timeout:g}s: {'; '.join(missing)}", file=sys.stderr)
+        flags.tell(f"mcsdns: no first sync within {timeout:g}s: {'; '.join(missing)}")
         return 1
     sys.stdout.write(zone_text(loader.pipeline.zone))
     return 0

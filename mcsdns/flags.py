@@ -30,9 +30,16 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes label value
 
 
+def tell(line: str) -> None:
+    """One whole line on stderr, in one write: a log line from another thread cannot land
+    inside it (print writes the text and its newline apart)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def fail(message: object) -> int:
     """Print `mcsdns: message` as one line on stderr; returns the exit status, 2."""
-    print("mcsdns: " + " ".join(str(message).split()), file=sys.stderr)
+    tell("mcsdns: " + " ".join(str(message).split()))
     return EXIT_CONFIG
 
 

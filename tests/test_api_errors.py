@@ -4,6 +4,7 @@ it waits for and why it gave up."""
 
 from __future__ import annotations
 
+import io
 import logging
 import subprocess
 import sys
@@ -145,3 +146,23 @@ def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
         finally:
             stop.set()
             m.close()
+
+
+def test_cli_lines_are_single_writes_so_log_lines_cannot_split_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's own stderr lines (`records` waiting / giving up, `join`, configuration
+    errors) are each one write: a reflector thread's log line landed inside
+    "waiting up to 2s for ... <url>" and its newline (seen in CI)."""
+    from mcsdns import flags
+
+    class Writes(io.StringIO):
+        calls: list[str] = []
+
+        def write(self, s: str) -> int:
+            self.calls.append(s)
+            return super().write(s)
+
+    out = Writes()
+    monkeypatch.setattr(sys, "stderr", out)
+    flags.tell("mcsdns: waiting up to 2s for the Kubernetes API")
+    assert flags.fail("bad   flag") == 2
+    assert out.calls == ["mcsdns: waiting up to 2s for the Kubernetes API\n", "mcsdns: bad flag\n"]

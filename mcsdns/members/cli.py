@@ -54,7 +54,7 @@ def _check_output(path: str | None) -> None:
 
 
 def _say(member: str, where: str = "") -> Callable[[str], None]:
-    return lambda line: print(f"{member}{where}: {line}", file=sys.stderr, flush=True)
+    return lambda line: flags.tell(f"{member}{where}: {line}")
 
 
 def _write(path: str, text: str) -> None:
@@ -89,7 +89,7 @@ def join_main(args: argparse.Namespace) -> int:
             state = put_key(ctl, ns, name, args.member, text)
             _say(args.member, " (controller cluster)")(f"secret {ns}/{name} key {args.member}: {state}")
     except (ApiError, OSError, Refused) as e:
-        print(f"mcsdns join: {args.member}: {explain(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        flags.tell(f"mcsdns join: {args.member}: {explain(e) if isinstance(e, ApiError) else e}")
         return 1
     return 0
 
@@ -113,6 +113,6 @@ def leave_main(args: argparse.Namespace) -> int:
         if args.purge_imports:
             purge_imports(member, say)
     except (ApiError, OSError) as e:
-        print(f"mcsdns leave: {args.member}: {explain(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        flags.tell(f"mcsdns leave: {args.member}: {explain(e) if isinstance(e, ApiError) else e}")
         return 1
     return 0
