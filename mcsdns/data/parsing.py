@@ -26,16 +26,27 @@ def size(kind: str, obj: dict[str, Any]) -> int:
     return 0 if PARSED in obj else _model(kind).size(obj)
 
 
-def prepare(obj: dict[str, Any]) -> None:
+def prepare(obj: dict[str, Any], whole: bool = False) -> None:
     """Parse a raw ServiceImport or EndpointSlice ahead, in the thread that decoded it (a
     list is parsed while the rest of it is still arriving); `parse` takes the result.
-    Other kinds are left alone."""
+    Unless `whole` (the relay to --workers reads the raw fields), the raw object is then
+    cut to what the store still reads of it (kind, name, namespace): the rest is freed at
+    once, while its memory is still in the CPU's cache (freed later on the loop, 10k
+    services cost about 0.1 s more). Other kinds are left alone."""
     kind = obj.get("kind")
-    if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
-        try:
-            obj[PARSED] = _model(kind).parse(obj)
-        except Malformed as e:
-            obj[PARSED] = e
+    if kind not in (SERVICE_IMPORT, ENDPOINT_SLICE):
+        return
+    try:
+        parsed: Parsed | Malformed = _model(kind).parse(obj)
+    except Malformed as e:
+        parsed = e
+    if whole:
+        obj[PARSED] = parsed
+        return
+    md = obj.get("metadata")
+    key = {k: md[k] for k in ("name", "namespace") if k in md} if isinstance(md, dict) else md
+    obj.clear()
+    obj["kind"], obj["metadata"], obj[PARSED] = kind, key, parsed
 
 
 def parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:

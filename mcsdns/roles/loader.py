@@ -56,7 +56,7 @@ def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
         from ..sources.relay import Tee
 
         return [KubeSource(Tee(pipeline.store, hub), cfg.kubeconfig, cfg.context, cfg.namespaces,
-                           has_data=has_data, on_synced=hub.mark_synced)]
+                           has_data=has_data, on_synced=hub.mark_synced, whole=True)]
     return [KubeSource(pipeline.store, cfg.kubeconfig, cfg.context, cfg.namespaces, has_data=has_data)]
 
 

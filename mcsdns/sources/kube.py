@@ -94,8 +94,9 @@ class KubeSource:
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0,
                  has_data: Callable[[], bool] | None = None,
-                 on_synced: Callable[[], None] = lambda: None) -> None:
+                 on_synced: Callable[[], None] = lambda: None, whole: bool = False) -> None:
         self.store = store
+        self.whole = whole  # objects reach `store` whole (the --workers relay reads them), not cut
         self.on_synced = on_synced  # called once, right after the first full sync is applied
         self.has_data = has_data  # whether DNS answers from data; None: not serving (`records`)
         self.kubeconfig, self.context = kubeconfig, context
@@ -272,7 +273,7 @@ class KubeSource:
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
                 on_part=partial(self._on_part, c),
-                transform=None if c.kind == CLUSTER_PROPERTY else prepare)
+                transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole))
         inf.start()
 
     def _on_part(self, c: Collection, items: list[Obj]) -> None:
