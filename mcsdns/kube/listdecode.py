@@ -2,6 +2,9 @@
 as its text has arrived, so the caller's work on it overlaps the rest of the transfer
 (the API server serializes a 10,000-object list for a third of a second).
 
+Each object's metadata.managedFields is cut from the text before it is decoded (`_MANAGED`):
+nothing reads it, and it is a third to a half of a real API server's list.
+
 Work stays linear in the size of the list: an item not yet complete is tried again only
 once the text after its start has doubled, so one large item is decoded a bounded
 number of times. Text of more than `gcpause.HOLD_BYTES` is decoded with a Python-level
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,6 +25,11 @@ Obj = dict[str, Any]
 _WS = " \t\r\n"
 BATCH = 1 << 18  # characters gathered before a try: a failed try (an item cut off) per batch, not per chunk
 _PLAIN = json.JSONDecoder()
+# A member "managedFields" whose value is an array without arrays in it (as every object's
+# metadata.managedFields is), with the comma before it: no reader uses it, and it is a third
+# to a half of a real server's list text. Quotes and brackets inside strings are skipped; an
+# unescaped `,"` only ever starts a member, so nothing else can match.
+_MANAGED = re.compile(r',"managedFields":\[(?:[^\[\]"]++|"(?:[^"\\]++|\\.)*+")*+\]')
 _HOOKED = json.JSONDecoder(object_hook=lambda o: o)
 
 
@@ -46,7 +55,7 @@ class ListDecoder:
             return
         # what is decoded is dropped: the buffer stays short (a failed try's error counts
         # the lines before it) and each character is copied a bounded number of times
-        self.buf = self.buf[self.pos:] + "".join(self.parts)
+        self.buf = _MANAGED.sub("", self.buf[self.pos:] + "".join(self.parts))
         self.pos, self.parts, self.retry_at = 0, [], self.batch
         while self.state != "done" and self._step(final):
             pass
