@@ -117,7 +117,7 @@ objects = st.lists(st.tuples(st.dictionaries(st.text(max_size=6), values, max_si
 @given(objs=objects, sizes=st.lists(st.integers(1, 60), max_size=60))
 def test_managed_fields_are_left_out_exactly(objs: list[tuple[dict[str, Any], Any, int]],
                                              sizes: list[int]) -> None:
-    """metadata.managedFields (a third to a half of a real server's list) is dropped from the
+    """metadata.managedFields (a fifth to two fifths of a real server's list) is dropped from the
     text before decoding, wherever it sits in its object and whatever its strings hold
     (brackets, quotes, backslashes); when it holds an array, or comes first, it is kept."""
     items = []

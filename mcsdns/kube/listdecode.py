@@ -3,7 +3,8 @@ as its text has arrived, so the caller's work on it overlaps the rest of the tra
 (the API server serializes a 10,000-object list for a third of a second).
 
 Each object's metadata.managedFields is cut from the text before it is decoded (`_MANAGED`):
-nothing reads it, and it is a third to a half of a real API server's list.
+nothing reads it, and it is a fifth (EndpointSlices) to two fifths (ServiceImports) of a real
+API server's list.
 
 Work stays linear in the size of the list: an item not yet complete is tried again only
 once the text after its start has doubled, so one large item is decoded a bounded
@@ -26,8 +27,8 @@ _WS = " \t\r\n"
 BATCH = 1 << 18  # characters gathered before a try: a failed try (an item cut off) per batch, not per chunk
 _PLAIN = json.JSONDecoder()
 # A member "managedFields" whose value is an array without arrays in it (as every object's
-# metadata.managedFields is), with the comma before it: no reader uses it, and it is a third
-# to a half of a real server's list text. Quotes and brackets inside strings are skipped; an
+# metadata.managedFields is), with the comma before it: no reader uses it, and it is a fifth
+# to two fifths of a real server's list text. Quotes and brackets inside strings are skipped; an
 # unescaped `,"` only ever starts a member, so nothing else can match.
 _MANAGED = re.compile(r',"managedFields":\[(?:[^\[\]"]++|"(?:[^"\\]++|\\.)*+")*+\]')
 _HOOKED = json.JSONDecoder(object_hook=lambda o: o)
