@@ -46,9 +46,11 @@ def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
     """The configured source, feeding `pipeline`; `serving`: the zone is answered from it
     (not `records`); `hub`: --workers, the Kubernetes source also feeds the workers."""
     if cfg.manifests:
-        from ..sources.files import MAX_BYTES, FileSource
+        from ..sources.files import FileSource
+        from ..sources.limits import MANIFEST_MAX_BYTES
 
-        return [FileSource(pipeline.store, cfg.manifests, max_bytes=cfg.max_manifest_bytes or MAX_BYTES)]
+        return [FileSource(pipeline.store, cfg.manifests,
+                           max_bytes=cfg.max_manifest_bytes or MANIFEST_MAX_BYTES)]
     from ..sources.kube import KubeSource
 
     has_data: Callable[[], bool] | None = (lambda: pipeline.ready) if serving else None

@@ -32,10 +32,10 @@ from ..ops.fileio import Refused
 from ..ops.inotify import dir_watch
 from ..ops.stats import Put
 from . import publish_source
-from .limits import MANIFEST_MAX_BYTES as MAX_BYTES
+from .limits import MANIFEST_MAX_BYTES
 from .manifest import load_file
 
-__all__ = ["MAX_BYTES", "FileSource", "load_file"]
+__all__ = ["FileSource", "load_file"]
 
 log = logging.getLogger("mcsdns.files")
 
@@ -60,7 +60,7 @@ class FileSource:
     name = "files"
 
     def __init__(self, store: Store, directory: str, interval: float = 0.25,
-                 max_bytes: int = MAX_BYTES) -> None:
+                 max_bytes: int = MANIFEST_MAX_BYTES) -> None:
         self.store = store
         self.dir = Path(directory)
         self.interval = interval

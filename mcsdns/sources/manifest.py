@@ -24,7 +24,7 @@ from yaml.resolver import Resolver
 from ..ops import gcpause
 from ..ops.fileio import Refused, read_bounded
 from ..ops.logs import show
-from .limits import MANIFEST_MAX_BYTES as MAX_BYTES
+from .limits import MANIFEST_MAX_BYTES
 
 MAX_DEPTH = 100  # nested YAML collections (Kubernetes objects need about 10)
 MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to one file
@@ -156,7 +156,7 @@ def _dismantle(node: Node) -> None:
                     stack.append(item)
 
 
-def load_file(path: Path, max_bytes: int = MAX_BYTES) -> list[dict[str, Any]]:
+def load_file(path: Path, max_bytes: int = MANIFEST_MAX_BYTES) -> list[dict[str, Any]]:
     """Objects in one file (multi-document YAML, JSON, and `kind: List` supported);
     Refused for a file over the bounds, ValueError or YAMLError if it does not parse."""
     text = read_bounded(path, max_bytes).decode("utf-8")
