@@ -140,10 +140,14 @@ class Cache:
             if entry is not None:
                 self.gone.pop(key, None)
             elif (rv := gone_rv if gone_rv is not None else old.rv if old is not None else None) is not None:
-                self.gone[key] = max(rv, self.gone.pop(key, rv))
-                if len(self.gone) > GONE_KEPT:
-                    self.gone.popitem(last=False)
+                self._gone(key, rv)
         return old, entry, True
+
+    def _gone(self, key: Key, rv: int) -> None:
+        """(lock held) Remember `key`'s deletion at `rv`; the oldest beyond GONE_KEPT forgotten."""
+        self.gone[key] = max(rv, self.gone.pop(key, rv))
+        if len(self.gone) > GONE_KEPT:
+            self.gone.popitem(last=False)
 
     def _on_list(self, items: list[Obj], deletes: set[Key]) -> None:
         changes: list[tuple[Key, Entry | None, Entry | None]] = []
@@ -157,9 +161,7 @@ class Cache:
                     gone = self._put(k, None)
                     changes.append((k, gone, None))
                     if gone is not None and gone.rv is not None:
-                        self.gone[k] = gone.rv
-            while len(self.gone) > GONE_KEPT:
-                self.gone.popitem(last=False)
+                        self._gone(k, gone.rv)
             for k, e in fresh.items():
                 self.gone.pop(k, None)
                 old = self.objs.get(k)
