@@ -1,10 +1,18 @@
-"""The optional C extension (batched UDP I/O); everything else is in pyproject.toml.
+"""The optional C extensions; everything else is in pyproject.toml.
 
-`optional=True`: where it cannot be compiled (no compiler, not Linux) the
-install still succeeds and the server uses its pure-Python UDP path.
+- `mcsdns.server._batchio`: batched UDP I/O and cache hits (the query path);
+- `mcsdns.data._parse`: plain valid ServiceImports and EndpointSlices parsed (the load path);
+- `mcsdns.zone._digest`: the text a service's digest hashes (the load path).
+
+`optional=True`: where one cannot be compiled (no compiler, not Linux) the install
+still succeeds and the server uses its pure-Python mirror.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("mcsdns.server._batchio", ["mcsdns/server/_batchio.c"], optional=True,
-                             extra_compile_args=["-O2", "-Wall"])])
+FLAGS = ["-O2", "-Wall"]
+setup(ext_modules=[
+    Extension("mcsdns.server._batchio", ["mcsdns/server/_batchio.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("mcsdns.data._parse", ["mcsdns/data/_parse.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("mcsdns.zone._digest", ["mcsdns/zone/_digest.c"], optional=True, extra_compile_args=FLAGS),
+])

@@ -41,17 +41,23 @@ KEY = "fuzz-key:hmac-sha256:" + base64.b64encode(b"fuzz" * 8).decode()
 CORPUS = REPO / "robustness" / "corpus" / "packets"
 
 
-def extension_report() -> str:
-    """Where `_batchio` was loaded from, whether it was built with ASan and UBSan, and
-    whether the ASan runtime is loaded (ImportError if the extension is not built)."""
-    from mcsdns.server import _batchio
+EXTENSIONS = ("mcsdns.server._batchio", "mcsdns.data._parse", "mcsdns.zone._digest")
 
-    so = Path(_batchio.__file__ or "")
-    image = so.read_bytes()
-    asan, ubsan = b"__asan_report_" in image, b"__ubsan_handle_" in image
+
+def extension_report() -> str:
+    """Where each C extension was loaded from and whether it was built with ASan and UBSan,
+    a line each, and whether the ASan runtime is loaded (ImportError if one is not built)."""
+    import importlib
+
     loaded = "libasan" in Path("/proc/self/maps").read_text()
-    return (f"_batchio: {so} (built with ASan: {'yes' if asan else 'no'}, UBSan: {'yes' if ubsan else 'no'};"
-            f" ASan runtime loaded: {'yes' if loaded else 'no'})")
+    lines = []
+    for name in EXTENSIONS:
+        so = Path(importlib.import_module(name).__file__ or "")
+        image = so.read_bytes()
+        asan, ubsan = b"__asan_report_" in image, b"__ubsan_handle_" in image
+        lines.append(f"{name}: {so} (built with ASan: {'yes' if asan else 'no'}, UBSan: "
+                     f"{'yes' if ubsan else 'no'}; ASan runtime loaded: {'yes' if loaded else 'no'})")
+    return "\n".join(lines)
 
 
 WEB, DB = "web.shop.svc.clusterset.local.", "db.shop.svc.clusterset.local."

@@ -1,0 +1,3 @@
+from typing import Any
+
+def text(head: bytes, names: dict[bytes, Any], one: type, /) -> bytes: ...
