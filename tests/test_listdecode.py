@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcsdns.data.fields import Each, Fields
 from mcsdns.kube import listdecode
 from mcsdns.kube.listdecode import decode_list
 
@@ -29,18 +30,28 @@ def cut(data: bytes, sizes: list[int]) -> list[bytes]:
     return out
 
 
+KEPT = Fields("a", "", b=Fields("c"), d=Each(Fields("e")))  # a shape whose keys `items` holds
+
+
 @settings(max_examples=300, deadline=None)
 @given(items=items, meta=st.dictionaries(st.text(max_size=5), values, max_size=3),
        sizes=st.lists(st.integers(1, 40), max_size=60), indent=st.sampled_from([None, 1]),
-       items_first=st.booleans())
+       items_first=st.booleans(), kept=st.booleans())
 def test_same_as_whole_decoding_however_cut(items: list[dict[str, Any]], meta: dict[str, Any],
-                                            sizes: list[int], indent: int | None, items_first: bool) -> None:
+                                            sizes: list[int], indent: int | None, items_first: bool,
+                                            kept: bool) -> None:
+    """`kept`: each item decoded by `Fields.decoder` where it can (the rest by json), as
+    `Fields.keep` keeps it."""
     doc = {"items": items, "kind": "XList", "metadata": meta} if items_first else {
         "kind": "XList", "metadata": meta, "items": items}
     data = json.dumps(doc, indent=indent, ensure_ascii=False).encode()
     got: list[Any] = []
-    head = decode_list(cut(data, sizes), got.append, batch=16)
-    assert got == items
+    scan = KEPT.decoder() if kept else None
+    head = decode_list(cut(data, sizes), got.append, batch=16, scan=scan)
+    if scan is None:
+        assert got == items
+    else:  # an item json decoded (declined by the scan) is whole: keep it to compare
+        assert [KEPT.keep(g) for g in got] == [KEPT.keep(i) for i in items]
     assert head == {**doc, "items": None}
 
 

@@ -9,11 +9,15 @@ is declared, a string where a map is) is kept as it is, so that it is reported t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, TypeAlias
 
 Path: TypeAlias = tuple[str, ...]  # map keys, and ITEM for "every item of a list"
 ITEM = "[]"
+# decode(text, pos): the JSON value at text[pos] kept (`keep`) and where it ends, or None
+# when json must decode it (see `Fields.decoder`)
+Decoder: TypeAlias = Callable[[str, int], "tuple[Any, int] | None"]
 
 
 class Fields:
@@ -30,6 +34,21 @@ class Fields:
             return value
         return {k: v if shape is None else shape.keep(v)
                 for k, shape in self.keys.items() if k in value for v in (value[k],)}
+
+    def shape(self) -> tuple[str, Any]:
+        """This declaration as nested tuples, for `_keep.compile`."""
+        return ("fields", tuple((k, None if v is None else v.shape()) for k, v in self.keys.items()))
+
+    def decoder(self) -> Decoder | None:
+        """JSON decoding that keeps only these fields as it goes (`_keep.c`: the rest is
+        checked, never built), or None where that C extension is not built. Where it cannot
+        be sure to decode as json does (an escape in a kept string, a float, the text
+        cut short...) it returns None, and json decodes."""
+        try:
+            from . import _keep
+        except ImportError:
+            return None
+        return partial(_keep.decode, _keep.compile(self.shape()))
 
     def paths(self, at: Path = ()) -> Iterator[Path]:
         """Every declared path that ends the declaration (a part read whole, or a map of
@@ -62,6 +81,9 @@ class Each:
 
     def keep(self, value: Any) -> Any:
         return [self.item.keep(v) for v in value] if isinstance(value, list) else value
+
+    def shape(self) -> tuple[str, Any]:
+        return ("each", self.item.shape())
 
     def paths(self, at: Path) -> Iterator[Path]:
         return self.item.paths((*at, ITEM))

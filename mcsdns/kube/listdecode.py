@@ -34,12 +34,17 @@ _MANAGED = re.compile(r',"managedFields":\[(?:[^\[\]"]++|"(?:[^"\\]++|\\.)*+")*+
 _HOOKED = json.JSONDecoder(object_hook=lambda o: o)
 
 
+Scan = Callable[[str, int], "tuple[Any, int] | None"]  # an item decoded ahead of json, or None
+
+
 class ListDecoder:
     """Feed text with `feed`; `on_item` is called with each item in order; `finish`
-    returns the list object without its items (kind, apiVersion, metadata)."""
+    returns the list object without its items (kind, apiVersion, metadata). `scan`, if
+    given, decodes each item first (data.fields `Fields.decoder`: only the fields a parser
+    reads); where it returns None, json decodes the item."""
 
-    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH) -> None:
-        self.on_item, self.batch = on_item, batch
+    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH, scan: Scan | None = None) -> None:
+        self.on_item, self.batch, self.scan = on_item, batch, scan
         self.buf = ""  # text not decoded yet starts at `pos`
         self.pos = 0
         self.parts: list[str] = []  # text fed since, not yet joined to `buf`
@@ -56,7 +61,9 @@ class ListDecoder:
             return
         # what is decoded is dropped: the buffer stays short (a failed try's error counts
         # the lines before it) and each character is copied a bounded number of times
-        self.buf = _MANAGED.sub("", self.buf[self.pos:] + "".join(self.parts))
+        self.buf = self.buf[self.pos:] + "".join(self.parts)
+        if self.scan is None:  # `scan` skips what it does not keep, managedFields with the rest
+            self.buf = _MANAGED.sub("", self.buf)
         self.pos, self.parts, self.retry_at = 0, [], self.batch
         while self.state != "done" and self._step(final):
             pass
@@ -154,7 +161,7 @@ class ListDecoder:
         """The items and their commas that have arrived, in one loop (through `_step`,
         two calls per item cost a fifth of the decoding); False when more text is needed."""
         buf, n, on_item, pos, state = self.buf, len(self.buf), self.on_item, self.pos, self.state
-        plain, hooked = _PLAIN.raw_decode, _HOOKED.raw_decode
+        plain, hooked, scan = _PLAIN.raw_decode, _HOOKED.raw_decode, self.scan
         try:
             while pos < n:
                 c = buf[pos]
@@ -168,8 +175,10 @@ class ListDecoder:
                         raise ValueError(f"expected ',' at {pos}, got {c!r}")
                     pos, state = pos + 1, "items"
                 else:
+                    big = n - pos > gcpause.HOLD_BYTES  # json, with a hook per object (the GIL handed back)
+                    got = scan(buf, pos) if scan is not None and not big else None
                     try:
-                        item, end = (hooked if n - pos > gcpause.HOLD_BYTES else plain)(buf, pos)
+                        item, end = got if got is not None else (hooked if big else plain)(buf, pos)
                     except json.JSONDecodeError:
                         if final:
                             raise
@@ -184,10 +193,12 @@ class ListDecoder:
             self.pos, self.state = pos, state
 
 
-def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH) -> Obj:
+def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH,
+                scan: Scan | None = None) -> Obj:
     """Decode a list response from its byte chunks, calling `on_item` with each item as
-    it arrives (tried every `batch` characters); returns the rest of the list object."""
-    dec = ListDecoder(on_item, batch)
+    it arrives (tried every `batch` characters, each with `scan` first); returns the rest
+    of the list object."""
+    dec = ListDecoder(on_item, batch, scan)
     text = codecs.getincrementaldecoder("utf-8")()
     gcpause.hold()  # decoding makes no cyclic garbage; full collections would rescan the list
     try:

@@ -31,7 +31,7 @@ from ..ops import gcpause
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, describe
 from .keys import Key, key_of
-from .listdecode import BATCH, decode_list
+from .listdecode import BATCH, Scan, decode_list
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -91,11 +91,12 @@ class Reflector:
                  key: Callable[[Obj], Key] = key_of, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0),
-                 transform: Callable[[Obj], None] | None = None,
+                 transform: Callable[[Obj], None] | None = None, scan: Scan | None = None,
                  on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500,
                  accept: tuple[str, str] = ("application/json", "application/json")) -> None:
         self.label, self.kind, self.key = label, kind, key
         self.transform = transform  # applied to each object in this thread, as it is decoded
+        self.scan = scan  # decodes a list's items ahead of json (listdecode.ListDecoder)
         # with `on_part`, a list's objects are handed on `part_size` at a time as they are
         # decoded, and `on_list` gets those left (its deletes are from all of them)
         self.on_part, self.part_size = on_part, part_size
@@ -182,7 +183,8 @@ class Reflector:
             try:
                 # BATCH bytes a read (a real API server sends 2 KiB chunks; the decoder tries
                 # every BATCH characters): http.client joins the chunks, not urllib3 one by one
-                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items))
+                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items),
+                                   scan=self.scan)
             finally:
                 resp.release_conn()
             meta = data.get("metadata") or {}
