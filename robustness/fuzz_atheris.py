@@ -41,7 +41,8 @@ KEY = "fuzz-key:hmac-sha256:" + base64.b64encode(b"fuzz" * 8).decode()
 CORPUS = REPO / "robustness" / "corpus" / "packets"
 
 
-EXTENSIONS = ("mcsdns.server._batchio", "mcsdns.data._keep", "mcsdns.data._parse", "mcsdns.zone._digest")
+EXTENSIONS = ("mcsdns.server._batchio", "mcsdns.data._keep", "mcsdns.data._parse", "mcsdns.zone._digest",
+              "mcsdns.zone._records")
 
 
 def extension_report() -> str:

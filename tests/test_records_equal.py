@@ -13,12 +13,14 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 import records_reference as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcsdns.data.objects import Endpoint, EndpointSlice, Port, ServiceImport
 from mcsdns.dns.names import NameTooLong, encode_name, prefix, under
+from mcsdns.zone import records
 from mcsdns.zone.journal import service_digest, work_out
 from mcsdns.zone.leftout import LeftOut
 from mcsdns.zone.locality import OFF, ONLY_WHEN_AVAILABLE, Locality
@@ -101,6 +103,43 @@ def test_generated_services_build_as_before(case: Case) -> None:
     assert live == before
 
 
+def c_made(si: ServiceImport, slices: list[EndpointSlice], zone: bytes, loc: Locality) -> Names | None:
+    """What the C mirror makes of a service (None: it declines, or is not asked)."""
+    if not si.headless:
+        return records._C_CLUSTERSETIP(si, zone) if records._C_CLUSTERSETIP else None
+    if loc.enabled or records._C_HEADLESS is None:
+        return None
+    return records._C_HEADLESS(si, slices, zone, loc.terminating_fallback)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(service())
+def test_the_c_records_are_the_reference_records(case: Case) -> None:
+    si, slices, zone, loc = case
+    made = c_made(si, slices, zone, loc)
+    if made is not None:
+        ref_left = LeftOut()
+        assert dump(made, LeftOut()) == dump(ref.service_records(si, slices, zone, loc, ref_left), ref_left)
+
+
+def test_the_c_records_make_the_common_services() -> None:
+    """Every plain service of both kinds is made in C (none declined), as the reference does."""
+    if records._C_CLUSTERSETIP is None:
+        pytest.skip("the C extension is not built (no compiler)")
+    p80 = Port("http", "TCP", 80)
+    for i in range(60):
+        si = ServiceImport("ns", f"s{i}", False, ((V4 + V6)[i % 16],), (p80, Port("", "UDP", 53))[:i % 3])
+        eps = tuple(Endpoint((bytes((10, 1, 0, j)),), f"p{j}", True, True, False, "") for j in range(i))
+        sl = [EndpointSlice("ns", f"h{i}-{c}", f"h{i}", c, False, eps, (p80,)) for c in ("c1", "east.c3")]
+        hl = ServiceImport("ns", f"h{i}", True, (), (p80,))
+        fallback = Locality(terminating_fallback=i % 2 == 1)
+        cases: list[Case] = [(si, [], ZONES[i % 2], OFF), (hl, sl[:1 + i % 2], ZONES[0], fallback)]
+        for case in cases:
+            made, ref_left = c_made(*case), LeftOut()
+            assert made is not None
+            assert dump(made, LeftOut()) == dump(ref.service_records(*case, ref_left), ref_left)
+
+
 def _big(cluster: str, n: int, host: str, v6: bool = False, at: int = 0) -> EndpointSlice:
     """`n` ready endpoints of one address each, hostnames `<host><i>`."""
     def addr(i: int) -> bytes:
@@ -147,7 +186,18 @@ def fixed() -> list[Case]:
 GOLDEN = "a5fc8cc251f5797117c5057dbcfc266391a8f2ed3506c01378bc9906f15e9605"
 
 
-def test_a_fixed_varied_set_builds_as_before() -> None:
+@pytest.fixture(params=["C", "Python"])
+def maker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The records made by the C mirror where it is built (`_records`), or by Python alone."""
+    if request.param == "Python":
+        monkeypatch.setattr(records, "_C_CLUSTERSETIP", None)
+        monkeypatch.setattr(records, "_C_HEADLESS", None)
+    elif records._C_CLUSTERSETIP is None:
+        pytest.skip("the C extension is not built (no compiler)")
+    return str(request.param)
+
+
+def test_a_fixed_varied_set_builds_as_before(maker: str) -> None:
     h = hashlib.sha256()
     for case in fixed():
         live, before = both(*case)

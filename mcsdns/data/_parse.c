@@ -10,25 +10,17 @@
  * nearly all lists hold (tests/test_parse_diff.py checks that the two agree).
  *
  * setup(ServiceImport, EndpointSlice, Endpoint, Port, service_label, cluster_label) is
- * called once: the models are slotted dataclasses without __post_init__, made here by
- * allocating the instance and setting each slot (what their generated __init__ does).
+ * called once: the models are slotted dataclasses without __post_init__, made here as
+ * ../_slots.h makes them (what their generated __init__ does).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
+#include "../_slots.h"
 #include <arpa/inet.h>
 #include <string.h>
 
 #define IPS_MAX 8 /* ClusterSetIPs handled here (distinct kept in order: quadratic) */
 #define ADDR_TEXT_MAX 64 /* longer address text is not an address */
 
-typedef struct {
-    PyTypeObject *type;
-    int n;
-    Py_ssize_t offset[9];
-} Model;
-
-static Model m_si, m_es, m_ep, m_port;
+static Slots m_si, m_es, m_ep, m_port;
 static PyObject *s_service_label, *s_cluster_label, *s_empty, *s_tcp, *s_udp, *s_sctp, *s_default;
 static PyObject *s_metadata, *s_namespace, *s_name, *s_labels, *s_spec, *s_type, *s_ips, *s_ports;
 static PyObject *s_port, *s_protocol, *s_address_type, *s_endpoints, *s_addresses, *s_hostname;
@@ -37,48 +29,6 @@ static PyObject *s_clustersetip, *s_headless;
 static int ready_done;
 
 #define FALLBACK NULL /* returned with no exception set: the Python parser decides */
-
-/* ---- models ---- */
-
-static int model_setup(Model *m, PyObject *type, const char *const *fields) {
-    if (!PyType_Check(type)) {
-        PyErr_SetString(PyExc_TypeError, "setup() takes the model classes");
-        return -1;
-    }
-    m->type = (PyTypeObject *)type;
-    Py_INCREF(type);
-    m->n = 0;
-    for (int i = 0; fields[i] != NULL; i++) {
-        PyObject *d = PyObject_GetAttrString(type, fields[i]);
-        if (d == NULL)
-            return -1;
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            m->offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", m->type->tp_name, fields[i]);
-            return -1;
-        }
-        m->n = i + 1;
-    }
-    return 0;
-}
-
-/* A new instance of `m` with its slots set to `values` (references stolen, all of them,
- * even on failure). */
-static PyObject *make(Model *m, PyObject **values) {
-    PyObject *o = m->type->tp_alloc(m->type, 0);
-    if (o == NULL) {
-        for (int i = 0; i < m->n; i++)
-            Py_XDECREF(values[i]);
-        return NULL;
-    }
-    for (int i = 0; i < m->n; i++)
-        *(PyObject **)((char *)o + m->offset[i]) = values[i];
-    return o;
-}
 
 /* ---- values ---- */
 
@@ -242,7 +192,7 @@ static PyObject *ports(PyObject *raw) {
             goto fallback;
         }
         PyObject *vals[3] = {pname, Py_NewRef(pr), Py_NewRef(num)};
-        PyObject *port_obj = make(&m_port, vals);
+        PyObject *port_obj = slots_make(&m_port, vals);
         if (port_obj == NULL)
             goto fail;
         PyTuple_SET_ITEM(out, i, port_obj);
@@ -322,7 +272,7 @@ static PyObject *service_import_(PyObject *obj) {
     }
     /* namespace, name, headless, ips, ports */
     PyObject *vals[5] = {Py_NewRef(ns), Py_NewRef(name), PyBool_FromLong(headless), ip_tuple, port_tuple};
-    return make(&m_si, vals);
+    return slots_make(&m_si, vals);
 }
 
 /* ---- EndpointSlice ---- */
@@ -390,7 +340,7 @@ static PyObject *endpoint(PyObject *ep, int v6) {
     /* addresses, hostname, ready, serving, terminating, zone */
     PyObject *vals[6] = {addrs, host, PyBool_FromLong(ready), PyBool_FromLong(serving),
                          PyBool_FromLong(terminating), Py_NewRef(zone)};
-    return make(&m_ep, vals);
+    return slots_make(&m_ep, vals);
 }
 
 static PyObject *endpoint_slice_(PyObject *obj) {
@@ -458,7 +408,7 @@ static PyObject *endpoint_slice_(PyObject *obj) {
             Py_XDECREF(vals[i]);
         return NULL;
     }
-    return make(&m_es, vals);
+    return slots_make(&m_es, vals);
 }
 
 /* ---- module ---- */
@@ -499,8 +449,8 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     static const char *const ep_f[] = {"addresses", "hostname", "ready", "serving", "terminating", "zone",
                                        NULL};
     static const char *const port_f[] = {"name", "protocol", "port", NULL};
-    if (model_setup(&m_si, si, si_f) < 0 || model_setup(&m_es, es, es_f) < 0 ||
-        model_setup(&m_ep, ep, ep_f) < 0 || model_setup(&m_port, port, port_f) < 0)
+    if (slots_setup(&m_si, si, si_f) < 0 || slots_setup(&m_es, es, es_f) < 0 ||
+        slots_setup(&m_ep, ep, ep_f) < 0 || slots_setup(&m_port, port, port_f) < 0)
         return NULL;
     Py_INCREF(s_service_label);
     Py_INCREF(s_cluster_label);
