@@ -65,7 +65,7 @@ class ZonePublisher:
             change = self.zone.commit(st)
             self.versions.record(change, worked)
             sets.append(change.names)
-        self.cache.invalidate(sets[0] if len(sets) == 1 else set().union(*sets))  # one: not copied
+        self.cache.invalidate_all_of(sets)
         self.commit()
 
     def load(self) -> None:
