@@ -18,7 +18,8 @@ setup(ext_modules=[
     Extension("mcsdns.data._keep", ["mcsdns/data/_keep.c"], optional=True, extra_compile_args=FLAGS),
     Extension("mcsdns.data._parse", ["mcsdns/data/_parse.c"], optional=True, extra_compile_args=FLAGS,
               depends=["mcsdns/_slots.h"]),
-    Extension("mcsdns.zone._digest", ["mcsdns/zone/_digest.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("mcsdns.zone._digest", ["mcsdns/zone/_digest.c"], optional=True, extra_compile_args=FLAGS,
+              depends=["mcsdns/_slots.h"]),
     Extension("mcsdns.zone._records", ["mcsdns/zone/_records.c"], optional=True, extra_compile_args=FLAGS,
               depends=["mcsdns/_slots.h"]),
 ])

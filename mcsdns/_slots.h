@@ -18,7 +18,7 @@ typedef struct {
 
 /* `type`'s slots named `fields` (NULL-terminated, at most SLOTS_MAX); -1 with an error
  * if one is not an object slot */
-static int slots_setup(Slots *m, PyObject *type, const char *const *fields) {
+static inline int slots_setup(Slots *m, PyObject *type, const char *const *fields) {
     if (!PyType_Check(type)) {
         PyErr_SetString(PyExc_TypeError, "setup() takes classes");
         return -1;
@@ -52,7 +52,7 @@ static int slots_setup(Slots *m, PyObject *type, const char *const *fields) {
 
 /* a new instance of m->type with its fields set to `values` (references stolen, all of
  * them, even on failure; none may be NULL) */
-static PyObject *slots_make(Slots *m, PyObject **values) {
+static inline PyObject *slots_make(Slots *m, PyObject **values) {
     PyObject *o = m->type->tp_alloc(m->type, 0);
     if (o == NULL) {
         for (int i = 0; i < m->n; i++)

@@ -8,12 +8,13 @@
  * A name's value is a `One` (its attribute `rrset`) or a mapping of type -> RRset; an
  * RRset has `rtype` (int) and `rdatas` (a tuple of bytes). A name without records adds
  * nothing. Anything else (a type or length past 65535, an rdata not bytes) raises.
+ * setup(One, RRset), once: their fields are read by slot (../_slots.h), not by name.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../_slots.h"
 #include <string.h>
 
 static PyObject *s_rrset, *s_rtype, *s_rdatas;
+static Slots m_one, m_rrset; /* read by slot where setup() named them (else by attribute) */
 
 typedef struct {
     char *buf;
@@ -109,14 +110,15 @@ static int put_rdatas(Out *o, PyObject *rds) {
 
 /* one RRset at `name`, of type `rtype` (NULL: its own) */
 static int put_rrset(Out *o, PyObject *name, PyObject *rrset, PyObject *rtype) {
+    int slotted = m_rrset.type != NULL && Py_IS_TYPE(rrset, m_rrset.type);
     if (rtype == NULL) {
-        rtype = PyObject_GetAttr(rrset, s_rtype);
+        rtype = slotted ? Py_XNewRef(SLOT(&m_rrset, rrset, 0)) : PyObject_GetAttr(rrset, s_rtype);
         if (rtype == NULL)
             return -1;
     } else {
         Py_INCREF(rtype);
     }
-    PyObject *rds = PyObject_GetAttr(rrset, s_rdatas);
+    PyObject *rds = slotted ? Py_XNewRef(SLOT(&m_rrset, rrset, 1)) : PyObject_GetAttr(rrset, s_rdatas);
     if (rds == NULL) {
         Py_DECREF(rtype);
         return -1;
@@ -171,7 +173,8 @@ static PyObject *text(PyObject *self, PyObject *args) {
                 PyErr_SetObject(PyExc_KeyError, name);
             rc = -1;
         } else if (Py_IS_TYPE(rrsets, (PyTypeObject *)one)) {
-            PyObject *rr = PyObject_GetAttr(rrsets, s_rrset);
+            PyObject *rr = m_one.type == (PyTypeObject *)one ? Py_XNewRef(SLOT(&m_one, rrsets, 0))
+                                                             : PyObject_GetAttr(rrsets, s_rrset);
             if (rr == NULL) {
                 rc = -1;
             } else {
@@ -188,7 +191,23 @@ static PyObject *text(PyObject *self, PyObject *args) {
     return out;
 }
 
+static PyObject *setup(PyObject *self, PyObject *args) {
+    PyObject *one, *rrset;
+    static const char *const one_f[] = {"rrset", NULL}, *const rr_f[] = {"rtype", "rdatas", NULL};
+    if (m_one.type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup() is called once");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO:setup", &one, &rrset) || slots_setup(&m_rrset, rrset, rr_f) < 0 ||
+        slots_setup(&m_one, one, one_f) < 0) {
+        m_one.type = m_rrset.type = NULL;
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS, "setup(One, RRset): read their fields by slot."},
     {"text", text, METH_VARARGS, "text(head, names, One) -> bytes: what a service's digest hashes."},
     {NULL, NULL, 0, NULL},
 };

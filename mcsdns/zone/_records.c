@@ -177,6 +177,12 @@ static int service_srv(PyObject *node, PyObject *srvs) {
     Py_ssize_t n = PyList_GET_SIZE(srvs);
     if (n == 0)
         return 1;
+    if (n == 1) { /* one port name: its records, each once already */
+        PyObject *pair = PyList_GET_ITEM(srvs, 0);
+        PyObject *rr = rrset(T_SRV, Py_NewRef(PyTuple_GET_ITEM(pair, 0)), Py_NewRef(PyTuple_GET_ITEM(pair, 1)), 0,
+                             NULL);
+        return rr == NULL ? (PyErr_Occurred() ? -1 : 0) : (put(node, T_SRV, rr) < 0 ? -1 : 1);
+    }
     PyObject *rds = PyList_New(0), *extra = PyList_New(0);
     int rc = rds != NULL && extra != NULL ? 1 : -1;
     for (Py_ssize_t i = 0; rc == 1 && i < n; i++) {
@@ -428,27 +434,43 @@ static PyObject *headless_(PyObject *si, PyObject *slices, PyObject *zone, int f
         Py_DECREF(list);
     }
     /* an SRV per endpoint and named port: port name -> {(port, host): None}, in order */
+    PyObject *last = NULL, *named = NULL; /* the named ports of `last`: [(name, protocol), port, ...] */
     for (Py_ssize_t i = 0; rc == 1 && i < n; i++) {
         PyObject *s = PyList_GET_ITEM(sls, i), *host = PyList_GET_ITEM(hosts, i);
-        PyObject *ports = SLOT(&m_es, s, ES_PORTS);
-        for (Py_ssize_t j = 0; rc == 1 && j < PyTuple_GET_SIZE(ports); j++) {
-            PyObject *p = PyTuple_GET_ITEM(ports, j);
-            if (PyUnicode_GET_LENGTH(SLOT(&m_port, p, P_NAME)) == 0)
-                continue;
-            PyObject *key = PyTuple_Pack(2, SLOT(&m_port, p, P_NAME), SLOT(&m_port, p, P_PROTOCOL));
-            PyObject *target = PyTuple_Pack(2, SLOT(&m_port, p, P_PORT), host);
-            PyObject *targets = key == NULL ? NULL : PyDict_GetItem(targets_of, key);
-            if (key != NULL && targets == NULL) {
+        if (s != last) {
+            last = s;
+            Py_XDECREF(named);
+            PyObject *ports = SLOT(&m_es, s, ES_PORTS);
+            named = PyList_New(0);
+            for (Py_ssize_t j = 0; named != NULL && j < PyTuple_GET_SIZE(ports); j++) {
+                PyObject *p = PyTuple_GET_ITEM(ports, j);
+                if (PyUnicode_GET_LENGTH(SLOT(&m_port, p, P_NAME)) == 0)
+                    continue;
+                PyObject *key = PyTuple_Pack(2, SLOT(&m_port, p, P_NAME), SLOT(&m_port, p, P_PROTOCOL));
+                if (key == NULL || PyList_Append(named, key) < 0 || PyList_Append(named, SLOT(&m_port, p, P_PORT)) < 0)
+                    Py_CLEAR(named);
+                Py_XDECREF(key);
+            }
+            if (named == NULL) {
+                rc = -1;
+                break;
+            }
+        }
+        for (Py_ssize_t j = 0; rc == 1 && j < PyList_GET_SIZE(named); j += 2) {
+            PyObject *key = PyList_GET_ITEM(named, j);
+            PyObject *target = PyTuple_Pack(2, PyList_GET_ITEM(named, j + 1), host);
+            PyObject *targets = PyDict_GetItem(targets_of, key);
+            if (targets == NULL) {
                 targets = PyDict_New();
                 if (targets == NULL || put(targets_of, key, targets) < 0)
                     targets = NULL;
             }
-            if (key == NULL || target == NULL || targets == NULL || PyDict_SetDefault(targets, target, Py_None) == NULL)
+            if (target == NULL || targets == NULL || PyDict_SetDefault(targets, target, Py_None) == NULL)
                 rc = -1;
-            Py_XDECREF(key);
             Py_XDECREF(target);
         }
     }
+    Py_XDECREF(named);
     Py_ssize_t pos = 0;
     PyObject *key, *targets;
     while (rc == 1 && PyDict_Next(targets_of, &pos, &key, &targets)) {

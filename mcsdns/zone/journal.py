@@ -21,7 +21,7 @@ from ..dns.limits import RDATA_MAX
 from ..dns.names import decode_name
 from ..kube.keys import Key
 from ..ops.stats import Put, define
-from .rrsets import Names, One
+from .rrsets import Names, One, RRset
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
 
@@ -31,6 +31,7 @@ try:
 except ImportError:  # not built (no compiler): `_text`
     pass
 else:
+    _digest.setup(One, RRset)
     _C_TEXT = _digest.text
 
 log = logging.getLogger("mcsdns.journal")
