@@ -118,7 +118,6 @@ def test_without_a_ca_the_system_store_is_trusted(server: str, tmp_path: Path) -
     c.close()
 
 
-@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_insecure_trusts_any_server(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
     monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "no-such-dir"))
