@@ -105,6 +105,7 @@ def test_sequential_requests_reuse_one_connection(server: _Server) -> None:
     big = _get(t, "/big")
     assert len(b"".join(iter(partial(big.read, 65536), b""))) == BIG
     big.release_conn()  # already back: nothing more
+    assert len(b"".join(_get(t, "/big").chunks())) == BIG  # read1 to its end: back too
     assert _get(t, "/small").data == b"ok"
     t.close()
     assert server.accepted == 1

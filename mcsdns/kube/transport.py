@@ -194,13 +194,13 @@ class Response:
         raw = self._raw
         with self._lock:
             conn, self._conn = self._conn, None
-            keep = self._reusable and raw.isclosed() and not raw.will_close and not raw.length
+            keep = self._reusable and _ended(raw) and not raw.will_close
         if conn is None:
             return
+        raw.close()
         if keep:
             self._pool.put(conn)
         else:
-            raw.close()
             conn.close()
 
     def shutdown(self) -> None:
@@ -220,7 +220,7 @@ class Response:
         except (OSError, http.client.HTTPException) as e:
             self._reusable = False
             raise _failure(e, self._where, self._read_timeout) from e
-        if self._raw.isclosed():
+        if _ended(self._raw):
             self.release_conn()
         return data
 
@@ -386,6 +386,12 @@ def _host_port(netloc: str, default: int, what: str) -> tuple[str, int]:
     if not u.hostname:
         raise KubeconfigError(f"{what}: no host")
     return u.hostname, port
+
+
+def _ended(raw: http.client.HTTPResponse) -> bool:
+    """Whether a body was read to its end: all its Content-Length, or its last chunk (or, when
+    the server closes the connection after it, the close)."""
+    return raw.length == 0 or (raw.length is None and raw.isclosed())
 
 
 def _readable(sock: Any) -> bool:
