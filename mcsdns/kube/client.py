@@ -19,7 +19,7 @@ from .. import __version__
 from .errors import NotFound, Request, Unreachable, error_for
 from .kubeconfig import load as load_kubeconfig
 from .names import PREFERRED
-from .transport import Timeout, Transport
+from .transport import Response, Timeout, Transport
 
 Obj = dict[str, Any]
 TIMEOUT: Timeout = (3.0, 10.0)
@@ -66,9 +66,9 @@ class Client:
 
     def open(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: Any = None,
              timeout: Timeout | None = None, content_type: str = "application/json",
-             accept: str = "application/json") -> Any:
-        """One request; the unread urllib3 response of a 2xx answer (stream it, or read
-        `.data`), else the error its status maps to (`Unreachable` when there is no answer)."""
+             accept: str = "application/json") -> Response:
+        """One request; the unread response of a 2xx answer (stream it, or read `.data`), else
+        the error its status maps to (`Unreachable` when there is no answer)."""
         where = self._where(method, path)
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
         data = None
@@ -85,7 +85,7 @@ class Client:
         except Unreachable:
             self._count(method, "<error>")
             raise
-        except Exception as e:  # urllib3 connection, TLS and timeout errors
+        except Exception as e:  # the transport's OSErrors (ConnectError, ReadTimeout...), or any other
             self._count(method, "<error>")
             raise Unreachable(f"{where}: {e}") from e
         self._count(method, str(resp.status))
@@ -123,7 +123,7 @@ class Client:
             query["continue"] = cont
 
     def watch(self, path: str, resource_version: str | None, selector: str | None = None,
-              timeout_seconds: int = 300, idle: float = 75.0, accept: str = "application/json") -> Any:
+              timeout_seconds: int = 300, idle: float = 75.0, accept: str = "application/json") -> Response:
         """Open a watch of a collection from `resource_version`, with bookmarks: the unread,
         streamed response (one JSON event a line); a read times out after `idle` s."""
         query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": True,

@@ -17,8 +17,6 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from urllib3.exceptions import HTTPError, MaxRetryError
-
 from ..ops.errors import ConfigError
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}  # and GET: get, list
@@ -142,8 +140,6 @@ def describe(e: BaseException) -> str:
         return f"{out}: {msg}"[:1000] if msg else out
     if isinstance(e, ConfigError):
         return str(e)
-    if isinstance(e, MaxRetryError) and e.reason is not None:
-        e = e.reason
     return f"{type(e).__name__}: {e}".splitlines()[0][:300]
 
 
@@ -186,4 +182,4 @@ class Problems:
 def _no_answer(e: BaseException) -> bool:
     if isinstance(e, ApiError):
         return not e.status
-    return isinstance(e, HTTPError | OSError | ValueError)
+    return isinstance(e, OSError | ValueError)  # the transport's failures are OSErrors

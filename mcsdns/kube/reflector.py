@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from urllib3.exceptions import HTTPError, ReadTimeoutError
-
 from ..ops import gcpause
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, describe
 from .keys import Key, key_of
 from .listdecode import BATCH, Scan, decode_list
+from .transport import Response
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -57,18 +56,16 @@ class Backoff:
 
 def is_read_timeout(e: BaseException | None) -> bool:
     while e is not None:
-        if isinstance(e, ReadTimeoutError | TimeoutError):
+        if isinstance(e, TimeoutError):  # transport.ReadTimeout is one
             return True
         e = e.__context__
     return False
 
 
-def lines(resp: Any) -> Iterator[bytes]:
+def lines(resp: Response) -> Iterator[bytes]:
     """Complete lines of a streamed response, as soon as each chunk arrives."""
     buf = b""
-    chunks = resp.stream(None, decode_content=True) if resp.chunked else iter(
-        lambda: resp.read1(65536), b"")
-    for chunk in chunks:
+    for chunk in resp.chunks():
         buf += chunk
         if b"\n" in buf:
             *done, buf = buf.split(b"\n")
@@ -114,7 +111,7 @@ class Reflector:
         self.relist = False
         self.lists = 0  # completed lists (the first one and every relist)
         self.begun = 0  # lists begun (a failed one included): which one `on_part` and `on_list` are of
-        self.resp: Any = None  # the open watch response, to interrupt it
+        self.resp: Response | None = None  # the open watch response, to interrupt it
         self.thread: threading.Thread | None = None
         self.request = Request.of(path, ("list", "watch"))
 
@@ -159,7 +156,7 @@ class Reflector:
                     return
                 if self.relist:
                     continue
-                if not isinstance(e, ApiError | HTTPError | OSError | ValueError | WatchError):
+                if not isinstance(e, ApiError | OSError | ValueError | WatchError):
                     log.exception("%s: unexpected error", self.label)
                 self.on_health(False, e)
                 log.debug("%s: %s", self.label, describe(e))
@@ -182,7 +179,7 @@ class Reflector:
                 raise Expired(f"list continue token expired: {e.reason}") from e
             try:
                 # BATCH bytes a read (a real API server sends 2 KiB chunks; the decoder tries
-                # every BATCH characters): http.client joins the chunks, not urllib3 one by one
+                # every BATCH characters): http.client joins the chunks
                 data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items),
                                    scan=self.scan)
             finally:
