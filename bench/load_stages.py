@@ -83,8 +83,8 @@ def stages(texts: dict[str, str]) -> dict[str, float]:
     p.store.apply(objs, [])
     timed("Store.apply", t)
     t = time.process_time()
-    zone = p.zone.origin
-    built = [(k, service_records(*p.store.service(k), zone, OFF, LeftOut())) for k in list(p.store.imports)]
+    zone, imports = p.zone.origin, p.store.imports
+    built = [(k, service_records(si, p.store.service(k)[1], zone, OFF, LeftOut())) for k, si in imports.items()]
     timed("records", t)
     t = time.process_time()
     staged = [p.zone.stage(k, names) for k, names in built]
