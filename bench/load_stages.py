@@ -83,8 +83,9 @@ def stages(texts: dict[str, str]) -> dict[str, float]:
     p.store.apply(objs, [])
     timed("Store.apply", t)
     t = time.process_time()
-    zone, imports = p.zone.origin, p.store.imports
-    built = [(k, service_records(si, p.store.service(k)[1], zone, OFF, LeftOut())) for k, si in imports.items()]
+    zone, store = p.zone.origin, p.store
+    built = [(k, service_records(si, store.service(k)[1], zone, OFF, LeftOut()))
+             for k, si in store.imports.items()]
     timed("records", t)
     t = time.process_time()
     staged = [p.zone.stage(k, names) for k, names in built]
