@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -225,6 +226,12 @@ def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
         from .roles.supervisor import Supervisor
 
         return Supervisor(cfg).run()
+    begun = None
+    if not cfg.manifests:  # the lists asked for now: the server is set up while they come
+        from .sources.kube import begin_reading
+
+        gc.disable()  # until the first sync, as roles.loader.pause_gc keeps it
+        begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces)
     from .roles.single import SingleProcess
 
-    return SingleProcess(cfg).run()
+    return SingleProcess(cfg, begun).run()

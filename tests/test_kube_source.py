@@ -355,3 +355,61 @@ def test_a_list_that_failed_after_some_parts_leaves_none_of_them_behind() -> Non
     assert set(store.imports) == {("shop", "a")}
     src._apply([(c, "part", (2, [copy.deepcopy(b)])), (c, "list", (2, [], set()))])  # a deleted meanwhile
     assert set(store.imports) == {("shop", "b")}
+
+
+def test_a_source_begun_before_the_loop_delivers_its_lists_once_started(api: KubeAPI,
+                                                                       kubeconfig: Path) -> None:
+    """`mcsdns serve` asks for the lists before it sets up the rest (`begin_reading`): what the
+    reflectors read meanwhile waits, and reaches the store, in order, once the loop runs."""
+    import asyncio
+
+    from mcsdns.sources.kube import begin_reading
+
+    for o in example_objects():
+        api.put(o)
+    begun = begin_reading(str(kubeconfig), None, None)
+
+    def listed() -> bool:
+        inf = begun.source._informers
+        return inf is not None and len(inf.reflectors) == 3 and all(r.lists for r in inf.reflectors.values())
+
+    assert wait_for(listed, 10)
+    assert not begun.store.imports and not begun.source.synced  # read, not applied: no loop yet
+
+    async def run() -> None:
+        await begun.source.start(asyncio.get_running_loop())
+        try:
+            for _ in range(500):
+                if begun.source.synced:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await begun.source.stop()
+
+    asyncio.run(run())
+    assert begun.source.synced
+    want = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in example_objects()
+            if o["kind"] == SERVICE_IMPORT}
+    assert set(begun.store.imports) == want
+
+
+def test_an_inbox_hands_on_what_was_posted_before_its_loop_in_order() -> None:
+    import asyncio
+
+    from mcsdns.sources import Inbox
+
+    got: list[list[int]] = []
+    inbox: Inbox[int] = Inbox(got.append)
+    for i in range(3):
+        assert inbox.post(i)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        inbox.attach(loop)
+        await asyncio.sleep(0.01)
+        inbox.post(3)
+        inbox.post(4)
+        await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert got == [[0, 1, 2], [3, 4]]

@@ -25,7 +25,9 @@ from ..server.pipeline import Pipeline
 from ..sources import Source
 
 if TYPE_CHECKING:  # imported where used: --state-dir and --workers only
+    from ..data.store import Store
     from ..server.statekeeper import StateKeeper
+    from ..sources.kube import Begun
     from ..sources.relay import Hub
 
 log = logging.getLogger("mcsdns")
@@ -33,18 +35,24 @@ log = logging.getLogger("mcsdns")
 GC_PAUSE_MAX = 60.0  # seconds the cyclic GC may stay off while waiting for the first sync
 
 
-def pipeline_for(cfg: Config, serial_file: str | None = None) -> Pipeline:
+def pipeline_for(cfg: Config, serial_file: str | None = None, store: Store | None = None) -> Pipeline:
     """The pipeline `cfg` asks for; `serial_file`: the serial state, when not STATE_DIR/serial
-    (the --workers supervisor gives one file to all its workers)."""
-    return Pipeline(cfg.zone, cfg.ttl, cfg.serial, cache_bytes=cfg.cache_mib << 20, locality=cfg.locality,
+    (the --workers supervisor gives one file to all its workers); `store`: one a source
+    already feeds."""
+    return Pipeline(cfg.zone, cfg.ttl, cfg.serial, store=store, cache_bytes=cfg.cache_mib << 20,
+                    locality=cfg.locality,
                     serial_file=serial_file or cfg.serial_path(), allow_transfer=cfg.allow_transfer,
                     tsig_keys=cfg.tsig_keys)
 
 
 def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
-                 hub: Hub | None = None) -> list[Source]:
+                 hub: Hub | None = None, begun: Begun | None = None) -> list[Source]:
     """The configured source, feeding `pipeline`; `serving`: the zone is answered from it
-    (not `records`); `hub`: --workers, the Kubernetes source also feeds the workers."""
+    (not `records`); `hub`: --workers, the Kubernetes source also feeds the workers; `begun`:
+    the Kubernetes source, already reading into `pipeline`'s store."""
+    if begun is not None:
+        begun.source.has_data = lambda: pipeline.ready
+        return [begun.source]
     if cfg.manifests:
         from ..sources.files import FileSource
         from ..sources.limits import MANIFEST_MAX_BYTES
@@ -62,12 +70,13 @@ def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
     return [KubeSource(pipeline.store, cfg.kubeconfig, cfg.context, cfg.namespaces, has_data=has_data)]
 
 
-def pause_gc(loop: asyncio.AbstractEventLoop) -> None:
+def pause_gc(loop: asyncio.AbstractEventLoop, paused: bool = False) -> None:
     """No cyclic GC while the first sync loads: its collections, over a heap that only
     grows, would take half of the load's time (0.9 s -> 0.4 s at 10k services). The load
     makes no cyclic garbage (a collection after it frees nothing), so nothing is lost; if
-    the sync takes longer than GC_PAUSE_MAX, the GC comes back anyway."""
-    if gc.isenabled():
+    the sync takes longer than GC_PAUSE_MAX, the GC comes back anyway. `paused`: it was
+    turned off before the loop ran (the source began reading then)."""
+    if paused or gc.isenabled():
         gc.disable()
         loop.call_later(GC_PAUSE_MAX, gc.enable)
 
@@ -81,9 +90,10 @@ class Loader:
     """
 
     def __init__(self, cfg: Config, pipeline: Pipeline, sources: list[Source],
-                 keep_state: bool = True) -> None:
+                 keep_state: bool = True, gc_paused: bool = False) -> None:
         self.cfg = cfg
         self.pipeline = pipeline
+        self.gc_paused = gc_paused  # the cyclic GC was turned off before the loop ran
         self.sources = sources
         self.loaded = asyncio.Event()
         if pipeline.ready:  # forked from a loaded zone
@@ -125,7 +135,7 @@ class Loader:
         large work off `loop`, the sources configured. `forked`: the pipeline was loaded
         by the process this one was forked from."""
         if not forked:
-            pause_gc(loop)
+            pause_gc(loop, self.gc_paused)
             if self.keeper is not None and self.keeper.restore():
                 self._set_loaded()
         self.pipeline.off_loop(loop, forked)
@@ -207,7 +217,9 @@ class Loader:
 
 
 def loader_for(cfg: Config, *, serving: bool = True, keep_state: bool = True,
-               serial_file: str | None = None, hub: Hub | None = None) -> Loader:
-    """A new pipeline with the configured source (as `pipeline_for`, `make_sources`)."""
-    pipeline = pipeline_for(cfg, serial_file)
-    return Loader(cfg, pipeline, make_sources(cfg, pipeline, serving=serving, hub=hub), keep_state)
+               serial_file: str | None = None, hub: Hub | None = None, begun: Begun | None = None) -> Loader:
+    """A new pipeline with the configured source (as `pipeline_for`, `make_sources`); `begun`:
+    that source, already reading into its store (with the cyclic GC off since)."""
+    pipeline = pipeline_for(cfg, serial_file, begun.store if begun is not None else None)
+    return Loader(cfg, pipeline, make_sources(cfg, pipeline, serving=serving, hub=hub, begun=begun),
+                  keep_state, gc_paused=begun is not None)

@@ -4,20 +4,24 @@ listeners, /health /ready /metrics, --state-dir and NOTIFY, all in this process.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from ..app import Config, run_loop
 from .endpoints import notifier_for, serve_endpoints
 from .loader import loader_for
 from .serving import Serving, listeners_for
 
+if TYPE_CHECKING:
+    from ..sources.kube import Begun
+
 
 class SingleProcess(Serving):
-    """Answers on --listen from its own source. With --reuse-port it binds only once the
-    zone is loaded (a server starting next to another takes no queries before). NOTIFY
-    follows the serials this process serves."""
+    """Answers on --listen from its own source (`begun`: the Kubernetes source, already
+    reading). With --reuse-port it binds only once the zone is loaded (a server starting
+    next to another takes no queries before). NOTIFY follows the serials this process serves."""
 
-    def __init__(self, cfg: Config) -> None:
-        loader = loader_for(cfg)
+    def __init__(self, cfg: Config, begun: Begun | None = None) -> None:
+        loader = loader_for(cfg, begun=begun)
         super().__init__(cfg, loader, listeners_for(cfg, loader, cfg.reuse_port))
         self.notifier = notifier = notifier_for(cfg)
         if notifier is not None:

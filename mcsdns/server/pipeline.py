@@ -44,11 +44,11 @@ class Pipeline:
     def __init__(self, zone: str = "clusterset.local", ttl: int = 5, serial: int | None = None, *,
                  cache_bytes: int = CACHE_BYTES, locality: Locality = OFF,
                  serial_file: str | None = None, allow_transfer: Iterable[str] = (),
-                 tsig_keys: Iterable[tsig.Key] = ()) -> None:
+                 tsig_keys: Iterable[tsig.Key] = (), store: Store | None = None) -> None:
         keys = list(tsig_keys)
         self.configured = locality  # --cluster-id and the rest of the locality flags
         self._built_with = locality
-        self.store = Store()
+        self.store = Store() if store is None else store  # given: a source already feeds it
         self.zone = Zone(zone, ttl, serial)
         self.cache = ResponseCache(self.zone, cache_bytes)
         self.handler = Handler(self.cache)

@@ -97,14 +97,23 @@ T = TypeVar("T")
 
 class Inbox(Generic[T]):
     """Items posted by a source's threads, handed to the event loop in order: `on_batch`
-    runs on the loop with every item posted since its last run."""
+    runs on the loop with every item posted since its last run. Items posted before the
+    loop is attached wait for it."""
 
     def __init__(self, on_batch: Callable[[list[T]], None]) -> None:
         self.on_batch = on_batch
-        self.loop: asyncio.AbstractEventLoop | None = None  # set before the first post
+        self.loop: asyncio.AbstractEventLoop | None = None  # `attach`ed
         self._items: list[T] = []
-        self._pending = False
+        self._pending = False  # a flush is scheduled (or, before `attach`, items wait)
         self._lock = threading.Lock()
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand what is posted to `loop` from now on, and what was posted before (on the loop)."""
+        with self._lock:
+            self.loop = loop
+            waiting = self._pending
+        if waiting:
+            loop.call_soon(self._flush)
 
     def post(self, item: T) -> bool:
         """Queue `item` (any thread); False once the loop is closed (shutting down)."""
@@ -113,9 +122,11 @@ class Inbox(Generic[T]):
             if self._pending:
                 return True
             self._pending = True
-        assert self.loop is not None
+            loop = self.loop
+        if loop is None:  # not attached yet: `attach` flushes
+            return True
         try:
-            self.loop.call_soon_threadsafe(self._flush)
+            loop.call_soon_threadsafe(self._flush)
         except RuntimeError:
             return False
         return True

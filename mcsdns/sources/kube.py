@@ -31,11 +31,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..data.objects import MODELS
 from ..data.parsing import prepare
-from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, obj_key
+from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, Store, obj_key
 from ..kube.client import Client
 from ..kube.config import connect
 from ..kube.informers import DISCOVERY, Informers
@@ -135,14 +135,22 @@ class KubeSource:
         if self._client is None:
             self._client = self._load()
 
-    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._inbox.loop = loop
+    def begin(self) -> None:
+        """Start reading (discovery, then the lists and watches, in threads), before there is
+        an event loop if need be: what they read waits until `start`. ConfigError when the
+        client configuration does not load."""
+        if self._main is not None:
+            return
         self.configure()
         assert self._client is not None
         self._informers = Informers(self._client, self._stop, backoff=self.backoff, errors=self.errors,
                                     on_health=self._on_health, on_problem=self._on_problem)
         self._main = threading.Thread(target=self._run, name="kube-discovery", daemon=True)
         self._main.start()
+
+    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.begin()
+        self._inbox.attach(loop)
 
     async def stop(self) -> None:
         self._stop.set()
@@ -348,3 +356,21 @@ class KubeSource:
             self.store.apply(upserts, deletes)
         except Exception:  # pragma: no cover - the Store skips malformed objects itself
             log.exception("applying %d watch events failed", len(run))
+
+
+class Begun(NamedTuple):
+    """A Kubernetes source already reading into its store (`begin_reading`)."""
+
+    store: Store
+    source: KubeSource
+
+
+def begin_reading(kubeconfig: str | None, context: str | None, namespaces: list[str] | None) -> Begun:
+    """A source reading into a new Store at once, before `serve` imports and sets up the rest:
+    a real API server takes 50-150 ms to send the first bytes of a large list, and the rest
+    is done meanwhile (roles.loader takes it up). ConfigError when the configuration does
+    not load."""
+    store = Store()
+    source = KubeSource(store, kubeconfig, context, namespaces)
+    source.begin()
+    return Begun(store, source)

@@ -220,7 +220,7 @@ class RelaySource:
             f": last error: {self.last_error}" if self.last_error else "")
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._inbox.loop = loop
+        self._inbox.attach(loop)
         self._thread = threading.Thread(target=self._read, daemon=True, name="relay-reader")
         self._thread.start()
 
