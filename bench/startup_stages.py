@@ -6,7 +6,8 @@ repeatably (best of --runs; the cyclic GC held off, as serve holds it off while 
 The lists are bench/startup.py's data (8,000 ClusterSetIP + 2,000 headless ServiceImports,
 4,000 EndpointSlices of 10 endpoints) as a real kube-apiserver v1.36 sends them: compact
 JSON with full metadata (uid, resourceVersion, creationTimestamp, generation,
-managedFields). Stages: decode (kube/listdecode.py, fed 64 KiB at a time), parse
+managedFields). Stages: decode (kube/listdecode.py, fed 64 KiB at a time, with the
+checkout's `Fields.decoder` where it has one), parse
 (data.parsing.prepare), store (the parsed objects by key and by service), records
 (zone/records.py), stage (Zone.stage), digest (journal.work_out before the first serial),
 commit (Zone.commit).
@@ -59,11 +60,16 @@ def lists(services: int, headless: int) -> dict[str, str]:
 
 
 def decoded(kind: str, text: str) -> list[dict[str, Any]]:
-    """The items of a list's text, fed to the list decoder 64 KiB at a time."""
+    """The items of a list's text, fed to the list decoder 64 KiB at a time, each decoded as
+    the reflector decodes it: keeping only the fields its parser reads where the checkout
+    can (`Fields.decoder`, data/_keep.c)."""
+    from mcsdns.data.objects import MODELS
     from mcsdns.kube.listdecode import ListDecoder
 
     got: list[dict[str, Any]] = []
-    dec = ListDecoder(got.append)
+    decoder = getattr(MODELS[kind].SOURCE, "decoder", None)  # checkouts before it: json alone
+    scan = decoder() if decoder is not None else None
+    dec = ListDecoder(got.append, scan=scan) if scan is not None else ListDecoder(got.append)
     for i in range(0, len(text), 1 << 16):
         dec.feed(text[i:i + (1 << 16)])
     dec.finish()
