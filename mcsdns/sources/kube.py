@@ -368,9 +368,9 @@ class Begun(NamedTuple):
 def begin_reading(kubeconfig: str | None, context: str | None, namespaces: list[str] | None) -> Begun:
     """A source reading into a new Store at once, before `serve` imports and sets up the rest:
     a real API server takes 50-150 ms to send the first bytes of a large list, and the rest
-    is done meanwhile (roles.loader takes it up). ConfigError when the configuration does
-    not load."""
+    is done meanwhile (roles.loader takes it up and says when DNS answers from data; until
+    then there is none). ConfigError when the configuration does not load."""
     store = Store()
-    source = KubeSource(store, kubeconfig, context, namespaces)
+    source = KubeSource(store, kubeconfig, context, namespaces, has_data=lambda: False)  # none yet
     source.begin()
     return Begun(store, source)
