@@ -76,8 +76,16 @@ class Secondary:
     def __init__(self, name: str, port: int, log: Path, primary: Server, mdir: Path) -> None:
         self.name, self.port, self.log, self.primary, self.mdir = name, port, log, primary, mdir
 
-    def ask(self, name: str, rdtype: str) -> dns.message.Message:
-        return dns.query.tcp(dns.message.make_query(name, rdtype), "127.0.0.1", port=self.port, timeout=3)
+    def ask(self, name: str, rdtype: str, tries: int = 3) -> dns.message.Message:
+        """The secondary's answer over TCP; asked again after a 3 s timeout (named runs one
+        worker, -n 1, which on a loaded machine can stay busy that long right after a transfer)."""
+        query = dns.message.make_query(name, rdtype)
+        for _ in range(tries - 1):
+            try:
+                return dns.query.tcp(query, "127.0.0.1", port=self.port, timeout=3)
+            except dns.exception.Timeout:
+                continue
+        return dns.query.tcp(query, "127.0.0.1", port=self.port, timeout=3)
 
     def serial(self) -> int | None:
         try:
