@@ -9,15 +9,14 @@ is declared, a string where a map is) is kept as it is, so that it is reported t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any, TypeAlias
 
+from ..kube.listdecode import Scan
+
 Path: TypeAlias = tuple[str, ...]  # map keys, and ITEM for "every item of a list"
 ITEM = "[]"
-# decode(text, pos): the JSON value at text[pos] kept (`keep`) and where it ends, or None
-# when json must decode it (see `Fields.decoder`)
-Decoder: TypeAlias = Callable[[str, int], "tuple[Any, int] | None"]
 
 
 class Fields:
@@ -39,8 +38,8 @@ class Fields:
         """This declaration as nested tuples, for `_keep.compile`."""
         return ("fields", tuple((k, None if v is None else v.shape()) for k, v in self.keys.items()))
 
-    def decoder(self) -> Decoder | None:
-        """JSON decoding that keeps only these fields as it goes (`_keep.c`: the rest is
+    def decoder(self) -> Scan | None:
+        """A list item's JSON decoded keeping only these fields as it goes (`_keep.c`: the rest is
         checked, never built), or None where that C extension is not built. Where it cannot
         be sure to decode as json does (an escape in a kept string, a float, the text
         cut short...) it returns None, and json decodes."""
