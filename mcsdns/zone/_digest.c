@@ -1,20 +1,20 @@
 /* The text one service's digest hashes (mcsdns/zone/journal.py `_text`, of which this
  * is the one mirror: tests/test_digest_diff.py compares the two byte for byte).
  *
- * text(head, names, One) -> bytes: `head`, then for each name of the dict `names` in
+ * text(head, names) -> bytes: `head`, then for each name of the dict `names` in
  * sorted order and each of its types in sorted order: a zero octet, the name, the type
  * in 2 octets (a mapping's key; a One's RRset's `rtype`), then each rdata in sorted order
  * after its length in 2 octets (big-endian).
- * A name's value is a `One` (its attribute `rrset`) or a mapping of type -> RRset; an
- * RRset has `rtype` (int) and `rdatas` (a tuple of bytes). A name without records adds
- * nothing. Anything else (a type or length past 65535, an rdata not bytes) raises.
- * setup(One, RRset), once: their fields are read by slot (../_slots.h), not by name.
+ * A name's value is a `One` (its slot `rrset`) or a mapping of type -> RRset; an RRset
+ * has `rtype` (int) and `rdatas` (a tuple of bytes). A name without records adds nothing.
+ * Anything else (a type or length past 65535, an rdata not bytes) raises.
+ * setup(One, RRset), once before text(): their fields are read by slot (../_slots.h).
  */
 #include "../_slots.h"
 #include <string.h>
 
-static PyObject *s_rrset, *s_rtype, *s_rdatas;
-static Slots m_one, m_rrset; /* read by slot where setup() named them (else by attribute) */
+static PyObject *s_rtype, *s_rdatas;
+static Slots m_one, m_rrset; /* One's and RRset's slots (an RRset-like of another class: by attribute) */
 
 typedef struct {
     char *buf;
@@ -155,8 +155,12 @@ static int put_mapping(Out *o, PyObject *name, PyObject *rrsets) {
 }
 
 static PyObject *text(PyObject *self, PyObject *args) {
-    PyObject *head, *names, *one;
-    if (!PyArg_ParseTuple(args, "SO!O!:text", &head, &PyDict_Type, &names, &PyType_Type, &one))
+    PyObject *head, *names;
+    if (m_one.type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup() first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "SO!:text", &head, &PyDict_Type, &names))
         return NULL;
     Out o = {NULL, 0, 0};
     PyObject *keys = PyDict_Keys(names);
@@ -172,9 +176,8 @@ static PyObject *text(PyObject *self, PyObject *args) {
             if (!PyErr_Occurred())
                 PyErr_SetObject(PyExc_KeyError, name);
             rc = -1;
-        } else if (Py_IS_TYPE(rrsets, (PyTypeObject *)one)) {
-            PyObject *rr = m_one.type == (PyTypeObject *)one ? Py_XNewRef(SLOT(&m_one, rrsets, 0))
-                                                             : PyObject_GetAttr(rrsets, s_rrset);
+        } else if (Py_IS_TYPE(rrsets, m_one.type)) {
+            PyObject *rr = Py_XNewRef(SLOT(&m_one, rrsets, 0));
             if (rr == NULL) {
                 rc = -1;
             } else {
@@ -208,17 +211,16 @@ static PyObject *setup(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(One, RRset): read their fields by slot."},
-    {"text", text, METH_VARARGS, "text(head, names, One) -> bytes: what a service's digest hashes."},
+    {"text", text, METH_VARARGS, "text(head, names) -> bytes: what a service's digest hashes."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_digest", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__digest(void) {
-    s_rrset = PyUnicode_InternFromString("rrset");
     s_rtype = PyUnicode_InternFromString("rtype");
     s_rdatas = PyUnicode_InternFromString("rdatas");
-    if (s_rrset == NULL || s_rtype == NULL || s_rdatas == NULL)
+    if (s_rtype == NULL || s_rdatas == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -25,7 +25,7 @@ from .rrsets import Names, One, RRset
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
 
-_C_TEXT: Callable[[bytes, Names, type], bytes] | None = None  # `_digest.text`, where it is built
+_C_TEXT: Callable[[bytes, Names], bytes] | None = None  # `_digest.text`, where it is built
 try:
     from . import _digest
 except ImportError:  # not built (no compiler): `_text`
@@ -66,7 +66,7 @@ def digest_text(key: Key, names: Names) -> bytes:
     extension `_digest` where it is built (a quarter of the time), else by `_text`."""
     head = f"{key[0]}/{key[1]}".encode()
     if _C_TEXT is not None:
-        return _C_TEXT(head, names, One)
+        return _C_TEXT(head, names)
     try:
         return _text(head, names)
     except IndexError:  # a length or type past the tables: widen them (once) and try again
