@@ -223,8 +223,10 @@ class ResponseCache:
     def invalidate_all_of(self, groups: list[set[bytes]]) -> None:
         """`invalidate` of the names of every group: their union is built only when not
         everything goes (at a first load of 10k services, 74k names: 15 ms)."""
-        if len(groups) == 1 or self._forgets_all(sum(len(g) for g in groups)):  # at most the union's size
-            self.invalidate(groups[0] if len(groups) == 1 else None)
+        if len(groups) == 1:
+            self.invalidate(groups[0])
+        elif self._forgets_all(sum(len(g) for g in groups)):  # the sum: at most the union's size
+            self.invalidate(None)
         else:
             self.invalidate(set().union(*groups))
 

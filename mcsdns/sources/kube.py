@@ -277,14 +277,13 @@ class KubeSource:
         with self._lock:
             self.collections.extend(cs)
         for c in cs:
-            model = MODELS[c.kind]
             c.reflector = inf.watch(
                 c.label, c.path, c.selector, kind=c.kind, key=obj_key, page_size=self.page_size,
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
                 on_part=partial(self._on_part, c),
                 transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole),
-                scan=None if c.kind == CLUSTER_PROPERTY else model.SOURCE.decoder())
+                scan=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder())
         inf.start()
 
     def _on_part(self, c: Collection, items: list[Obj]) -> None:
