@@ -1,6 +1,9 @@
 """`--members-dir`: member kubeconfigs in a directory, one file each, the file name the
 member's name, as a mounted Secret lays out its keys (`west -> ..data/west`, `..data` a
-symlink swapped on every update; names starting with "." are skipped). Each look compares
+symlink swapped on every update; names starting with "." are skipped). Only regular files of
+at most MAX_FILE bytes (a Secret's limit) whose path resolves inside the directory are read;
+anything else (a FIFO, a device, a symlink out of the directory, a bigger file) is skipped
+with one warning, without blocking or reading it whole. Each look compares
 the files' contents with the last look: a file added, removed or changed is a member
 added, removed or reloaded. Inotify wakes the look early; it runs every POLL s anyway."""
 
@@ -9,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 from dataclasses import dataclass, field
 
 from ..kube.names import is_dns_label
@@ -17,6 +21,11 @@ from ..ops.inotify import dir_watch
 log = logging.getLogger("mcsdns.controller")
 
 POLL = 2.0  # seconds between looks without an inotify event
+MAX_FILE = 1 << 20  # bytes of one member file at most: a Secret's size limit
+
+
+class Unfit(Exception):
+    """A directory entry that is not a member file we read; the message says why."""
 
 
 @dataclass
@@ -64,13 +73,45 @@ class MembersDir:
                                 self.path, name)
                 continue
             try:
-                with open(self.file(name), "rb") as f:
-                    out[name] = hashlib.sha256(f.read()).hexdigest()
+                out[name] = hashlib.sha256(self.read(name)).hexdigest()
             except IsADirectoryError:
+                continue
+            except Unfit as e:
+                if name not in self.skipped:
+                    self.skipped.add(name)
+                    log.warning("--members-dir %s: skipping %s: %s", self.path, name, e)
                 continue
             except OSError as e:
                 log.warning("--members-dir %s: %s: %s", self.path, name, e.strerror)
+                continue
+            self.skipped.discard(name)
         return out
+
+    def read(self, name: str) -> bytes:
+        """The bytes of member file `name`: `Unfit` unless it resolves inside the directory to
+        a regular file of at most MAX_FILE bytes. Opened without blocking (a FIFO)."""
+        top = os.path.realpath(self.path)
+        real = os.path.realpath(self.file(name))
+        if os.path.commonpath([top, real]) != top:
+            raise Unfit("a symlink to outside the directory")
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(name)
+            if not stat.S_ISREG(st.st_mode):
+                raise Unfit("not a regular file")
+            data = bytearray()
+            while st.st_size <= MAX_FILE and len(data) <= MAX_FILE:  # it may grow meanwhile
+                part = os.read(fd, MAX_FILE + 1 - len(data))
+                if not part:
+                    break
+                data += part
+        finally:
+            os.close(fd)
+        if st.st_size > MAX_FILE or len(data) > MAX_FILE:
+            raise Unfit(f"larger than {MAX_FILE} bytes (a Secret's limit)")
+        return bytes(data)
 
     def look(self) -> Changes:
         """Read the directory now; the changes since the last look."""
