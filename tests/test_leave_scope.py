@@ -39,9 +39,6 @@ def test_leave_under_another_name_refuses_before_any_write(clusters2: list[Clust
     out = tmp_path / "west.kubeconfig"
     join(b, a, "west", "--output", str(out))
     join(a, a, "east", "--output", "-", "--controller-kubeconfig", str(a.kubeconfig))
-    for kind, ns, name in JOINED:
-        obj = b.api.get(kind, ns, name)
-        assert obj is not None and obj["metadata"]["labels"][MEMBER] == "west", obj
     a.api.requests.clear()
     b.api.requests.clear()
     for name in ("nosuch", "east"):
@@ -52,6 +49,9 @@ def test_leave_under_another_name_refuses_before_any_write(clusters2: list[Clust
     assert writes(a) == [] and writes(b) == []
     assert secret_key(a, "east") is not None and secret_key(a, "west") is not None
     Client.load(str(out), None).list("/api/v1/namespaces")  # west's token still works
+    for kind, ns, name in JOINED:
+        obj = b.api.get(kind, ns, name)
+        assert obj is not None and obj["metadata"]["labels"][MEMBER] == "west", obj
 
     rc, _, err = mcsdns("leave", "west", "--kubeconfig", str(a.kubeconfig))  # a is "east"
     assert rc == 2 and "joined as east, not west" in err, err
