@@ -88,8 +88,6 @@ def test_leave_keeps_the_members_secrets_namespace_and_removes_the_lease_grant(m
     run = mcsdns("join", "east", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
                  "--controller-kubeconfig", k, "--secret", f"{ns}/mcsdns-members")
     assert run.returncode == 0, run.stderr
-    labels = _get(member, f"/api/v1/namespaces/{lease_ns}")["metadata"]["labels"]
-    assert labels["mcsdns.io/created-by"] == "mcsdns-join" and labels["mcsdns.io/member"] == "east"
     run = mcsdns("leave", "east", "--kubeconfig", k, "--namespace", ns)
     assert run.returncode == 0, run.stderr
     assert f"namespace {ns}: kept (holds secret/mcsdns-members)" in run.stderr, run.stderr
@@ -99,6 +97,8 @@ def test_leave_keeps_the_members_secrets_namespace_and_removes_the_lease_grant(m
     for kind in ("roles", "rolebindings"):
         assert _get(member, f"{RBAC}/namespaces/{lease_ns}/{kind}/mcsdns-member-lease") is None, kind
     assert terminating(member, lease_ns)
+    labels = _get(member, f"/api/v1/namespaces/{lease_ns}")["metadata"]["labels"]
+    assert labels["mcsdns.io/created-by"] == "mcsdns-join" and labels["mcsdns.io/member"] == "east"
     assert _get(member, f"/api/v1/namespaces/{ns}/serviceaccounts/mcsdns-member") is None
     assert _get(member, f"{RBAC}/clusterrolebindings/mcsdns-member") is None
 
