@@ -120,10 +120,13 @@ def test_an_older_joins_unlabelled_objects_need_force(clusters2: list[Cluster]) 
     assert rc == 2 and "record no member name (made by an older mcsdns join): nothing deleted; give " \
         "--force" in err, err
     assert writes(b) == []
+    b.kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "metadata": {"name": "app"}})
     rc, _, err = mcsdns("leave", "west", "--kubeconfig", str(b.kubeconfig), "--force")
     assert rc == 0, err
-    for kind, ns, name in JOINED:
+    for kind, ns, name in JOINED[:-1]:
         assert b.api.get(kind, ns, name) is None, kind
+    assert "namespace mcsdns-system: kept (holds secret/mcsdns-members, configmap/app)" in err, err
     rc, _, err = mcsdns("join", "north", "--kubeconfig", str(b.kubeconfig), "--output", "-")
     assert rc == 0, err  # west has left: another name may join
 
@@ -182,3 +185,14 @@ L6mOKrbJhALKC7/DZweh0nykWUh6evHeAFsCIHByqyi+fS7iZHe9R0s5N4kDWGxP
 YZfouJzOHTtgKLWF
 -----END CERTIFICATE-----
 """  # a self-signed test CA (no key kept)
+
+
+def test_leave_finds_the_account_in_the_namespace_join_was_given(clusters2: list[Cluster]) -> None:
+    """join --namespace X, leave without it: the binding names X (main left X's account)."""
+    a, b = clusters2
+    join(b, a, "west", "--namespace", "elsewhere")
+    rc, _, err = mcsdns("leave", "west", "--kubeconfig", str(b.kubeconfig))
+    assert rc == 0, err
+    assert "serviceaccount elsewhere/mcsdns-member (and so its tokens): deleted" in err, err
+    assert "namespace elsewhere (made by join): deleted" in err, err
+    assert b.api.get("ServiceAccount", "elsewhere", "mcsdns-member") is None

@@ -59,6 +59,11 @@ def _delete(c: Client, r: Resource, obj: Obj) -> str:
     return "deleted"
 
 
+def _owner(obj: Obj) -> str:
+    owner = member_of(obj)
+    return f"made by join for {owner}" if owner else "no member name: see --force"
+
+
 class Leave:
     """Removes what join made for `member`; with `force`, also join's objects that record
     no member name (an older join's)."""
@@ -70,19 +75,19 @@ class Leave:
         name = member_of(obj)
         return name == self.member or (self.force and name is None)
 
-    def fixed(self, r: Resource, name: str, namespace: str | None = None, line: str = "") -> None:
-        """Join's object of this name, when ours: deleted."""
+    def fixed(self, r: Resource, name: str, namespace: str | None = None, line: str = "") -> Obj | None:
+        """Join's object of this name, when ours: deleted (and returned)."""
         what = f"{r.kind.lower()} {namespace + '/' if namespace else ''}{name}{line}"
         try:
-            obj = self.c.get(r.path(namespace, name))
+            obj: Obj = self.c.get(r.path(namespace, name))
         except NotFound:
             self.say(f"{what}: not found")
-            return
+            return None
         if not self.ours(obj):
-            owner = member_of(obj)
-            self.say(f"{what}: kept ({'joined as ' + owner if owner else 'no member name: see --force'})")
-            return
+            self.say(f"{what}: kept ({_owner(obj)})")
+            return None
         self.say(f"{what}: {_delete(self.c, r, obj)}")
+        return obj
 
     def leases(self, lease_namespace: str | None) -> None:
         """The lease RoleBindings and Roles labelled ours, anywhere; with `force`, those
@@ -124,10 +129,12 @@ class Leave:
                 self.say(f"namespace {ns}: kept (not made by join)")
                 continue
             if not self.ours(obj):
-                owner = member_of(obj) or "no member name: see --force"
-                self.say(f"namespace {ns}: kept (made by join for {owner})")
+                self.say(f"namespace {ns}: kept ({_owner(obj)})")
                 continue
-            others = held(self.c, ns, self.ours)
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self.say(f"namespace {ns} (made by join): being deleted")
+                continue
+            others = held(self.c, ns, lambda o: member_of(o) == self.member)  # not --force's: the Secret
             if others:
                 self.say(f"namespace {ns}: kept (holds {', '.join(others)})")
             else:
@@ -138,11 +145,14 @@ def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: st
            force: bool = False) -> None:
     """Delete what join made for `member`, in the order that cuts access first."""
     lv = Leave(c, member, say, force)
-    lv.fixed(CLUSTER_ROLE_BINDINGS, BINDING)
+    binding = lv.fixed(CLUSTER_ROLE_BINDINGS, BINDING)
     lv.leases(lease_namespace)
-    lv.fixed(SERVICE_ACCOUNTS, SERVICE_ACCOUNT, namespace, " (and so its tokens)")
+    accounts = [namespace, *(s.get("namespace") for s in (binding or {}).get("subjects") or []
+                             if s.get("kind") == SERVICE_ACCOUNTS.kind and s.get("name") == SERVICE_ACCOUNT)]
+    for ns in dict.fromkeys(a for a in accounts if a):  # the binding names join's --namespace
+        lv.fixed(SERVICE_ACCOUNTS, SERVICE_ACCOUNT, ns, " (and so its tokens)")
     lv.cluster_role()
-    lv.namespaces(namespace, lease_namespace)
+    lv.namespaces(*accounts, lease_namespace)
 
 
 def purge_imports(c: Client, say: Say) -> None:
