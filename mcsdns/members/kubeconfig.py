@@ -30,10 +30,13 @@ def read_ca(path: str) -> str:
     try:
         with open(path, encoding="ascii") as f:
             text = f.read(1 << 20)
-        ssl.create_default_context(cadata=text)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(cadata=text)
     except (OSError, UnicodeDecodeError, ssl.SSLError, ValueError) as e:
         raise ConfigError(f"--certificate-authority {path}: not PEM certificates: "
                           f"{getattr(e, 'strerror', None) or e}") from e
+    if not ctx.cert_store_stats()["x509"]:
+        raise ConfigError(f"--certificate-authority {path}: not PEM certificates: none found")
     return text
 
 
