@@ -196,3 +196,12 @@ def test_leave_finds_the_account_in_the_namespace_join_was_given(clusters2: list
     assert "serviceaccount elsewhere/mcsdns-member (and so its tokens): deleted" in err, err
     assert "namespace elsewhere (made by join): deleted" in err, err
     assert b.api.get("ServiceAccount", "elsewhere", "mcsdns-member") is None
+
+
+def test_a_namespace_whose_contents_cannot_be_listed_is_kept(clusters2: list[Cluster]) -> None:
+    _, b = clusters2
+    join(b, b, "west", "--output", "-", "--lease-namespace", "leases")
+    b.api.deny("pods", ["list"])
+    rc, _, err = mcsdns("leave", "west", "--kubeconfig", str(b.kubeconfig))
+    assert rc == 0 and "namespace leases: kept (holds pods: 403 Forbidden)" in err, err
+    assert b.api.get("Namespace", None, "leases") is not None

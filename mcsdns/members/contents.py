@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..kube.client import METADATA_ONLY, Client
-from ..kube.errors import ApiError
+from ..kube.errors import ApiError, Rejected
 
 Obj = dict[str, Any]
 # What Kubernetes itself puts in every namespace: (group, plural) -> the name, None for all.
@@ -22,24 +22,33 @@ NAMED = 3  # objects named in the answer; one page of this many (+ BUILTIN's one
 
 def _listable(c: Client) -> Iterator[tuple[str, str, str, str]]:
     """(group, group/version path, plural, kind) of every namespaced resource with the list
-    verb, but for BUILTIN's whole kinds (Events)."""
+    verb, each at its group's preferred version that serves it (client-go's
+    ServerPreferredResources), but for BUILTIN's whole kinds (Events)."""
     versions = [("", "/api/v1")]
     for g in c.get("/apis").get("groups") or []:
         pref = (g.get("preferredVersion") or {}).get("groupVersion")
-        if pref:
-            versions.append((str(g.get("name") or ""), f"/apis/{pref}"))
+        gvs = [str(v.get("groupVersion")) for v in g.get("versions") or [] if v.get("groupVersion")]
+        versions += [(str(g.get("name") or ""), f"/apis/{gv}") for gv in sorted(gvs, key=lambda v: v != pref)]
+    seen: set[tuple[str, str]] = set()
     for group, base in versions:
         for r in c.get(base).get("resources") or []:
             name = str(r.get("name") or "")
             if r.get("namespaced") and "list" in (r.get("verbs") or []) and "/" not in name \
-                    and BUILTIN.get((group, name), "") is not None:
+                    and BUILTIN.get((group, name), "") is not None and (group, name) not in seen:
+                seen.add((group, name))
                 yield group, base, name, str(r.get("kind") or name).lower() + (f".{group}" if group else "")
 
 
 def _page(c: Client, base: str, namespace: str, plural: str) -> tuple[list[Obj], bool]:
-    """One page of the collection's metadata: (items, whether more follow)."""
-    resp = c.open("GET", f"{base}/namespaces/{namespace}/{plural}", {"limit": NAMED + 1},
-                  accept=METADATA_ONLY[0])
+    """One page of the collection (its metadata only where the server can): (items, whether
+    more follow)."""
+    path, query = f"{base}/namespaces/{namespace}/{plural}", {"limit": NAMED + 1}
+    try:
+        resp = c.open("GET", path, query, accept=METADATA_ONLY[0])
+    except Rejected as e:
+        if e.status != 406:  # an aggregated API that serves no PartialObjectMetadataList
+            raise
+        resp = c.open("GET", path, query)
     data = json.loads(resp.data)
     return list(data.get("items") or []), bool((data.get("metadata") or {}).get("continue"))
 
