@@ -25,7 +25,9 @@ def duration(s: str) -> int:
 
 
 def _url(s: str) -> bool:
-    return s.startswith(("https://", "http://")) and len(s) > len("https://")
+    """An http(s) URL without user info (the member kubeconfig carries no password)."""
+    return s.startswith(("https://", "http://")) and len(s) > len("https://") \
+        and "@" not in s.split("://", 1)[1].split("/", 1)[0]
 
 
 def secret_name(s: str) -> tuple[str, str]:
@@ -68,14 +70,28 @@ def _common(p: argparse.ArgumentParser, verb: str) -> None:
                    metavar="NAMESPACE/NAME", help="the members Secret (default mcsdns-system/mcsdns-members)")
 
 
+def _tls(j: argparse.ArgumentParser) -> None:
+    """How the member kubeconfig trusts the member's API server."""
+    j.add_argument("--certificate-authority", metavar="FILE",
+                   help="PEM CA certificates the member kubeconfig verifies the server with (inlined; "
+                        "default: the admin kubeconfig's CA)")
+    j.add_argument("--insecure-skip-tls-verify", action="store_true",
+                   help="write insecure-skip-tls-verify: true into the member kubeconfig (no CA): the "
+                        "controller will not verify the server. Without it, an admin kubeconfig that skips "
+                        "verification and has no CA is refused")
+
+
 def add_parsers(sub: Any) -> None:
     """Add the `join` and `leave` subcommands."""
     j = sub.add_parser("join", help="onboard a member: its account, RBAC and kubeconfig (idempotent)",
                        description="Create in a member cluster (with its admin kubeconfig) the namespace, "
                        "the controller's ServiceAccount, ClusterRole and binding, and a token; write the "
-                       "member kubeconfig to a file or to the members Secret. Re-run it to rotate the token.")
+                       "member kubeconfig to a file or to the members Secret. Re-run it to rotate the token. "
+                       "Everything it makes is labelled mcsdns.io/member=NAME; a cluster joined under "
+                       "another name is refused (exit 2) until that name leaves.")
     _common(j, "join")
-    j.add_argument("--server", metavar="URL", type=flags.checked("an https:// or http:// URL", _url),
+    j.add_argument("--server", metavar="URL",
+                   type=flags.checked("an https:// or http:// URL without user@", _url),
                    help="the member's API address as the controller reaches it "
                    "(default: the admin kubeconfig's)")
     j.add_argument("--token-duration", type=duration, default=365 * 86400, metavar="DURATION",
@@ -83,13 +99,20 @@ def add_parsers(sub: Any) -> None:
                         "may cap it): run join again before it ends")
     j.add_argument("--output", metavar="FILE", help="write the member kubeconfig here (mode 0600; - for "
                    "stdout)")
+    _tls(j)
     j.set_defaults(func=_join)
     lv = sub.add_parser("leave", help="remove a member, its credentials and RBAC (on request its imports)",
                         description="Undo `mcsdns join`: the key of the members Secret (the controller "
                         "drops the member), then in the member the binding, the ServiceAccount (its tokens "
-                        "stop working), the ClusterRole when nothing else binds it and the namespace when "
-                        "join made it.")
+                        "stop working), the lease Roles, the ClusterRole when nothing else binds it and each "
+                        "namespace join made once it holds nothing else: only what join made for NAME "
+                        "(labelled mcsdns.io/member=NAME). A cluster joined under another name, or not at "
+                        "all, is refused (exit 2) before anything is deleted.")
     _common(lv, "leave")
+    lv.add_argument("--force", action="store_true",
+                    help="also remove join's objects that record no member name (made by a join older than "
+                         "0.2.0) as NAME's; with --lease-namespace, the old Role and RoleBinding "
+                         "mcsdns-controller-lease there when they bind join's ServiceAccount alone")
     lv.add_argument("--purge-imports", action="store_true",
                     help="also delete in the member the ServiceImports, derived Services and EndpointSlices "
                          "the controller made there")

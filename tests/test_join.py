@@ -156,12 +156,12 @@ def test_join_grants_the_lease_role_in_the_lease_cluster_only_when_asked(cluster
     join(b, a, "west", "--output", "-")
     assert not b.api.objects("Role") and not b.api.objects("RoleBinding")
     join(a, a, "east", "--output", "-", "--lease-namespace", NS)
-    role = a.api.get("Role", NS, "mcsdns-controller-lease")
+    role = a.api.get("Role", NS, "mcsdns-member-lease")
     assert role is not None and role["rules"] == policy_rules(CONTROLLER_LEASES)
-    rb = a.api.get("RoleBinding", NS, "mcsdns-controller-lease")
+    rb = a.api.get("RoleBinding", NS, "mcsdns-member-lease")
     assert rb is not None and rb["subjects"][0]["name"] == "mcsdns-member"
     rc, _, err = mcsdns("leave", "east", "--kubeconfig", str(a.kubeconfig), "--lease-namespace", NS)
-    assert rc == 0 and "role mcsdns-system/mcsdns-controller-lease: deleted" in err, err
+    assert rc == 0 and "role mcsdns-system/mcsdns-member-lease: deleted" in err, err
     assert not a.api.objects("Role") and not a.api.objects("RoleBinding")
 
 

@@ -15,8 +15,9 @@ from ..kube.config import connect
 from ..kube.errors import ApiError, explain
 from ..ops.errors import ConfigError
 from .join import Refused, join
-from .kubeconfig import admin_cluster, dump
+from .kubeconfig import admin_cluster, dump, read_ca
 from .leave import purge_imports, revoke
+from .record import WrongMember, check_leave
 from .secret import drop_key, put_key
 
 
@@ -67,12 +68,19 @@ def _write(path: str, text: str) -> None:
     os.chmod(path, 0o600)
 
 
+def _wrong(verb: str, member: str, e: WrongMember) -> int:
+    """The one line of a member-name refusal; exit 2."""
+    flags.tell(f"mcsdns {verb}: {member}: {e}")
+    return flags.EXIT_CONFIG
+
+
 def join_main(args: argparse.Namespace) -> int:
     if not args.output and not args.controller_kubeconfig:
         return flags.fail("join: give --output FILE and/or --controller-kubeconfig PATH (the members Secret)")
     try:
         member, ctl = _clients(args)
-        cluster = admin_cluster(member.transport.cfg.server)
+        ca = read_ca(args.certificate_authority) if args.certificate_authority else None
+        cluster = admin_cluster(member.transport.cfg.server, args.insecure_skip_tls_verify, ca)
         if args.server:
             cluster["server"] = args.server
     except ConfigError as e:
@@ -88,6 +96,8 @@ def join_main(args: argparse.Namespace) -> int:
             ns, name = args.secret
             state = put_key(ctl, ns, name, args.member, text)
             _say(args.member, " (controller cluster)")(f"secret {ns}/{name} key {args.member}: {state}")
+    except WrongMember as e:
+        return _wrong("join", args.member, e)
     except (ApiError, OSError, Refused) as e:
         flags.tell(f"mcsdns join: {args.member}: {explain(e) if isinstance(e, ApiError) else e}")
         return 1
@@ -101,6 +111,7 @@ def leave_main(args: argparse.Namespace) -> int:
         return flags.fail(e)
     say = _say(args.member)
     try:
+        check_leave(member, args.member, args.namespace, args.force)
         if ctl is not None:
             ns, name = args.secret
             gone = "deleted" if drop_key(ctl, ns, name, args.member) else "not found"
@@ -109,9 +120,11 @@ def leave_main(args: argparse.Namespace) -> int:
             gone = "deleted" if Path(args.output).exists() else "not found"
             Path(args.output).unlink(missing_ok=True)
             say(f"kubeconfig {args.output}: {gone}")
-        revoke(member, args.namespace, say, args.lease_namespace)
+        revoke(member, args.member, args.namespace, say, args.lease_namespace, args.force)
         if args.purge_imports:
             purge_imports(member, say)
+    except WrongMember as e:
+        return _wrong("leave", args.member, e)
     except (ApiError, OSError) as e:
         flags.tell(f"mcsdns leave: {args.member}: {explain(e) if isinstance(e, ApiError) else e}")
         return 1

@@ -1,28 +1,64 @@
 """The member kubeconfig `mcsdns join` hands to the controller: the admin kubeconfig's
-cluster (server, CA inlined, TLS server name), the joined ServiceAccount's token, one
-context named for the member."""
+cluster (server without user info, CA inlined, TLS server name), the joined
+ServiceAccount's token, one context named for the member: inline data only."""
 
 from __future__ import annotations
 
 import base64
+import ssl
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
 from ..kube.kubeconfig import Server
+from ..ops.errors import ConfigError
 
 Obj = dict[str, Any]
 
 
-def admin_cluster(s: Server) -> Obj:
+def without_userinfo(url: str) -> str:
+    """`url` without `user:password@`."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def read_ca(path: str) -> str:
+    """The PEM certificates of --certificate-authority PATH; ConfigError when it holds none."""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read(1 << 20)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(cadata=text)
+    except (OSError, UnicodeDecodeError, ssl.SSLError, ValueError) as e:
+        raise ConfigError(f"--certificate-authority {path}: not PEM certificates: "
+                          f"{getattr(e, 'strerror', None) or e}") from e
+    if not ctx.cert_store_stats()["x509"]:
+        raise ConfigError(f"--certificate-authority {path}: not PEM certificates: none found")
+    return text
+
+
+def admin_cluster(s: Server, insecure: bool = False, ca: str | None = None) -> Obj:
     """The kubeconfig cluster entry of `s` (the admin kubeconfig's, as loaded for its
-    client), its CA inlined."""
-    out: Obj = {"server": s.url}
-    if s.ca:
-        out["certificate-authority-data"] = base64.b64encode(s.ca.encode()).decode()
+    client) for the member: its CA (or `ca`, --certificate-authority) inlined. It skips TLS
+    verification only with `insecure` (--insecure-skip-tls-verify); ConfigError for an admin
+    kubeconfig that skips it without that flag, or for the flag with a CA."""
+    ca = ca or s.ca
+    if insecure and ca:
+        raise ConfigError("--insecure-skip-tls-verify: the member kubeconfig has a CA to verify the server "
+                          "with (kubectl refuses both): drop the flag")
+    if s.insecure and not insecure and not ca:
+        raise ConfigError("the admin kubeconfig skips TLS verification: give the member's CA with "
+                          "--certificate-authority FILE, or --insecure-skip-tls-verify to skip it in the "
+                          "member kubeconfig too")
+    out: Obj = {"server": without_userinfo(s.url)}
+    if ca:
+        out["certificate-authority-data"] = base64.b64encode(ca.encode()).decode()
     if s.tls_server_name:
         out["tls-server-name"] = s.tls_server_name
-    if s.insecure:
+    if insecure:
         out["insecure-skip-tls-verify"] = True
     if s.proxy_url:
         out["proxy-url"] = s.proxy_url

@@ -1,11 +1,14 @@
-"""`mcsdns leave`'s work in a member: the binding and ServiceAccount join made (its tokens
-die with it), the ClusterRole when nothing else is bound to it, the namespace when join
-created it; on request, every object the controller imported into the member (its
-managed-by labels: ServiceImports, derived Services, EndpointSlices)."""
+"""`mcsdns leave`'s work in a member: what join made for that member (labelled
+`layout.MEMBER`), and nothing else: the binding and ServiceAccount (its tokens die with
+it), the lease Roles and RoleBindings, the ClusterRole when nothing else is bound to it,
+and each namespace join made once it holds nothing else; on request, every object the
+controller imported into the member (its managed-by labels: ServiceImports, derived
+Services, EndpointSlices). `record.check_leave` has checked the member name first."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..controller.exports import APP_MANAGED_BY, CONTROLLER, MANAGED_BY
 from ..kube.client import Client
@@ -24,10 +27,12 @@ from ..kube.resources import (
     SERVICES,
     Resource,
 )
-from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, LEASE_ROLE, SERVICE_ACCOUNT
-from .objects import remove
+from .contents import held
+from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, MEMBER, OLD_LEASE_ROLE, SERVICE_ACCOUNT
+from .record import made_namespaces, member_of
 
 Say = Callable[[str], None]
+Obj = dict[str, Any]
 
 
 def _role_in_use(c: Client) -> list[str]:
@@ -43,32 +48,111 @@ def _role_in_use(c: Client) -> list[str]:
     return out
 
 
-def _gone(done: bool) -> str:
-    return "deleted" if done else "not found"
-
-
-def revoke(c: Client, namespace: str, say: Say, lease_namespace: str | None = None) -> None:
-    """Delete what join made, in the order that cuts access first."""
-    say(f"clusterrolebinding {BINDING}: {_gone(remove(c, CLUSTER_ROLE_BINDINGS, BINDING))}")
-    if lease_namespace:
-        for r in (ROLE_BINDINGS, ROLES):
-            gone = _gone(remove(c, r, LEASE_ROLE, lease_namespace))
-            say(f"{r.kind.lower()} {lease_namespace}/{LEASE_ROLE}: {gone}")
-    say(f"serviceaccount {namespace}/{SERVICE_ACCOUNT} (and so its tokens): "
-        f"{_gone(remove(c, SERVICE_ACCOUNTS, SERVICE_ACCOUNT, namespace))}")
-    users = _role_in_use(c)
-    if users:
-        say(f"clusterrole {CLUSTER_ROLE}: kept (bound by {', '.join(users)})")
-    else:
-        say(f"clusterrole {CLUSTER_ROLE}: {_gone(remove(c, CLUSTER_ROLES, CLUSTER_ROLE))}")
+def _delete(c: Client, r: Resource, obj: Obj) -> str:
+    """Delete this very object (its uid a precondition): "deleted", or "not found"."""
+    ns, name = key_of(obj)
+    opts = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": obj["metadata"].get("uid")}}
     try:
-        ns = c.get(NAMESPACES.path(name=namespace))
+        c.request("DELETE", r.path(ns or None, name), body=opts)
     except NotFound:
-        return
-    if ((ns.get("metadata") or {}).get("labels") or {}).get(CREATED) == JOIN:
-        say(f"namespace {namespace} (made by join): {_gone(remove(c, NAMESPACES, namespace))}")
-    else:
-        say(f"namespace {namespace}: kept (not made by join)")
+        return "not found"
+    return "deleted"
+
+
+def _owner(obj: Obj) -> str:
+    owner = member_of(obj)
+    return f"made by join for {owner}" if owner else "no member name: see --force"
+
+
+class Leave:
+    """Removes what join made for `member`; with `force`, also join's objects that record
+    no member name (an older join's)."""
+
+    def __init__(self, c: Client, member: str, say: Say, force: bool = False) -> None:
+        self.c, self.member, self.say, self.force = c, member, say, force
+
+    def ours(self, obj: Obj) -> bool:
+        name = member_of(obj)
+        return name == self.member or (self.force and name is None)
+
+    def fixed(self, r: Resource, name: str, namespace: str | None = None, line: str = "") -> Obj | None:
+        """Join's object of this name, when ours: deleted (and returned)."""
+        what = f"{r.kind.lower()} {namespace + '/' if namespace else ''}{name}{line}"
+        try:
+            obj: Obj = self.c.get(r.path(namespace, name))
+        except NotFound:
+            self.say(f"{what}: not found")
+            return None
+        if not self.ours(obj):
+            self.say(f"{what}: kept ({_owner(obj)})")
+            return None
+        self.say(f"{what}: {_delete(self.c, r, obj)}")
+        return obj
+
+    def leases(self, lease_namespace: str | None) -> None:
+        """The lease RoleBindings and Roles labelled ours, anywhere; with `force`, those
+        join named OLD_LEASE_ROLE in `lease_namespace` when bound to join's account alone."""
+        for r in (ROLE_BINDINGS, ROLES):
+            for obj in self.c.list(r.path(), f"{MEMBER}={self.member}"):
+                ns, name = key_of(obj)
+                self.say(f"{r.kind.lower()} {ns}/{name}: {_delete(self.c, r, obj)}")
+        if not (self.force and lease_namespace):
+            return
+        for r in (ROLE_BINDINGS, ROLES):
+            try:
+                obj = self.c.get(r.path(lease_namespace, OLD_LEASE_ROLE))
+            except NotFound:
+                continue
+            subjects = [(s.get("kind"), s.get("name")) for s in obj.get("subjects") or []]
+            if r is ROLE_BINDINGS and subjects != [(SERVICE_ACCOUNTS.kind, SERVICE_ACCOUNT)]:
+                self.say(f"rolebinding {lease_namespace}/{OLD_LEASE_ROLE}: kept (binds {subjects})")
+                return  # and its Role with it
+            self.say(f"{r.kind.lower()} {lease_namespace}/{OLD_LEASE_ROLE}: {_delete(self.c, r, obj)}")
+
+    def cluster_role(self) -> None:
+        users = _role_in_use(self.c)
+        if users:
+            self.say(f"clusterrole {CLUSTER_ROLE}: kept (bound by {', '.join(users)})")
+        else:
+            self.fixed(CLUSTER_ROLES, CLUSTER_ROLE)
+
+    def namespaces(self, *named: str | None) -> None:
+        """Each namespace join made for the member (with `force`, also `named` ones join made
+        without a member name), deleted when it holds nothing join did not make."""
+        made = made_namespaces(self.c, self.member)
+        for ns in dict.fromkeys([*made, *(n for n in named if n)]):
+            try:
+                obj = self.c.get(NAMESPACES.path(name=ns))
+            except NotFound:
+                continue
+            if ((obj.get("metadata") or {}).get("labels") or {}).get(CREATED) != JOIN:
+                self.say(f"namespace {ns}: kept (not made by join)")
+                continue
+            if not self.ours(obj):
+                self.say(f"namespace {ns}: kept ({_owner(obj)})")
+                continue
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self.say(f"namespace {ns} (made by join): being deleted")
+                continue
+            others = held(self.c, ns, lambda o: member_of(o) == self.member)  # not --force's: the Secret
+            if others:
+                self.say(f"namespace {ns}: kept (holds {', '.join(others)})")
+            else:
+                self.say(f"namespace {ns} (made by join): {_delete(self.c, NAMESPACES, obj)}")
+
+
+def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: str | None = None,
+           force: bool = False) -> None:
+    """Delete what join made for `member`, in the order that cuts access first."""
+    lv = Leave(c, member, say, force)
+    binding = lv.fixed(CLUSTER_ROLE_BINDINGS, BINDING)
+    lv.leases(lease_namespace)
+    accounts = [namespace, *(s.get("namespace") for s in (binding or {}).get("subjects") or []
+                             if s.get("kind") == SERVICE_ACCOUNTS.kind and s.get("name") == SERVICE_ACCOUNT)]
+    for ns in dict.fromkeys(a for a in accounts if a):  # the binding names join's --namespace
+        lv.fixed(SERVICE_ACCOUNTS, SERVICE_ACCOUNT, ns, " (and so its tokens)")
+    lv.cluster_role()
+    lv.namespaces(*accounts, lease_namespace)
 
 
 def purge_imports(c: Client, say: Say) -> None:
