@@ -8,6 +8,7 @@ from typing import Any
 
 from . import flags
 
+TOKEN_DAYS = 30  # the default --token-duration (docs/deploy.md, "Rotating member tokens")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+)([smhd]?)")
 
@@ -78,9 +79,15 @@ def add_parsers(sub: Any) -> None:
     j.add_argument("--server", metavar="URL", type=flags.checked("an https:// or http:// URL", _url),
                    help="the member's API address as the controller reaches it "
                    "(default: the admin kubeconfig's)")
-    j.add_argument("--token-duration", type=duration, default=365 * 86400, metavar="DURATION",
-                   help="lifetime asked of the token (TokenRequest; default 8760h, one year; the server "
-                        "may cap it): run join again before it ends")
+    j.add_argument("--token-duration", type=duration, default=TOKEN_DAYS * 86400, metavar="DURATION",
+                   help=f"lifetime asked of the token (TokenRequest; default {TOKEN_DAYS * 24}h, "
+                        f"{TOKEN_DAYS} days: a leaked token is good for a month at most, and a monthly "
+                        "re-run of join has the last fifth of it, when the controller's expiry alert "
+                        "fires, to be fixed; the server may cap it): run join again before it ends")
+    j.add_argument("--no-admission-policy", dest="admission_policy", action="store_false",
+                   help="do not install the ValidatingAdmissionPolicy that limits the token's writes to the "
+                        "controller's own objects (installed by default where the API server serves it, "
+                        "Kubernetes 1.30+)")
     j.add_argument("--output", metavar="FILE", help="write the member kubeconfig here (mode 0600; - for "
                    "stdout)")
     j.set_defaults(func=_join)

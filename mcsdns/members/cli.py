@@ -14,6 +14,7 @@ from ..kube.client import Client
 from ..kube.config import connect
 from ..kube.errors import ApiError, explain
 from ..ops.errors import ConfigError
+from .admission import guard, unguard
 from .join import Refused, join
 from .kubeconfig import admin_cluster, dump
 from .leave import purge_imports, revoke
@@ -79,6 +80,8 @@ def join_main(args: argparse.Namespace) -> int:
         return flags.fail(e)
     say = _say(args.member)
     try:
+        if args.admission_policy:
+            guard(member, args.namespace, say)
         text = dump(join(member, args.member, cluster, args.namespace, args.token_duration, say,
                          args.lease_namespace))
         if args.output:
@@ -110,6 +113,7 @@ def leave_main(args: argparse.Namespace) -> int:
             Path(args.output).unlink(missing_ok=True)
             say(f"kubeconfig {args.output}: {gone}")
         revoke(member, args.namespace, say, args.lease_namespace)
+        unguard(member, say)
         if args.purge_imports:
             purge_imports(member, say)
     except (ApiError, OSError) as e:

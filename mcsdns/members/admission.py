@@ -1,0 +1,112 @@
+"""The ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30)
+that narrows what the controller's identity may write, beyond what RBAC can say: Services,
+EndpointSlices and ServiceImports only when they carry the controller's managed-by label
+(before and after the write), Services only of the derived shape (a selectorless ClusterIP
+Service named `derived-<hash>`, no externalIPs), EndpointSlices routed by kube-proxy only to
+such a Service, Events only about ServiceExports. `mcsdns join` installs it for the member
+ServiceAccount (`guard`), `mcsdns leave` removes it (`unguard`); deploy/controller ships it
+for the controller's own ServiceAccount (a test holds the YAML equal to `objects`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..controller.exports import APP_MANAGED_BY, CONTROLLER, MANAGED_BY, SERVICE_NAME
+from ..kube.client import Client
+from ..kube.errors import NotFound
+from ..kube.resources import ENDPOINT_SLICES, EVENTS, SERVICE_IMPORTS, SERVICES, Resource
+from .layout import PART_OF, user
+from .objects import ensure, manifest, remove
+
+Obj = dict[str, Any]
+Say = Callable[[str], None]
+
+GROUP = "admissionregistration.k8s.io"
+POLICIES = Resource(GROUP, "validatingadmissionpolicies", "ValidatingAdmissionPolicy", namespaced=False,
+                    version="v1")
+BINDINGS = Resource(GROUP, "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
+                    namespaced=False, version="v1")
+MEMBER = "mcsdns-member"  # the policy and its binding in a member, for join's ServiceAccount
+DERIVED = "^derived-[0-9a-v]{10}$"  # controller.derived.derived_name (a test holds them equal)
+
+_KIND = "request.resource.resource"
+_LABELLED = ("{o} != null && has({o}.metadata.labels) && variables.label in {o}.metadata.labels"
+             " && {o}.metadata.labels[variables.label] == '" + CONTROLLER + "'")
+_ABOUT_EXPORT = "{o} == null || (has({o}.involvedObject.kind) && {o}.involvedObject.kind == 'ServiceExport')"
+
+
+def _rule(r: Resource, operations: list[str], *subresources: str) -> Obj:
+    return {"apiGroups": [r.group], "apiVersions": ["*"], "operations": list(operations),
+            "resources": [r.plural, *(f"{r.plural}/{s}" for s in subresources)]}
+
+
+def _check(expression: str, message: str) -> Obj:
+    return {"expression": expression, "messageExpression": message}
+
+
+def policy(name: str, users: list[str]) -> Obj:
+    """The policy `name`, applied to the requests of `users` (user names) only."""
+    writes = ["CREATE", "UPDATE", "DELETE"]
+    events = f"{_KIND} == '{EVENTS.plural}'"
+    who = "'mcsdns: ' + request.userInfo.username + ' may "
+    spec = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [
+            _rule(SERVICES, writes), _rule(ENDPOINT_SLICES, writes), _rule(SERVICE_IMPORTS, writes, "status"),
+            _rule(EVENTS, ["CREATE", "UPDATE"])]},
+        "matchConditions": [{"name": "controller-identity",
+                             "expression": f"request.userInfo.username in {users!r}"}],
+        "variables": [
+            {"name": "label", "expression": f"{_KIND} == '{ENDPOINT_SLICES.plural}' ? '{MANAGED_BY}' "
+                                            f": '{APP_MANAGED_BY}'"},
+            {"name": "ours", "expression": _LABELLED.format(o="object")},
+            {"name": "wasOurs", "expression": _LABELLED.format(o="oldObject")}],
+        "validations": [
+            _check(f"{events} || request.operation == 'DELETE' || variables.ours",
+                   f"{who}write only objects labelled ' + variables.label + '={CONTROLLER}'"),
+            _check(f"{events} || request.operation == 'CREATE' || variables.wasOurs",
+                   f"{who}change or delete only objects labelled ' + variables.label + '={CONTROLLER}'"),
+            _check(f"{_KIND} != '{SERVICES.plural}' || request.operation == 'DELETE' || ("
+                   f"object.metadata.name.matches('{DERIVED}') && !has(object.spec.selector) && "
+                   "!has(object.spec.externalIPs) && "
+                   "(!has(object.spec.type) || object.spec.type == 'ClusterIP'))",
+                   f"{who}write only derived Services: selectorless, ClusterIP, no externalIPs, named "
+                   f"{DERIVED}'"),
+            _check(f"{_KIND} != '{ENDPOINT_SLICES.plural}' || request.operation == 'DELETE' || "
+                   f"!has(object.metadata.labels) || !('{SERVICE_NAME}' in object.metadata.labels) || "
+                   f"object.metadata.labels['{SERVICE_NAME}'].matches('{DERIVED}')",
+                   f"{who}label EndpointSlices {SERVICE_NAME} only with a derived Service name'"),
+            _check(f"!({events}) || (({_ABOUT_EXPORT.format(o='object')}) && "
+                   f"({_ABOUT_EXPORT.format(o='oldObject')}))",
+                   f"{who}write only Events about ServiceExports'"),
+        ]}
+    return manifest(POLICIES, name, labels=PART_OF, spec=spec)
+
+
+def binding(name: str) -> Obj:
+    """The binding of policy `name`: every namespace, denying what it refuses."""
+    return manifest(BINDINGS, name, labels=PART_OF, spec={"policyName": name, "validationActions": ["Deny"]})
+
+
+def objects(name: str, users: list[str]) -> list[Obj]:
+    return [policy(name, users), binding(name)]
+
+
+def guard(c: Client, namespace: str, say: Say) -> None:
+    """The policy and binding for join's ServiceAccount in `namespace`, made or updated; said
+    and skipped when the API server serves no ValidatingAdmissionPolicy (before 1.30)."""
+    for obj, r in zip(objects(MEMBER, [user(namespace)]), (POLICIES, BINDINGS), strict=True):
+        what = f"{r.kind.lower()} {MEMBER}"
+        try:
+            say(f"{what}: {ensure(c, r, obj)}")
+        except NotFound:
+            say(f"{what}: NOT installed: the API server serves no {r.plural}.{GROUP}/v1 "
+                "(Kubernetes 1.30 or later); the member's token is limited by RBAC alone")
+            return
+
+
+def unguard(c: Client, say: Say) -> None:
+    """Remove join's binding and policy (after its ServiceAccount: access is cut first)."""
+    for r in (BINDINGS, POLICIES):
+        say(f"{r.kind.lower()} {MEMBER}: {'deleted' if remove(c, r, MEMBER) else 'not found'}")
