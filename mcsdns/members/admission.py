@@ -93,17 +93,24 @@ def objects(name: str, users: list[str]) -> list[Obj]:
     return [policy(name, users), binding(name)]
 
 
+def served(c: Client) -> bool:
+    """Whether the API server serves ValidatingAdmissionPolicies (Kubernetes 1.30+)."""
+    try:
+        found = c.get(f"/apis/{GROUP}/{POLICIES.version}")
+    except NotFound:
+        return False
+    return any(r.get("name") == POLICIES.plural for r in found.get("resources") or [])
+
+
 def guard(c: Client, namespace: str, say: Say) -> None:
     """The policy and binding for join's ServiceAccount in `namespace`, made or updated; said
-    and skipped when the API server serves no ValidatingAdmissionPolicy (before 1.30)."""
+    and skipped when the API server serves no ValidatingAdmissionPolicy."""
+    if not served(c):
+        say(f"{POLICIES.kind.lower()} {MEMBER}: NOT installed: the API server serves no "
+            f"{POLICIES.plural}.{GROUP}/v1 (Kubernetes 1.30+); the member's token is limited by RBAC alone")
+        return
     for obj, r in zip(objects(MEMBER, [user(namespace)]), (POLICIES, BINDINGS), strict=True):
-        what = f"{r.kind.lower()} {MEMBER}"
-        try:
-            say(f"{what}: {ensure(c, r, obj)}")
-        except NotFound:
-            say(f"{what}: NOT installed: the API server serves no {r.plural}.{GROUP}/v1 "
-                "(Kubernetes 1.30 or later); the member's token is limited by RBAC alone")
-            return
+        say(f"{r.kind.lower()} {MEMBER}: {ensure(c, r, obj)}")
 
 
 def unguard(c: Client, say: Say) -> None:
