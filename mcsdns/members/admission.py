@@ -38,7 +38,7 @@ _ABOUT_EXPORT = "{o} == null || (has({o}.involvedObject.kind) && {o}.involvedObj
 
 def _rule(r: Resource, operations: list[str], *subresources: str) -> Obj:
     return {"apiGroups": [r.group], "apiVersions": ["*"], "operations": list(operations),
-            "resources": [r.plural, *(f"{r.plural}/{s}" for s in subresources)]}
+            "resources": [r.plural, *(f"{r.plural}/{s}" for s in subresources)], "scope": "*"}
 
 
 def _check(expression: str, message: str) -> Obj:
@@ -46,15 +46,17 @@ def _check(expression: str, message: str) -> Obj:
 
 
 def policy(name: str, users: list[str]) -> Obj:
-    """The policy `name`, applied to the requests of `users` (user names) only."""
+    """The policy `name`, applied to the requests of `users` (user names) only; the API's
+    defaults spelled out, so a second join finds it unchanged."""
     writes = ["CREATE", "UPDATE", "DELETE"]
     events = f"{_KIND} == '{EVENTS.plural}'"
     who = "'mcsdns: ' + request.userInfo.username + ' may "
     spec = {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [
-            _rule(SERVICES, writes), _rule(ENDPOINT_SLICES, writes), _rule(SERVICE_IMPORTS, writes, "status"),
-            _rule(EVENTS, ["CREATE", "UPDATE"])]},
+        "matchConstraints": {
+            "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+            "resourceRules": [_rule(SERVICES, writes), _rule(ENDPOINT_SLICES, writes),
+                              _rule(SERVICE_IMPORTS, writes, "status"), _rule(EVENTS, ["CREATE", "UPDATE"])]},
         "matchConditions": [{"name": "controller-identity",
                              "expression": f"request.userInfo.username in {users!r}"}],
         "variables": [
