@@ -94,8 +94,8 @@ def add_parsers(sub: Any) -> None:
     lv = sub.add_parser("leave", help="remove a member, its credentials and RBAC (on request its imports)",
                         description="Undo `mcsdns join`: the key of the members Secret (the controller "
                         "drops the member), then in the member the binding, the ServiceAccount (its tokens "
-                        "stop working), the ClusterRole when nothing else binds it and the namespace when "
-                        "join made it.")
+                        "stop working), the ClusterRole when nothing else binds it, the namespace when "
+                        "join made it, and join's admission policy.")
     _common(lv, "leave")
     lv.add_argument("--purge-imports", action="store_true",
                     help="also delete in the member the ServiceImports, derived Services and EndpointSlices "
