@@ -16,7 +16,8 @@ def _b64(data: bytes) -> str:
 
 def jwt(exp: Any, iat: Any = None, **claims: Any) -> str:
     """header.payload.signature with `exp` (and `iat`, when given) among the claims."""
-    body = {"aud": ["https://kubernetes.default.svc"], "sub": "system:serviceaccount:ns:sa", "exp": exp, **({"iat": iat} if iat is not None else {}), **claims}
+    body = {"aud": ["https://kubernetes.default.svc"], "sub": "system:serviceaccount:ns:sa", "exp": exp,
+            **({"iat": iat} if iat is not None else {}), **claims}
     head = {"alg": "RS256", "kid": "test"}
     return ".".join((_b64(json.dumps(head).encode()), _b64(json.dumps(body).encode()), _b64(b"\x01" * 256)))
 

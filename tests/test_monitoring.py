@@ -382,7 +382,7 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
     b.stop()  # the controller cannot reach member b
     state_dir = tmp_path / "state"
     start = time.time()
-    ja = with_token(a.kubeconfig, jwt(start + 9e5, start), tmp_path / "a-token.kubeconfig")  # its expiry series
+    ja = with_token(a.kubeconfig, jwt(start + 9e5, start), tmp_path / "a-jwt")  # a's credential expiry series
     with secondary(dns.rcode.NOERROR) as good, secondary(dns.rcode.REFUSED) as bad, \
             run_server(["--kubeconfig", str(a.kubeconfig), "--state-dir", str(state_dir),
                         "--state-interval", "0.2", "--notify", f"127.0.0.1:{good}",
