@@ -81,9 +81,9 @@ def add_parsers(sub: Any) -> None:
                    "(default: the admin kubeconfig's)")
     j.add_argument("--token-duration", type=duration, default=TOKEN_DAYS * 86400, metavar="DURATION",
                    help=f"lifetime asked of the token (TokenRequest; default {TOKEN_DAYS * 24}h, "
-                        f"{TOKEN_DAYS} days: a leaked token is good for a month at most, and a monthly "
-                        "re-run of join has the last fifth of it, when the controller's expiry alert "
-                        "fires, to be fixed; the server may cap it): run join again before it ends")
+                        f"{TOKEN_DAYS} days: a leaked token is good for a month at most, and the expiry "
+                        "alert, firing with a fifth left, gives a failed monthly rotation 6 days to be "
+                        "fixed; the server may cap it): run join again before it ends")
     j.add_argument("--no-admission-policy", dest="admission_policy", action="store_false",
                    help="do not install the ValidatingAdmissionPolicy that limits the token's writes to the "
                         "controller's own objects (installed by default where the API server serves it, "
