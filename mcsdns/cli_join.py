@@ -8,6 +8,7 @@ from typing import Any
 
 from . import flags
 
+TOKEN_DAYS = 30  # the default --token-duration (docs/deploy.md, "Rotating member tokens")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+)([smhd]?)")
 
@@ -94,9 +95,15 @@ def add_parsers(sub: Any) -> None:
                    type=flags.checked("an https:// or http:// URL without user@", _url),
                    help="the member's API address as the controller reaches it "
                    "(default: the admin kubeconfig's)")
-    j.add_argument("--token-duration", type=duration, default=365 * 86400, metavar="DURATION",
-                   help="lifetime asked of the token (TokenRequest; default 8760h, one year; the server "
-                        "may cap it): run join again before it ends")
+    j.add_argument("--token-duration", type=duration, default=TOKEN_DAYS * 86400, metavar="DURATION",
+                   help=f"lifetime asked of the token (TokenRequest; default {TOKEN_DAYS * 24}h, "
+                        f"{TOKEN_DAYS} days: a leaked token is good for a month at most, and the expiry "
+                        "alert, firing with a fifth left, gives a failed monthly rotation 6 days to be "
+                        "fixed; the server may cap it): run join again before it ends")
+    j.add_argument("--no-admission-policy", dest="admission_policy", action="store_false",
+                   help="do not install the ValidatingAdmissionPolicy that limits the token's writes to the "
+                        "controller's own objects (installed by default where the API server serves it, "
+                        "Kubernetes 1.30+)")
     j.add_argument("--output", metavar="FILE", help="write the member kubeconfig here (mode 0600; - for "
                    "stdout)")
     _tls(j)
@@ -105,9 +112,9 @@ def add_parsers(sub: Any) -> None:
                         description="Undo `mcsdns join`: the key of the members Secret (the controller "
                         "drops the member), then in the member the binding, the ServiceAccount (its tokens "
                         "stop working), the lease Roles, the ClusterRole when nothing else binds it and each "
-                        "namespace join made once it holds nothing else: only what join made for NAME "
-                        "(labelled mcsdns.io/member=NAME). A cluster joined under another name, or not at "
-                        "all, is refused (exit 2) before anything is deleted.")
+                        "namespace join made once it holds nothing else, and join's admission policy: only "
+                        "what join made for NAME (labelled mcsdns.io/member=NAME). A cluster joined under "
+                        "another name, or not at all, is refused (exit 2) before anything is deleted.")
     _common(lv, "leave")
     lv.add_argument("--force", action="store_true",
                     help="also remove join's objects that record no member name (made by a join older than "

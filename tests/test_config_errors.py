@@ -148,6 +148,7 @@ CASES = [
          "{kubeconfig}"),
     case("join", "--certificate-authority", "{file}", "not PEM certificates", "--kubeconfig", "{kubeconfig}"),
     case("join", "--insecure-skip-tls-verify", "=yes", "ignored explicit argument"),
+    case("join", "--no-admission-policy", "=yes", "ignored explicit argument"),
     case("leave", "--kubeconfig", "{missing}", "cannot load kubeconfig"),
     case("leave", "--context", "nope", "cannot load kubeconfig", "--kubeconfig", "{kubeconfig}"),
     case("leave", "--namespace", "Bad_NS", "DNS label"),

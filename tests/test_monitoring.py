@@ -26,6 +26,7 @@ import dns.rcode
 import yaml
 from controller_env import Cluster, run_controller, shop
 from helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
+from kube_credential import jwt, with_token
 
 MONITORING = REPO / "deploy" / "monitoring"
 SERVER_RULES = MONITORING / "rules" / "mcsdns-server.rules.yaml"
@@ -381,11 +382,12 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
     b.stop()  # the controller cannot reach member b
     state_dir = tmp_path / "state"
     start = time.time()
+    ja = with_token(a.kubeconfig, jwt(start + 9e5, start), tmp_path / "a-jwt")  # a's credential expiry series
     with secondary(dns.rcode.NOERROR) as good, secondary(dns.rcode.REFUSED) as bad, \
             run_server(["--kubeconfig", str(a.kubeconfig), "--state-dir", str(state_dir),
                         "--state-interval", "0.2", "--notify", f"127.0.0.1:{good}",
                         "--notify", f"127.0.0.1:{bad}"], tmp_path, wait_ready=False) as srv, \
-            run_controller(["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}",
+            run_controller(["--cluster", f"a={ja}", "--cluster", f"b={b.kubeconfig}",
                             "--clusterset-cidr", "10.99.0.0/16", "--resync", "1"], tmp_path) as ctl, \
             prometheus(tmp_path, {"mcsdns": srv.http_port, "mcsdns-controller": ctl.health}) as prom:
         assert wait_for(lambda: prom.targets_up() == {"mcsdns", "mcsdns-controller"}, 20)

@@ -6,11 +6,13 @@ comes from). The work-queue and API-client series mean what client-go's `workque
 
 from __future__ import annotations
 
+import weakref
 from functools import partial
 
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ..kube.client import Client
+from ..kube.expiry import Validity, of_identity
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define, put_histogram
@@ -58,10 +60,18 @@ LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
                   "Services that set trafficDistribution but get no locality hints in the member, by why "
                   "(unlabeled-nodes, too-many-zones, endpoints-without-zone, nodes-unreadable).",
                   (MEMBER, "reason"))
+CREDENTIAL_EXPIRES = define("mcsdns_controller_member_credential_expiry_timestamp_seconds", "gauge",
+                            "Unix time the member's credential stops working: its JWT token's exp or its "
+                            "client certificate's notAfter, the earlier (absent when neither says).",
+                            (MEMBER,))
+CREDENTIAL_ISSUED = define("mcsdns_controller_member_credential_issued_timestamp_seconds", "gauge",
+                           "Unix time that credential was issued (iat, notBefore): with the expiry, its "
+                           "lifetime (absent when it does not say).", (MEMBER,))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
-         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, LEADER, READY)
+         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, CREDENTIAL_EXPIRES,
+         CREDENTIAL_ISSUED, LEADER, READY)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -72,6 +82,25 @@ def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
         except RuntimeError:  # a new (method, code) was added during the copy
             continue
     return []
+
+
+_VALIDITY: weakref.WeakKeyDictionary[Client, Validity | None] = weakref.WeakKeyDictionary()
+
+
+def _validity(c: Client) -> Validity | None:
+    """The client's credential's validity, read once per client (a changed kubeconfig is a new one)."""
+    if c not in _VALIDITY:
+        _VALIDITY[c] = of_identity(c.transport.cfg.identity)
+    return _VALIDITY[c]
+
+
+def publish_credential(name: str, c: Client | None, put: Put) -> None:
+    """When the member's credential expires and was issued, where it says."""
+    v = _validity(c) if c is not None else None
+    if v is not None:
+        put(CREDENTIAL_EXPIRES, v.expires, member=name)
+        if v.issued is not None:
+            put(CREDENTIAL_ISSUED, v.issued, member=name)
 
 
 def publish_queue(mgr: Manager, put: Put) -> None:
@@ -102,6 +131,7 @@ def publish(mgr: Manager, put: Put) -> None:
         put(REACHABLE, 1.0 if mc.reachable else 0.0, member=m.name)
         put(LAST_SYNC, mc.last_sync, member=m.name)
         put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), member=m.name)
+        publish_credential(m.name, m.client, put)
     if mgr.rec.events is not None:
         written, dropped = mgr.rec.events.figures()
         for (member, typ, reason), n in sorted(written.items()):

@@ -2,7 +2,8 @@
 objects to the DNS answers.
 
 collect (reads each cluster's objects) → checks (pure functions: Results; `liveness`: is a
-controller running, `dnsconfig`: do CoreDNS and NodeLocal DNSCache forward the zone) →
+controller running, `dnsconfig`: do CoreDNS and NodeLocal DNSCache forward the zone;
+`credential`: does each kubeconfig's credential near its expiry) →
 probe (DNS answers compared with the objects) → report (text or JSON). A refused read
 is one FAIL; the checks that need what it would have read are skipped. May import
 mcsdns.kube, mcsdns.data.objects and the controller's pure rules (names, labels, slice

@@ -17,6 +17,7 @@ from ..ops.errors import ConfigError
 from . import checks, dnsconfig, liveness, locality, report
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
+from .credential import credential_checks
 
 Clusters = dict[str, Client]  # by name, in the order given
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
            if args.cluster else "bind the ClusterRole of deploy/ to it")
     for s in snaps:
         results += checks.cluster_checks(s, role, fix)
+    results += credential_checks(ms)
     results += checks.unique_ids(snaps)
     live = [s for s in snaps if s.error is None]
     zones = locality.read_zones(ms, live) if args.cluster else {}

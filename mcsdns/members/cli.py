@@ -14,6 +14,7 @@ from ..kube.client import Client
 from ..kube.config import connect
 from ..kube.errors import ApiError, explain
 from ..ops.errors import ConfigError
+from .admission import guard
 from .join import Refused, join
 from .kubeconfig import admin_cluster, dump, read_ca
 from .leave import purge_imports, revoke
@@ -89,6 +90,8 @@ def join_main(args: argparse.Namespace) -> int:
     try:
         text = dump(join(member, args.member, cluster, args.namespace, args.token_duration, say,
                          args.lease_namespace))
+        if args.admission_policy:  # after join's check of the member name
+            guard(member, args.namespace, args.member, say)
         if args.output:
             _write(args.output, text)
             say(f"kubeconfig written to {'stdout' if args.output == '-' else args.output}")

@@ -1,9 +1,10 @@
 """`mcsdns leave`'s work in a member: what join made for that member (labelled
 `layout.MEMBER`), and nothing else: the binding and ServiceAccount (its tokens die with
 it), the lease Roles and RoleBindings, the ClusterRole when nothing else is bound to it,
-and each namespace join made once it holds nothing else; on request, every object the
-controller imported into the member (its managed-by labels: ServiceImports, derived
-Services, EndpointSlices). `record.check_leave` has checked the member name first."""
+the admission policy and its binding, and each namespace join made once it holds nothing
+else; on request, every object the controller imported into the member (its managed-by
+labels: ServiceImports, derived Services, EndpointSlices). `record.check_leave` has
+checked the member name first."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from ..kube.resources import (
     SERVICES,
     Resource,
 )
+from .admission import BINDINGS, POLICIES
+from .admission import MEMBER as POLICY
 from .contents import held
 from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, MEMBER, OLD_LEASE_ROLE, SERVICE_ACCOUNT
 from .record import made_namespaces, member_of
@@ -152,6 +155,8 @@ def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: st
     for ns in dict.fromkeys(a for a in accounts if a):  # the binding names join's --namespace
         lv.fixed(SERVICE_ACCOUNTS, SERVICE_ACCOUNT, ns, " (and so its tokens)")
     lv.cluster_role()
+    for r in (BINDINGS, POLICIES):  # the limit goes once the access it limits is gone
+        lv.fixed(r, POLICY)
     lv.namespaces(*accounts, lease_namespace)
 
 
