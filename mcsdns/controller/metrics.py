@@ -60,8 +60,13 @@ LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
                   (MEMBER, "reason"))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
+FILE_REFUSED = define("mcsdns_controller_member_file_refused", "gauge",
+                      "1 while the member's --members-dir file is refused for carrying `field` (a file path "
+                      "or a program: a member file is data only); gone once the file is fixed or removed.",
+                      (MEMBER, "field"))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
-         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, LEADER, READY)
+         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, LEADER, READY,
+         FILE_REFUSED)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -117,11 +122,18 @@ def publish(mgr: Manager, put: Put) -> None:
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 
 
-def registry(mgr: Manager) -> CollectorRegistry:
+def publish_refused(refused: dict[str, str], put: Put) -> None:
+    """The member files refused (member -> field; Membership.refused)."""
+    for member, fld in sorted(dict(refused).items()):
+        put(FILE_REFUSED, 1.0, member=member, field=fld)
+
+
+def registry(mgr: Manager, refused: dict[str, str] | None = None) -> CollectorRegistry:
     """The controller's series, then mcsdns_build_info and process_* (mcsdns.ops.process)."""
     reg = CollectorRegistry(auto_describe=False)
     stats = Stats()
     stats.register(partial(publish, mgr))
+    stats.register(partial(publish_refused, refused if refused is not None else {}))
     stats.register(process.publish)
     reg.register(SnapshotCollector(stats.snapshot, NAMES + process.NAMES))
     return reg
