@@ -27,7 +27,7 @@ DEFAULT = Path("~/.kube/config")
 PLURALS = {"clusters": "cluster", "users": "user", "contexts": "context"}
 EXEC_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 INSECURE_WITH_CA = "specifying a root certificates file with the insecure flag is not allowed"
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@?#]*@")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^?#]*@")  # to the last @: a password may hold a /
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
@@ -263,7 +263,12 @@ def _pem(data: str | None, path: str | None, base: Path, source: str, what: str 
 
 def _server(c: Mapping[str, Any], path: Path, source: str) -> Server:
     url = _text(c, "server", source)
-    if not url or not url.startswith(("https://", "http://")):
+    try:
+        u = urlsplit(url or "")
+    except ValueError:
+        u = None
+    if (not url or not url.startswith(("https://", "http://")) or u is None
+            or ("@" not in u.netloc and _USERINFO.match(url))):  # an @ after a / : user info, mangled
         raise KubeconfigError(f"{source}: cluster server {shown(url or '')!r} is not an http(s) URL")
     insecure = boolean(c, "insecure-skip-tls-verify", source)
     boolean(c, "disable-compression", source)  # checked; nothing is compressed
@@ -272,7 +277,6 @@ def _server(c: Mapping[str, Any], path: Path, source: str) -> Server:
     if insecure and (ca_data or ca_file):
         raise KubeconfigError(f"{source}: {INSECURE_WITH_CA}")
     ca = _pem(ca_data, ca_file, path, source, "certificate-authority")
-    u = urlsplit(url)
     basic = None
     if "@" in u.netloc:
         basic = unquote(u.username or ""), unquote(u.password or "")

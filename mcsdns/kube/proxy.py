@@ -34,7 +34,10 @@ def from_environment(url: str, env: Mapping[str, str] | None = None) -> str | No
     if not proxy or not host or not _use_proxy(host, str(u.port or _DEFAULT_PORTS[u.scheme]),
                                                _first(env, "NO_PROXY", "no_proxy")):
         return None
-    p = urlsplit(proxy)
+    try:
+        p = urlsplit(proxy)
+    except ValueError:
+        return proxy  # the transport says it is not a URL
     return proxy if p.scheme and p.netloc else f"http://{proxy}"
 
 

@@ -61,7 +61,10 @@ class Transport:
         if not proxy_url:
             proxy_url, what = from_environment(s.url), "the proxy of the environment (HTTPS_PROXY...)"
         if proxy_url:
-            p = urlsplit(proxy_url)
+            try:
+                p = urlsplit(proxy_url)
+            except ValueError as e:
+                raise KubeconfigError(f"{src}: {what} {shown(proxy_url)}: not a URL") from e
             if p.scheme not in ("http", "https"):
                 raise KubeconfigError(f"{src}: {what} {shown(proxy_url)}: only http(s) proxies")
             host, port = _host_port(p.netloc, 443 if p.scheme == "https" else 80,
@@ -96,7 +99,7 @@ class Transport:
         sock = conn.sock  # the response's, even when http.client lets go of it (Connection: close)
         try:
             sock.settimeout(timeout[1])
-            conn.putrequest(method, self._prefix + path, skip_host=True, skip_accept_encoding=True)
+            conn.putrequest(method, self._prefix + path, skip_host=True)  # Accept-Encoding: identity
             for name, value in lines:  # not conn.request: a header may be sent more than once
                 conn.putheader(name, value)
             conn.endheaders(body)
