@@ -20,6 +20,8 @@ import pytest
 from controller_env import Cluster, eventually, run_controller, shop
 from test_controller_members import mount
 
+from mcsdns.controller.membersdir import MembersDir
+from mcsdns.controller.membership import Membership
 from mcsdns.kube.kubeconfig import KubeconfigError, load
 
 SECRET = "the-controllers-own-token-0123456789"
@@ -148,3 +150,18 @@ def test_inline_data_is_accepted_and_exec_only_when_allowed(tmp_path: Path) -> N
     with pytest.raises(KubeconfigError, match="--members-allow-exec allows exec"):
         load(str(path), None, data_only=True)
     assert load(str(path), None, data_only=True, allow_exec=True).identity.exec is not None
+
+
+def test_members_allow_exec_lets_a_member_file_carry_a_plugin(tmp_path: Path) -> None:
+    """The controller's opt-in reaches the loader; the refusal is kept for the metric until
+    the file loads (nothing runs at load either way: a plugin runs at the first request)."""
+    d = tmp_path / "members"
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/true"}}
+    mount(d, {"c": kubeconfig("https://127.0.0.1:1", exec_user)})
+    strict = Membership(None, MembersDir(str(d)), set(), 4)
+    assert strict.initial() == [] and strict.refused == {"c": "exec"}
+    mount(d, {"c": kubeconfig("https://127.0.0.1:1", {"token": "t"})})
+    assert [m.name for m in strict.initial()] == ["c"] and strict.refused == {}
+    mount(d, {"c": kubeconfig("https://127.0.0.1:1", exec_user)})
+    allowing = Membership(None, MembersDir(str(d)), set(), 4, allow_exec=True)
+    assert [m.name for m in allowing.initial()] == ["c"] and allowing.refused == {}
