@@ -41,8 +41,9 @@ class Membership:
                 self.refused[name] = field
             else:
                 self.refused.pop(name, None)
+            refused = {"field": field} if field else {}
             log.error("%s; member %s not loaded until the file changes", e, name,
-                      extra={"event": "member_invalid", "cluster": name, "field": field or None})
+                      extra={"event": "member_invalid", "cluster": name, **refused})
             return None
         self.refused.pop(name, None)
         return m
