@@ -26,8 +26,8 @@ STDERR_SHOWN = 200  # characters of a failed plugin's first stderr line shown
 _SECRETS = (  # what is redacted in that line: pattern, replacement
     (re.compile(r"(?i)\b(bearer|basic)\s+\S+"), r"\1 [redacted]"),  # an Authorization value
     (re.compile(r"eyJ[\w.-]*"), "[redacted]"),  # a JWT
-    (re.compile(r"(?i)([\w-]*(?:token|secret|passw(?:or)?d|key|credential)[\w-]*[\"']?\s*[=:]\s*)\S+"),
-     r"\1[redacted]"),  # token=..., "password": ...
+    (re.compile(r"(?i)(?<![a-z0-9])((?:token|secret|passw(?:or)?d|key|credential)s?[\"']?\s*[=:]\s*)\S+"),
+     r"\1[redacted]"),  # token=..., access_token: ..., "password": ...
     (re.compile(r"(?<![\w+/=-])(?=[\w+/=-]*\d)[\w+/=-]{16,}"), "[redacted]"),  # base64 or hex, a digit in it
 )
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
