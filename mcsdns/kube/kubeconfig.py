@@ -203,11 +203,7 @@ def service_account(folder: Path = SERVICE_ACCOUNT) -> Kubeconfig:
 def _member_file(cluster: Mapping[str, Any], user: Mapping[str, Any], source: str, allow_exec: bool) -> None:
     bad = memberfile.refused(cluster, user, allow_exec)
     if bad is not None:
-        entry, key = bad
-        why = ("a member file carries inline data only: server, certificate-authority-data, tls-server-name, "
-               "proxy-url, token, client-certificate-data, client-key-data"
-               + ("" if allow_exec else "; --members-allow-exec allows exec"))
-        raise KubeconfigError(f"{source}: {entry} {key} refused ({why})", refused=key)
+        raise KubeconfigError(f"{source}: {bad[1]}", refused=bad[0])
 
 
 def shown(url: str) -> str:

@@ -17,11 +17,17 @@ EXEC = "exec"
 
 
 def refused(cluster: Mapping[str, Any], user: Mapping[str, Any], allow_exec: bool) -> tuple[str, str] | None:
-    """The first (entry, field) of the context's cluster and user entries a member file may
-    not carry; None when it carries only what it may. An empty value counts as absent."""
+    """(the first field of the context's cluster and user entries a member file may not carry,
+    the reason in words); None when it carries only what it may. An empty value counts as
+    absent. The field is shown as written when printable and short, else quoted and cut."""
     allowed_user = USER | {EXEC} if allow_exec else USER
     for entry, body, allowed in (("cluster", cluster, CLUSTER), ("user", user, allowed_user)):
-        for key in sorted(body):
+        for key in sorted(body, key=str):
             if key not in allowed and body[key] not in (None, ""):
-                return entry, str(key)
+                text = str(key)
+                field = text if text.isprintable() and len(text) <= 63 else repr(text[:60])
+                carries = ", ".join(f"{e} {k}" for e, keys in (("cluster", CLUSTER), ("user", allowed_user))
+                                    for k in sorted(keys) if k != "extensions")
+                hint = "" if allow_exec else "; --members-allow-exec allows exec"
+                return field, f"{entry} {field} refused (a member file carries data only: {carries}{hint})"
     return None
