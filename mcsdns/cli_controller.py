@@ -32,7 +32,14 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--members-dir", metavar="DIR",
                    help="also every member kubeconfig in DIR, one file each named for the member (a mounted "
                         "Secret: one key per member); watched: a file added, removed or changed adds, "
-                        "removes or reloads that member without a restart")
+                        "removes or reloads that member without a restart. A member file is data only: "
+                        "server, certificate-authority-data, tls-server-name, proxy-url, "
+                        "insecure-skip-tls-verify, token, client-certificate-data, client-key-data; a file "
+                        "with anything else (exec, auth-provider, tokenFile, a file path) is refused")
+    c.add_argument("--members-allow-exec", action="store_true",
+                   help="let --members-dir files carry an exec credential plugin, run as this process's "
+                        "user (only when you alone write that directory: whoever can write one of its "
+                        "files then runs code here)")
     c.add_argument("--cluster-id", action="append", default=[], metavar="NAME=ID",
                    help="cluster ID of member NAME (default: its ClusterProperty "
                         "cluster.clusterset.k8s.io or id.k8s.io)")

@@ -132,6 +132,7 @@ CASES = [
     case("controller", "--log-format", "yaml", "expected one of text, json"),
     case("controller", "--members-dir", "{missing}", "no such directory"),
     case("controller", "--members-dir", "{file}", "no such directory"),
+    case("controller", "--members-allow-exec", "=yes", "ignored explicit argument"),
     case("join", "--kubeconfig", "{missing}", "cannot load kubeconfig"),
     case("join", "--token-duration", "5m", "10 minutes at least", "--kubeconfig", "{kubeconfig}"),
     case("join", "--secret", "mcsdns-members", "expected NAMESPACE/NAME", "--kubeconfig", "{kubeconfig}"),

@@ -30,6 +30,7 @@ from mcsdns.kube.client import Client
 from mcsdns.kube.errors import Unreachable, describe
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+NAME = "api.mcsdns.invalid"  # a name only the test proxy resolves
 GROUP = {"kind": "APIGroup", "name": "multicluster.x-k8s.io", "versions": [{"version": "v1beta1"}]}
 
 
@@ -170,15 +171,15 @@ def test_insecure_trusts_any_server(server: str, tmp_path: Path, monkeypatch: py
 
 
 @pytest.mark.usefixtures("system_store")
-def test_sslkeylogfile_is_honoured(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As every client built on ssl.create_default_context: the TLS secrets go to
-    $SSLKEYLOGFILE when it is set (to read a capture)."""
+def test_sslkeylogfile_is_ignored(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As kubectl and client-go: $SSLKEYLOGFILE does not make the TLS secrets of a connection
+    to the API server land in a file (main wrote them, to a file readable by all)."""
     log = tmp_path / "keys.log"
     monkeypatch.setenv("SSLKEYLOGFILE", str(log))
     c = _client(tmp_path, server, {})
     assert c.versions("multicluster.x-k8s.io") == ["v1beta1"]
     c.close()
-    assert "CLIENT_TRAFFIC_SECRET_0" in log.read_text()
+    assert not log.exists()
 
 
 @pytest.fixture
@@ -211,13 +212,16 @@ class _ProxyHandler(socketserver.StreamRequestHandler):
         self.server.seen.append(line.decode().strip())
         method, target, _ = line.split()
         head = b"".join(iter(self.rfile.readline, b"\r\n"))
+        self.server.auth += [h.split(b":", 1)[1].strip().decode() for h in head.split(b"\r\n")
+                             if h.lower().startswith(b"proxy-authorization:")]
         if method == b"CONNECT":
             host, port = target.decode().rsplit(":", 1)
-            upstream = socket.create_connection((host, int(port)))
+            upstream = socket.create_connection((self.server.hosts.get(host, host), int(port)))
             self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
             u = urlsplit(target.decode())
-            upstream = socket.create_connection((u.hostname or "", u.port or 80))
+            host = u.hostname or ""
+            upstream = socket.create_connection((self.server.hosts.get(host, host), u.port or 80))
             upstream.sendall(line + head + b"\r\n")
         self.wfile.flush()
         with upstream:
@@ -242,6 +246,8 @@ class _ProxyServer(socketserver.ThreadingTCPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.seen: list[str] = []
+        self.auth: list[str] = []  # the Proxy-Authorization headers received
+        self.hosts = {NAME: "127.0.0.1"}  # names it resolves itself
 
 
 @pytest.fixture
@@ -281,6 +287,70 @@ def test_a_proxy_that_refuses_says_so(server: str, pki: dict[str, Path], tmp_pat
     shown = proxy_url.replace("user:secret@", "")  # a proxy's credentials are not shown
     assert describe(e.value) == f"ConnectError: {server} through proxy {shown}: [Errno 111] Connection " \
                                 "refused"
+
+
+PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
+             "REQUEST_METHOD")
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("system_store", "no_proxy_env")
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_the_proxy_of_the_environment_is_used_as_client_go_uses_it(
+        scheme: str, server: str, plain_server: str, pki: dict[str, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTPS_PROXY for an https server (a CONNECT tunnel), http_proxy for an http one (each
+    request forwarded), with the proxy URL's user info as Proxy-Authorization; the server's
+    name is one only the proxy resolves. Main ignored the environment (no such host)."""
+    proxy = _ProxyServer()
+    with _serve(proxy, "http", None) as proxy_url:
+        port = urlsplit(server if scheme == "https" else plain_server).port
+        url = f"{scheme}://{NAME}:{port}"
+        monkeypatch.setenv("HTTPS_PROXY" if scheme == "https" else "http_proxy",
+                           proxy_url.replace("//", "//user:p%40ss@"))
+        monkeypatch.setenv("NO_PROXY", "example.com,10.0.0.0/8")
+        trust = {"certificate-authority": str(pki["system"]), "tls-server-name": "127.0.0.1"}
+        c = _client(tmp_path, url, trust if scheme == "https" else {})
+        for _ in range(2):
+            assert c.versions("multicluster.x-k8s.io") == ["v1beta1"]
+        c.close()
+    first = (f"CONNECT {NAME}:{port} HTTP/1.1" if scheme == "https"
+             else f"GET {url}/apis/multicluster.x-k8s.io HTTP/1.1")
+    assert proxy.seen[0] == first, proxy.seen
+    assert proxy.auth[0] == "Basic dXNlcjpwQHNz", proxy.auth  # user:p@ss
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+@pytest.mark.parametrize("no_proxy", [".mcsdns.invalid", "mcsdns.invalid", NAME, "*", f"{NAME}:PORT"])
+def test_no_proxy_excludes_a_server(no_proxy: str, plain_server: str, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    proxy = _ProxyServer()
+    with _serve(proxy, "http", None) as proxy_url:
+        port = urlsplit(plain_server).port
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        monkeypatch.setenv("no_proxy", f"example.com, {no_proxy.replace('PORT', str(port))}")
+        c = _client(tmp_path, f"http://{NAME}:{port}", {})
+        with pytest.raises(Unreachable):  # straight to a name that does not resolve
+            c.versions("multicluster.x-k8s.io")
+        c.close()
+    assert proxy.seen == []
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_proxy_url_of_the_kubeconfig_wins_over_the_environment(plain_server: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ours, theirs = _ProxyServer(), _ProxyServer()
+    with _serve(ours, "http", None) as ours_url, _serve(theirs, "http", None) as theirs_url:
+        monkeypatch.setenv("HTTP_PROXY", theirs_url)
+        c = _client(tmp_path, plain_server.replace("127.0.0.1", NAME), {"proxy-url": ours_url})
+        assert c.versions("multicluster.x-k8s.io") == ["v1beta1"]
+        c.close()
+    assert len(ours.seen) == 1 and theirs.seen == []
 
 
 @pytest.fixture

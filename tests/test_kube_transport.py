@@ -18,6 +18,7 @@ import pytest
 from mcsdns.kube.client import Client
 from mcsdns.kube.errors import Unreachable, describe
 from mcsdns.kube.kubeconfig import Identity, Kubeconfig, Server
+from mcsdns.kube.proxy import from_environment
 from mcsdns.kube.reflector import is_read_timeout, lines
 from mcsdns.kube.transport import ConnectError, ConnectionBroken, ReadTimeout, Response, Transport
 
@@ -233,3 +234,39 @@ def test_a_refused_connection_says_where() -> None:
     with pytest.raises(Unreachable) as e:
         c.get("/version")
     assert describe(e.value) == f"ConnectError: {url}: [Errno 111] Connection refused"
+
+
+P = "http://proxy.example:3128"
+PROXIED = [  # (server URL, environment, the proxy used or None), as Go's httpproxy decides
+    ("https://api.example.com", {"HTTPS_PROXY": P}, P),
+    ("https://api.example.com", {"https_proxy": P}, P),
+    ("https://api.example.com", {"HTTPS_PROXY": "", "https_proxy": P}, P),
+    ("https://api.example.com", {"HTTP_PROXY": P}, None),  # https servers use HTTPS_PROXY alone
+    ("http://api.example.com", {"HTTP_PROXY": P}, P),
+    ("http://api.example.com", {"HTTP_PROXY": P, "REQUEST_METHOD": "GET"}, None),  # CGI: httpoxy
+    ("https://api.example.com", {"HTTPS_PROXY": "proxy.example:3128"}, P),  # no scheme: http://
+    ("https://localhost:6443", {"HTTPS_PROXY": P}, None),
+    ("https://127.0.0.5:6443", {"HTTPS_PROXY": P}, None),
+    ("https://[::1]:6443", {"HTTPS_PROXY": P}, None),
+    ("https://api.example.com", {"HTTPS_PROXY": P, "NO_PROXY": "example.com"}, None),
+    ("https://example.com", {"HTTPS_PROXY": P, "NO_PROXY": "example.com"}, None),
+    ("https://example.com", {"HTTPS_PROXY": P, "NO_PROXY": ".example.com"}, P),  # subdomains alone
+    ("https://a.example.com", {"HTTPS_PROXY": P, "NO_PROXY": "*.example.com"}, None),
+    ("https://notexample.com", {"HTTPS_PROXY": P, "NO_PROXY": "example.com"}, P),
+    ("https://API.Example.com", {"HTTPS_PROXY": P, "no_proxy": " EXAMPLE.com "}, None),
+    ("https://api.example.com:6443", {"HTTPS_PROXY": P, "NO_PROXY": "api.example.com:443"}, P),
+    ("https://api.example.com:6443", {"HTTPS_PROXY": P, "NO_PROXY": "api.example.com:6443"}, None),
+    ("https://api.example.com", {"HTTPS_PROXY": P, "NO_PROXY": "api.example.com:443"}, None),
+    ("https://10.1.2.3:6443", {"HTTPS_PROXY": P, "NO_PROXY": "10.0.0.0/8"}, None),
+    ("https://11.1.2.3:6443", {"HTTPS_PROXY": P, "NO_PROXY": "10.0.0.0/8"}, P),
+    ("https://10.1.2.3:6443", {"HTTPS_PROXY": P, "NO_PROXY": "10.1.2.3"}, None),
+    ("https://10.1.2.3:6443", {"HTTPS_PROXY": P, "NO_PROXY": "10.1.2.3:443"}, P),
+    ("https://[fd00::1]:6443", {"HTTPS_PROXY": P, "NO_PROXY": "fd00::/64"}, None),
+    ("https://[fd00::1]:6443", {"HTTPS_PROXY": P, "NO_PROXY": "[fd00::1]:6443"}, None),
+    ("https://api.example.com", {"HTTPS_PROXY": P, "NO_PROXY": "*"}, None),
+]
+
+
+@pytest.mark.parametrize(("url", "env", "want"), PROXIED)
+def test_the_proxy_of_the_environment(url: str, env: dict[str, str], want: str | None) -> None:
+    assert from_environment(url, env) == want

@@ -26,8 +26,8 @@ from .metrics import registry, render
 log = logging.getLogger("mcsdns.controller")
 
 
-def _members(args: argparse.Namespace) -> tuple[list[Member], MembersDir | None]:
-    """The --cluster members, then the --members-dir ones (and that directory)."""
+def _members(args: argparse.Namespace) -> tuple[list[Member], Membership | None]:
+    """The --cluster members, then the --members-dir ones (and that directory's Membership)."""
     if not args.cluster and not args.members_dir:
         raise ConfigError("at least one --cluster NAME=KUBECONFIG[@CONTEXT] or a --members-dir is needed")
     members = [Member.parse(s) for s in args.cluster]
@@ -37,12 +37,13 @@ def _members(args: argparse.Namespace) -> tuple[list[Member], MembersDir | None]
         raise ConfigError(f"--cluster {dup}: the name is given twice (names must be unique)")
     for m in members:
         m.connect(pool=args.concurrent_reconciles + 8)
-    directory = None
+    membership = None
     if args.members_dir:
         if not os.path.isdir(args.members_dir):
             raise ConfigError(f"--members-dir {args.members_dir}: no such directory")
-        directory = MembersDir(args.members_dir)
-        members += Membership(None, directory, set(names), args.concurrent_reconciles + 8).initial()
+        membership = Membership(None, MembersDir(args.members_dir), set(names),
+                                args.concurrent_reconciles + 8, allow_exec=args.members_allow_exec)
+        members += membership.initial()
         names = [m.name for m in members]
     if not members:
         raise ConfigError(f"--members-dir {args.members_dir}: no member kubeconfig in it (and no --cluster)")
@@ -56,7 +57,7 @@ def _members(args: argparse.Namespace) -> tuple[list[Member], MembersDir | None]
             raise ConfigError(f"--cluster-id {spec}: {cid!r} is not a valid cluster ID "
                               "(a DNS label or two joined by a dot)")
         members[names.index(name)].cluster_id = cid
-    return members, directory
+    return members, membership
 
 
 def _resolve_ids(members: list[Member]) -> None:
@@ -82,11 +83,11 @@ def _resolve_ids(members: list[Member]) -> None:
 class _Endpoints:
     """/health, /ready and /metrics (mcsdns.server.http, with its limits) on a thread."""
 
-    def __init__(self, addrs: dict[tuple[str, int], str], mgr: Manager) -> None:
+    def __init__(self, addrs: dict[tuple[str, int], str], mgr: Manager, refused: dict[str, str]) -> None:
         """Serve on each address (its value: the flag that gave it); ConfigError when one
-        cannot be bound, before the thread starts."""
+        cannot be bound, before the thread starts. `refused`: Membership.refused."""
         self.loop = asyncio.new_event_loop()
-        reg = registry(mgr)
+        reg = registry(mgr, refused)
         for (host, port), flag in addrs.items():
             ep = HTTPEndpoints(mgr.ready.is_set, lambda: render(reg))
             try:
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     """The controller; returns the exit code."""
     try:
         mode = _mode(args)
-        members, directory = _members(args)
+        members, membership = _members(args)
         _resolve_ids(members)
     except ConfigError as e:
         return flags.fail(e)
@@ -125,13 +126,14 @@ def run(args: argparse.Namespace) -> int:
     leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
                   workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases)
-    if directory is not None and not args.once:
-        mgr.tick = Membership(mgr, directory, {m.name for m in members if m.name not in directory.seen},
-                              args.concurrent_reconciles + 8).tick
+    if membership is not None and not args.once:
+        membership.mgr = mgr
+        mgr.tick = membership.tick
     endpoints = None
     if not args.once:
         try:
-            endpoints = _Endpoints(flags.http_addrs(args.health, args.metrics), mgr)
+            endpoints = _Endpoints(flags.http_addrs(args.health, args.metrics), mgr,
+                                   membership.refused if membership is not None else {})
         except ConfigError as e:
             return flags.fail(e)
     log.info("ClusterSetIP mode: %s%s", mode, f" ({', '.join(args.clusterset_cidr)})" if mode == CIDR else "")

@@ -37,6 +37,8 @@ class Member:
     warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     origin: str = ""  # where it was given, for errors (default: its --cluster flag)
+    member_file: bool = False  # from --members-dir: data only (kube.memberfile)
+    allow_exec: bool = False  # ... but for an exec plugin (--members-allow-exec)
 
     @classmethod
     def parse(cls, spec: str) -> Member:
@@ -45,9 +47,10 @@ class Member:
         return cls(name=name, kubeconfig=path, context=ctx)
 
     def connect(self, pool: int = 32) -> None:
-        """Build the API client from the kubeconfig (no request is made), with up to `pool`
-        kept connections (the reconcile workers' writes and the watches share them)."""
-        self.client = connect(self.kubeconfig, self.context, pool=pool, member=self.name, origin=self.origin)
+        """Build the API client from the kubeconfig (no request is made, no plugin run), with up
+        to `pool` kept connections (the reconcile workers' writes and the watches share them)."""
+        self.client = connect(self.kubeconfig, self.context, pool=pool, member=self.name, origin=self.origin,
+                              data_only=self.member_file, allow_exec=self.allow_exec)
 
     def close(self) -> None:
         """Drop the kept connections."""

@@ -1,13 +1,16 @@
 """Live membership: the --members-dir look (`membersdir`) applied to a running Manager.
 A new file is a member joining, a removed one a member leaving, a changed one a member
 reloaded (a new client from the new file; the old one serves until the new one synced).
-A file that cannot be loaded is logged and skipped until it changes."""
+A file that cannot be loaded is logged and skipped until it changes. A member file is data
+only (`kube.memberfile`): one that carries a file path or a program is refused, and the
+field is kept in `refused` (a metric) until the file is fixed or removed."""
 
 from __future__ import annotations
 
 import logging
 import time
 
+from ..kube.kubeconfig import KubeconfigError
 from ..ops.errors import ConfigError
 from .clusters import Member
 from .manager import Manager
@@ -19,18 +22,30 @@ log = logging.getLogger("mcsdns.controller")
 class Membership:
     """Keeps the Manager's directory members equal to the directory's files."""
 
-    def __init__(self, mgr: Manager | None, directory: MembersDir, static: set[str], pool: int) -> None:
+    def __init__(self, mgr: Manager | None, directory: MembersDir, static: set[str], pool: int,
+                 allow_exec: bool = False) -> None:
         self.mgr, self.dir, self.static, self.pool = mgr, directory, static, pool
+        self.allow_exec = allow_exec  # --members-allow-exec
+        self.refused: dict[str, str] = {}  # member -> the field its file was refused for
 
     def member(self, name: str) -> Member | None:
         """Member `name` connected from its file; None (logged) when it cannot be loaded."""
-        m = Member(name=name, kubeconfig=self.dir.file(name), origin=f"--members-dir {self.dir.file(name)}")
+        path = self.dir.file(name)
+        m = Member(name=name, kubeconfig=path, origin=f"--members-dir {path}", member_file=True,
+                   allow_exec=self.allow_exec)
         try:
             m.connect(pool=self.pool)
         except ConfigError as e:
+            field = e.__cause__.refused if isinstance(e.__cause__, KubeconfigError) else ""
+            if field:
+                self.refused[name] = field
+            else:
+                self.refused.pop(name, None)
+            refused = {"field": field} if field else {}
             log.error("%s; member %s not loaded until the file changes", e, name,
-                      extra={"event": "member_invalid", "cluster": name})
+                      extra={"event": "member_invalid", "cluster": name, **refused})
             return None
+        self.refused.pop(name, None)
         return m
 
     def initial(self) -> list[Member]:
@@ -48,6 +63,7 @@ class Membership:
         ch = self.dir.look()
         assert self.mgr is not None, "initial() only, without a Manager"
         for name in ch.removed:
+            self.refused.pop(name, None)
             self.mgr.leave(name)
         for name in ch.added + ch.changed:
             if name in self.static:

@@ -69,9 +69,13 @@ CREDENTIAL_ISSUED = define("mcsdns_controller_member_credential_issued_timestamp
                            "lifetime (absent when it does not say).", (MEMBER,))
 LEADER = define("mcsdns_controller_leader", "gauge", "1 while this replica may write.")
 READY = define("mcsdns_controller_ready", "gauge", "1 after the first full sync.")
+FILE_REFUSED = define("mcsdns_controller_member_file_refused", "gauge",
+                      "1 while the member's --members-dir file is refused for carrying `field` (a file path "
+                      "or a program: a member file is data only); gone once the file is fixed or removed.",
+                      (MEMBER, "field"))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
          EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, CREDENTIAL_EXPIRES,
-         CREDENTIAL_ISSUED, LEADER, READY)
+         CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -147,11 +151,18 @@ def publish(mgr: Manager, put: Put) -> None:
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 
 
-def registry(mgr: Manager) -> CollectorRegistry:
+def publish_refused(refused: dict[str, str], put: Put) -> None:
+    """The member files refused (member -> field; Membership.refused)."""
+    for member, fld in sorted(dict(refused).items()):
+        put(FILE_REFUSED, 1.0, member=member, field=fld)
+
+
+def registry(mgr: Manager, refused: dict[str, str] | None = None) -> CollectorRegistry:
     """The controller's series, then mcsdns_build_info and process_* (mcsdns.ops.process)."""
     reg = CollectorRegistry(auto_describe=False)
     stats = Stats()
     stats.register(partial(publish, mgr))
+    stats.register(partial(publish_refused, refused if refused is not None else {}))
     stats.register(process.publish)
     reg.register(SnapshotCollector(stats.snapshot, NAMES + process.NAMES))
     return reg

@@ -1,12 +1,15 @@
 """The credentials of one identity, kept fresh: a token file is re-read when it changes
 (a rotated projected token or Secret), an exec plugin's credential is renewed before it
-expires, and either is dropped after a 401 so the next request renews it."""
+expires, and either is dropped after a 401 so the next request renews it. A plugin's answer
+is checked as client-go checks it; its stderr is never shown beyond a redacted first line.
+And the impersonation headers of the identity's `as*` fields."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -14,11 +17,22 @@ from datetime import datetime
 from typing import Any
 
 from .errors import Unreachable
-from .kubeconfig import Kubeconfig
+from .kubeconfig import Impersonation, Kubeconfig
 
 CHECK = 1.0  # s between checks of a token file
 MARGIN = 10.0  # s before an exec credential's expiry it is renewed
 EXEC_TIMEOUT = 60.0
+STDERR_SHOWN = 200  # characters of a failed plugin's first stderr line shown
+_SECRETS = (  # what is redacted in that line: pattern, replacement
+    (re.compile(r"(?i)\b(bearer|basic)\s+\S+"), r"\1 [redacted]"),  # an Authorization value
+    (re.compile(r"eyJ[\w.-]*"), "[redacted]"),  # a JWT
+    (re.compile(r"(?i)(?<![a-z0-9])((?:token|secret|passw(?:or)?d|key|credential)s?[\"']?\s*[=:]\s*)\S+"),
+     r"\1[redacted]"),  # token=..., access_token: ..., "password": ...
+    (re.compile(r"(?<![\w+/=-])(?=[\w+/=-]*\d)[\w+/=-]{16,}"), "[redacted]"),  # base64 or hex, a digit in it
+)
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+# a header key byte sent as is in Impersonate-Extra-<key> (client-go's legalHeaderKeyBytes, but %)
+_HEADER_KEY = frozenset(b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 class Credentials:
@@ -53,7 +67,9 @@ class Credentials:
         if i.token:
             return f"Bearer {i.token}"
         if i.username is not None and i.password is not None:
-            return "Basic " + base64.b64encode(f"{i.username}:{i.password}".encode()).decode()
+            return basic(i.username, i.password)
+        if self.cfg.server.basic is not None:  # the server URL's user info, as Go's HTTP client
+            return basic(*self.cfg.server.basic)
         return None
 
     def certificate(self, run: bool = True) -> tuple[str, str] | None:
@@ -101,11 +117,10 @@ class Credentials:
 
 
 def run_plugin(cfg: Kubeconfig) -> tuple[dict[str, Any], float]:
-    """Run the exec credential plugin (client.authentication.k8s.io): its status and the
-    Unix time it expires (inf when it does not say)."""
+    """Run the exec credential plugin (client.authentication.k8s.io): its `answer`."""
     ex: Any = cfg.identity.exec
     command = str(ex["command"])
-    version = str(ex.get("apiVersion") or "client.authentication.k8s.io/v1")
+    version = str(ex["apiVersion"])  # checked at load
     spec: dict[str, Any] = {"interactive": False}
     if ex.get("provideClusterInfo"):
         spec["cluster"] = {k: v for k, v in cfg.exec_cluster.items() if k != "extensions"}
@@ -116,22 +131,72 @@ def run_plugin(cfg: Kubeconfig) -> tuple[dict[str, Any], float]:
     try:
         run = subprocess.run([command, *[str(a) for a in ex.get("args") or []]], env=env,
                              stdin=subprocess.DEVNULL, capture_output=True, timeout=EXEC_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise Unreachable(f"{where}: {e}") from e
+    except subprocess.TimeoutExpired as e:
+        raise Unreachable(f"{where}: no answer within {EXEC_TIMEOUT:g} s") from e
+    except OSError as e:
+        raise Unreachable(f"{where}: {e.strerror or e}") from e
     if run.returncode != 0:
-        err = " ".join(run.stderr.decode(errors="replace").split())[:300]
-        raise Unreachable(f"{where}: exit {run.returncode}: {err}")
+        raise Unreachable(f"{where}: exit {run.returncode}{first_line(run.stderr)}")
+    return answer(run.stdout, version, where)
+
+
+def answer(stdout: bytes, version: str, where: str) -> tuple[dict[str, Any], float]:
+    """A plugin's ExecCredential checked as client-go checks it (`Unreachable` when it is not
+    one): its status and the Unix time it expires (inf when it does not say)."""
     try:
-        status = json.loads(run.stdout)["status"]
-        if not isinstance(status, dict):
-            raise ValueError("status is not a mapping")
-    except (ValueError, KeyError, TypeError) as e:
-        raise Unreachable(f"{where}: not an ExecCredential: {e}") from e
-    expires = float("inf")
-    if status.get("expirationTimestamp"):
-        try:
-            stamp = str(status["expirationTimestamp"]).replace("Z", "+00:00")
-            expires = datetime.fromisoformat(stamp).timestamp()
-        except ValueError as e:
-            raise Unreachable(f"{where}: bad expirationTimestamp") from e
-    return status, expires
+        cred = json.loads(stdout)
+    except ValueError as e:
+        raise Unreachable(f"{where}: not an ExecCredential: not JSON ({e})") from e
+    if not isinstance(cred, dict) or cred.get("kind") != "ExecCredential":
+        raise Unreachable(f"{where}: not an ExecCredential (its kind is not ExecCredential)")
+    if cred.get("apiVersion") != version:
+        raise Unreachable(f"{where}: configured to use API version {version}, the plugin returned "
+                          f"{str(cred.get('apiVersion'))[:60]!r}")
+    status = cred.get("status")
+    if not isinstance(status, dict):
+        raise Unreachable(f"{where}: the plugin returned no status")
+    token, cert, key = (status.get(k) for k in ("token", "clientCertificateData", "clientKeyData"))
+    if any(v is not None and not isinstance(v, str) for v in (token, cert, key)):
+        raise Unreachable(f"{where}: the plugin returned a token, certificate or key that is not a string")
+    if not (token or cert or key):
+        raise Unreachable(f"{where}: the plugin returned no token and no certificate and key")
+    if bool(cert) != bool(key):
+        raise Unreachable(f"{where}: the plugin returned only a certificate or a key, not both")
+    stamp = status.get("expirationTimestamp")
+    if stamp is None:
+        return status, float("inf")
+    if not isinstance(stamp, str) or not _RFC3339.fullmatch(stamp):
+        raise Unreachable(f"{where}: expirationTimestamp is not an RFC 3339 time with a zone")
+    return status, datetime.fromisoformat(stamp).timestamp()
+
+
+def first_line(stderr: bytes) -> str:
+    """": LINE": the first non-blank line of a plugin's stderr, cut short and with anything
+    token-like redacted ("" when there is none). The rest is never shown."""
+    line = next((ln for ln in stderr.decode(errors="replace").splitlines() if ln.strip()), "")
+    line = " ".join(line[:8 * STDERR_SHOWN].split())
+    for pattern, replacement in _SECRETS:
+        line = pattern.sub(replacement, line)
+    return f": {line[:STDERR_SHOWN]}" if line else ""
+
+
+def impersonation(imp: Impersonation | None) -> list[tuple[str, bytes]]:
+    """The Impersonate-* headers of `imp`, as client-go sends them: one Impersonate-Group per
+    group and one Impersonate-Extra-<key> per value, the key percent-encoded."""
+    if imp is None:
+        return []
+    out = [("Impersonate-User", imp.user)]
+    if imp.uid:
+        out.append(("Impersonate-Uid", imp.uid))
+    out += [("Impersonate-Group", g) for g in imp.groups]
+    out += [(f"Impersonate-Extra-{_escape(k)}", v) for k, vs in imp.extra for v in vs]
+    return [(k, v.encode()) for k, v in out]
+
+
+def _escape(key: str) -> str:
+    return "".join(chr(b) if b in _HEADER_KEY else f"%{b:02X}" for b in key.encode())
+
+
+def basic(user: str, password: str) -> str:
+    """A Basic authorization header's value."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()

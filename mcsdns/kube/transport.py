@@ -1,7 +1,7 @@
 """HTTP(S) to one API server as its kubeconfig says, over the standard library's
-`http.client`: the TLS trust and client certificate, the proxy (http or https; a CONNECT
-tunnel to an https server), a pool of kept connections, and the credentials' header on every
-request. No retries and no redirects: callers decide.
+`http.client`: the TLS trust and client certificate, the proxy (`proxy`: http or https, the
+kubeconfig's or the environment's), a pool of kept connections, and the credentials' and
+impersonation headers on every request. No retries and no redirects: callers decide.
 
 Every failure to get or read an answer is an OSError naming the server: `ConnectError` (no
 connection), `ReadTimeout`, `ConnectionBroken` (the connection failed after it was made)."""
@@ -9,7 +9,6 @@ connection), `ReadTimeout`, `ConnectionBroken` (the connection failed after it w
 from __future__ import annotations
 
 import http.client
-import io
 import os
 import select
 import socket
@@ -18,13 +17,13 @@ import threading
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from .credentials import Credentials
-from .kubeconfig import Kubeconfig, KubeconfigError
+from .credentials import Credentials, basic, impersonation
+from .kubeconfig import Kubeconfig, KubeconfigError, shown
+from .proxy import CHUNK, TLSInTLS, connect_tunnel, from_environment
 
 Timeout = tuple[float, float]  # connect, read
-CHUNK = 65536  # the most a read of a streamed body returns
 
 
 class ConnectError(OSError):
@@ -57,16 +56,26 @@ class Transport:
         self._prefix = url.path  # of every request's path (a server behind a path)
         self._where = s.url
         self._proxy: tuple[bool, str, int] | None = None  # https, host, port
-        if s.proxy_url:
-            p = urlsplit(s.proxy_url)
+        self._proxy_auth: str | None = None  # Proxy-Authorization, from the proxy URL's user info
+        proxy_url, what = s.proxy_url, "proxy-url"
+        if not proxy_url:
+            proxy_url, what = from_environment(s.url), "the proxy of the environment (HTTPS_PROXY...)"
+        if proxy_url:
+            try:
+                p = urlsplit(proxy_url)
+            except ValueError as e:
+                raise KubeconfigError(f"{src}: {what} {shown(proxy_url)}: not a URL") from e
             if p.scheme not in ("http", "https"):
-                raise KubeconfigError(f"{src}: proxy-url {s.proxy_url}: only http(s) proxies")
+                raise KubeconfigError(f"{src}: {what} {shown(proxy_url)}: only http(s) proxies")
             host, port = _host_port(p.netloc, 443 if p.scheme == "https" else 80,
-                                    f"{src}: proxy-url {s.proxy_url}")
+                                    f"{src}: {what} {shown(proxy_url)}")
             self._proxy = p.scheme == "https", host, port
-            self._where = f"{s.url} through proxy {p.scheme}://{p.netloc.rpartition('@')[2]}"
+            if p.username is not None:
+                self._proxy_auth = basic(unquote(p.username), unquote(p.password or ""))
+            self._where = f"{s.url} through proxy {shown(proxy_url)}"
             if not self._https:  # the proxy forwards requests for an http server
                 self._prefix = s.url
+        self._impersonate = impersonation(cfg.identity.impersonate)
         self._lock = threading.Lock()
         self._generation = -1
         self._pool: _Pool | None = None
@@ -76,16 +85,24 @@ class Transport:
              timeout: Timeout) -> Response:
         """One request (`path` with its query string); the response, not yet read. A 401
         makes the credentials renew themselves for the next request."""
-        headers = {"Host": self._host_header, **headers}
+        lines: list[tuple[str, str | bytes]] = [("Host", self._host_header), *headers.items()]
         auth = self.credentials.authorization()
         if auth:
-            headers["Authorization"] = auth
+            lines.append(("Authorization", auth))
+        if self._proxy_auth and not self._https:  # each request goes to the proxy
+            lines.append(("Proxy-Authorization", self._proxy_auth))
+        lines += self._impersonate
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(("Content-Length", str(len(body or b""))))
         pool = self._pool_for()
         conn = pool.get(timeout[0], self._where)
         sock = conn.sock  # the response's, even when http.client lets go of it (Connection: close)
         try:
             sock.settimeout(timeout[1])
-            conn.request(method, self._prefix + path, body, headers)
+            conn.putrequest(method, self._prefix + path, skip_host=True)  # Accept-Encoding: identity
+            for name, value in lines:  # not conn.request: a header may be sent more than once
+                conn.putheader(name, value)
+            conn.endheaders(body)
             raw = conn.getresponse()
         except BaseException as e:
             conn.close()
@@ -129,15 +146,14 @@ class Transport:
             if self.cfg.server.insecure:
                 proxy_tls.check_hostname, proxy_tls.verify_mode = False, ssl.CERT_NONE
         return partial(_Connection, host, port, tls=tls, server_name=name, proxy_tls=proxy_tls,
-                       tunnel=(self._host, self._port) if self._https else None)
+                       tunnel=(self._host, self._port) if self._https else None, proxy_auth=self._proxy_auth)
 
     def _tls(self) -> ssl.SSLContext:
         """One context, trusting as kubectl does: the kubeconfig's CA alone when it names one,
-        else the system store (loaded only then: ~20 ms of CPU); nothing when insecure."""
+        else the system store (loaded only then: ~20 ms of CPU); nothing when insecure. Never
+        $SSLKEYLOGFILE (kubectl and client-go do not write the TLS secrets anywhere)."""
         s, src = self.cfg.server, self.cfg.source
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        if os.environ.get("SSLKEYLOGFILE"):  # as ssl.create_default_context does
-            ctx.keylog_filename = os.environ["SSLKEYLOGFILE"]
         if s.insecure:
             ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         elif s.ca:
@@ -277,9 +293,10 @@ class _Connection(http.client.HTTPConnection):
 
     def __init__(self, host: str, port: int, timeout: float, *, tls: ssl.SSLContext | None,
                  server_name: str, proxy_tls: ssl.SSLContext | None = None,
-                 tunnel: tuple[str, int] | None = None) -> None:
+                 tunnel: tuple[str, int] | None = None, proxy_auth: str | None = None) -> None:
         super().__init__(host, port, timeout)
         self.tls, self.server_name, self.proxy_tls, self.tunnel = tls, server_name, proxy_tls, tunnel
+        self.proxy_auth = proxy_auth
 
     def connect(self) -> None:
         self.sock = socket.create_connection((self.host, self.port), self.timeout)
@@ -288,92 +305,10 @@ class _Connection(http.client.HTTPConnection):
         if self.proxy_tls is not None:
             self.sock = proxy = self.proxy_tls.wrap_socket(self.sock, server_hostname=self.host)
         if self.tunnel is not None:
-            _connect_tunnel(self.sock, *self.tunnel)
-        if self.tls is not None:  # http.client uses of a socket only what _TLSInTLS has
+            connect_tunnel(self.sock, *self.tunnel, self.proxy_auth)
+        if self.tls is not None:  # http.client uses of a socket only what TLSInTLS has
             self.sock = (self.tls.wrap_socket(self.sock, server_hostname=self.server_name) if proxy is None
-                         else cast(socket.socket, _TLSInTLS(proxy, self.tls, self.server_name)))
-
-
-def _connect_tunnel(sock: socket.socket, host: str, port: int) -> None:
-    """Ask the proxy at the other end of `sock` for a tunnel to host:port."""
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    answer = http.client.HTTPResponse(sock, method="CONNECT")
-    try:
-        answer.begin()  # the status line and headers, nothing after them: the server's TLS is next
-    finally:
-        answer.close()
-    if answer.status != 200:
-        raise OSError(f"the proxy refused a tunnel to {target}: {answer.status} {answer.reason}")
-
-
-class _TLSInTLS:
-    """TLS to the server inside the TLS connection to an https proxy (`ssl` wraps only
-    sockets): what http.client and the pool use of a socket."""
-
-    def __init__(self, outer: ssl.SSLSocket, ctx: ssl.SSLContext, server_name: str) -> None:
-        self.outer, self.incoming, self.outgoing = outer, ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname=server_name)
-        self._io(self.tls.do_handshake)
-
-    def _io(self, op: Callable[..., Any], *args: Any) -> Any:
-        """`op` of the TLS object, feeding it what the outer connection brings until it can."""
-        while True:
-            try:
-                result = op(*args)
-            except ssl.SSLWantReadError:
-                self._flush()
-                data = self.outer.recv(CHUNK)
-                if data:
-                    self.incoming.write(data)
-                else:
-                    self.incoming.write_eof()
-                continue
-            self._flush()
-            return result
-
-    def _flush(self) -> None:
-        out = self.outgoing.read()
-        if out:
-            self.outer.sendall(out)
-
-    def recv_into(self, buf: memoryview) -> int:
-        try:
-            return int(self._io(self.tls.read, len(buf), buf))
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # closed, with or without TLS's goodbye
-            return 0
-
-    def sendall(self, data: bytes) -> None:
-        self._io(self.tls.write, data)
-
-    def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(_Reader(self))
-
-    def settimeout(self, timeout: float | None) -> None:
-        self.outer.settimeout(timeout)
-
-    def shutdown(self, how: int) -> None:
-        self.outer.shutdown(how)
-
-    def fileno(self) -> int:
-        return self.outer.fileno()
-
-    def close(self) -> None:
-        self.outer.close()
-
-
-class _Reader(io.RawIOBase):
-    """A `_TLSInTLS` as a file to read (closing it leaves the connection open, as a socket's
-    makefile does)."""
-
-    def __init__(self, sock: _TLSInTLS) -> None:
-        self.sock = sock
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        return self.sock.recv_into(memoryview(buf))
+                         else cast(socket.socket, TLSInTLS(proxy, self.tls, self.server_name)))
 
 
 def _host_port(netloc: str, default: int, what: str) -> tuple[str, int]:
