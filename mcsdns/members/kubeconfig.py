@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import ssl
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
@@ -15,14 +14,6 @@ from ..kube.kubeconfig import Server
 from ..ops.errors import ConfigError
 
 Obj = dict[str, Any]
-
-
-def without_userinfo(url: str) -> str:
-    """`url` without `user:password@`."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def read_ca(path: str) -> str:
@@ -53,7 +44,7 @@ def admin_cluster(s: Server, insecure: bool = False, ca: str | None = None) -> O
         raise ConfigError("the admin kubeconfig skips TLS verification: give the member's CA with "
                           "--certificate-authority FILE, or --insecure-skip-tls-verify to skip it in the "
                           "member kubeconfig too")
-    out: Obj = {"server": without_userinfo(s.url)}
+    out: Obj = {"server": s.url}  # never with user info (kube.kubeconfig keeps it apart)
     if ca:
         out["certificate-authority-data"] = base64.b64encode(ca.encode()).decode()
     if s.tls_server_name:
