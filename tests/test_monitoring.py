@@ -383,18 +383,26 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
     state_dir = tmp_path / "state"
     start = time.time()
     ja = with_token(a.kubeconfig, jwt(start + 9e5, start), tmp_path / "a-jwt")  # a's credential expiry series
+    members = tmp_path / "members"  # a member file with a program in it: the refused-file series
+    members.mkdir()
+    (members / "c").write_text(
+        "current-context: c\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: c, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: 'true'}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: c}}]\n")
     with secondary(dns.rcode.NOERROR) as good, secondary(dns.rcode.REFUSED) as bad, \
             run_server(["--kubeconfig", str(a.kubeconfig), "--state-dir", str(state_dir),
                         "--state-interval", "0.2", "--notify", f"127.0.0.1:{good}",
                         "--notify", f"127.0.0.1:{bad}"], tmp_path, wait_ready=False) as srv, \
-            run_controller(["--cluster", f"a={ja}", "--cluster", f"b={b.kubeconfig}",
-                            "--clusterset-cidr", "10.99.0.0/16", "--resync", "1"], tmp_path) as ctl, \
+            run_controller(["--cluster", f"a={ja}", "--cluster", f"b={b.kubeconfig}", "--members-dir",
+                            str(members), "--clusterset-cidr", "10.99.0.0/16", "--resync", "1"],
+                           tmp_path) as ctl, \
             prometheus(tmp_path, {"mcsdns": srv.http_port, "mcsdns-controller": ctl.health}) as prom:
         assert wait_for(lambda: prom.targets_up() == {"mcsdns", "mcsdns-controller"}, 20)
         # 1. before the first sync: queries get SERVFAIL; a secondary's zone transfers are refused
         with traffic(srv) as rcodes:
             wait_firing(prom, {"MCSDNSNotReady", "MCSDNSSourceDisconnected", "MCSDNSServfailRatio",
-                               "MCSDNSTransfersFailing", "MCSDNSControllerMemberUnreachable"})
+                               "MCSDNSTransfersFailing", "MCSDNSControllerMemberUnreachable",
+                               "MCSDNSControllerMemberFileRefused"})
         assert rcodes == {"SERVFAIL", "AXFR REFUSED"}
         # 2. the API lets the server list, member b is back: synced, NOTIFY goes to both
         #    secondaries and one refuses it; a snapshot is written, then writing it fails
@@ -410,7 +418,8 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
         a.kube.export("shop", "api")
         assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="error"}') >= 1, 20), srv.logs()
         # the SERVFAIL ratio and the refused transfer stay within their windows (5 and 15 min)
-        wait_firing(prom, {"MCSDNSServfailRatio", "MCSDNSTransfersFailing", "MCSDNSNotifyUnanswered"})
+        wait_firing(prom, {"MCSDNSServfailRatio", "MCSDNSTransfersFailing", "MCSDNSNotifyUnanswered",
+                           "MCSDNSControllerMemberFileRefused"})
         alerts = prom.api("alerts")["alerts"]
         assert {a["labels"].get("target") for a in alerts
                 if a["labels"]["alertname"] == "MCSDNSNotifyUnanswered"} == {f"127.0.0.1:{bad}"}
