@@ -176,12 +176,12 @@ def joined(real_k8s: RealK8s, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     this control plane runs no namespace controller); left afterwards."""
     ns = f"mcsdns-adm-{uuid.uuid4().hex[:6]}"
     yield ns, tmp_path / "member.kubeconfig"
-    out = mcsdns("leave", "m", "--kubeconfig", str(real_k8s.kubeconfig), "--namespace", ns)
+    out = mcsdns("leave", "a", "--kubeconfig", str(real_k8s.kubeconfig), "--namespace", ns)
     assert out.returncode == 0, out.stderr
 
 
 def join(k8s: RealK8s, ns: str, kubeconfig: Path, *extra: str) -> Client:
-    out = mcsdns("join", "m", "--kubeconfig", str(k8s.kubeconfig), "--namespace", ns, "--output",
+    out = mcsdns("join", "a", "--kubeconfig", str(k8s.kubeconfig), "--namespace", ns, "--output",
                  str(kubeconfig), *extra)
     assert out.returncode == 0, out.stderr
     return Client.load(str(kubeconfig), None, name="member")
@@ -215,7 +215,7 @@ def test_the_policy_limits_the_member_token_to_the_controllers_own_objects(
     assert not victim["metadata"].get("labels") and victim["spec"]["type"] == "ClusterIP"
     assert len(real_k8s.json("GET", f"{SLICES}/namespaces/kube-system/endpointslices/{a.victim}-a")
                ["endpoints"]) == 1
-    out = mcsdns("leave", "m", "--kubeconfig", str(real_k8s.kubeconfig), "--namespace", ns)
+    out = mcsdns("leave", "a", "--kubeconfig", str(real_k8s.kubeconfig), "--namespace", ns)
     assert out.returncode == 0, out.stderr
     assert "validatingadmissionpolicy mcsdns-member: deleted" in out.stderr, out.stderr
     assert real_k8s.request("GET", VAP)[0] == 404
