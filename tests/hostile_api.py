@@ -2,7 +2,7 @@
 defences against a broken or hostile endpoint:
 
 - `watch_body`: every watch answers 200 with these bytes (a chunk each), then ends;
-- `bad_items[plural]`: raw item texts put first in every list of that resource;
+- `bad_items[plural]`: raw item texts put last in every list of that resource;
 - `cut_lists[plural]`: every list of it is cut to this many bytes (a complete HTTP answer
   whose JSON ends early);
 - `throttle(n, code, retry_after)`: the next n requests are answered `code` with that
@@ -11,13 +11,14 @@ defences against a broken or hostile endpoint:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
 
 from kube_http import Handler
-from kube_status import RawJSON, status
+from kube_status import RawJSON
 from kubeapi import KubeAPI
 
 
@@ -52,8 +53,8 @@ class HostileAPI(KubeAPI):
         if isinstance(out, RawJSON) and method == "GET":
             bad = self.bad_items.get(plural)
             if bad:
-                head, sep, rest = out.partition(b'"items": [')
-                out = RawJSON(head + sep + b", ".join(bad) + (b", " + rest if rest[:1] != b"]" else rest))
+                head, end = out[:-2], out[-2:]  # ...]}
+                out = RawJSON(head + (b", " if head[-1:] != b"[" else b"") + b", ".join(bad) + end)
             if plural in self.cut_lists:
                 out = RawJSON(out[:self.cut_lists[plural]])
         return code, out
@@ -65,7 +66,6 @@ class HostileAPI(KubeAPI):
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port if port is not None else self.port), handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
-        import threading
         threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True,
                          name=f"hostile-{self.port}").start()
 
@@ -108,5 +108,3 @@ class _Hostile(Handler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _do
 
-
-__all__ = ["HostileAPI", "status"]

@@ -91,7 +91,7 @@ class Client:
         self._count(method, str(resp.status))
         if not 200 <= resp.status <= 299:
             raise error_for(resp.status, resp.reason or "", answer, Request.of(path, method=method),
-                            f"{where}: {resp.status} {resp.reason}")
+                            f"{where}: {resp.status} {resp.reason}", resp.headers.get("Retry-After"))
         return resp
 
     def request(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None,

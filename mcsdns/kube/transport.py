@@ -161,6 +161,7 @@ class Response:
     def __init__(self, raw: http.client.HTTPResponse, conn: _Connection, sock: Any, pool: _Pool,
                  where: str, read_timeout: float) -> None:
         self.status, self.reason = raw.status, raw.reason
+        self.headers = raw.headers
         self._raw, self._sock, self._pool = raw, sock, pool
         self._conn: _Connection | None = conn  # None once released
         self._where, self._read_timeout = where, read_timeout
