@@ -48,7 +48,8 @@ class Waits(threading.Event):
 
 @pytest.fixture
 def api() -> Iterator[HostileAPI]:
-    with HostileAPI() as a:
+    a = HostileAPI()
+    with a:
         a.put(service_import("web", "shop", ["10.1.0.1"]))
         yield a
 
@@ -142,7 +143,8 @@ class _Chunks:
        st.lists(st.integers(1, 17), min_size=1, max_size=20))
 def test_lines_are_the_lines_however_the_stream_is_cut(parts: list[bytes], sizes: list[int]) -> None:
     data = b"\n".join(parts)
-    chunks, i = [], 0
+    chunks: list[bytes] = []
+    i = 0
     while i < len(data):
         n = sizes[len(chunks) % len(sizes)]
         chunks.append(data[i:i + n])

@@ -42,6 +42,8 @@ _SURROGATE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surro
 # a string (group 1: its closing quote, None when the text ends first), a run of one bracket, a comma
 _STRUCT = re.compile(r'"(?:[^"\\]++|\\.)*+(")?|\[+|\{+|\]+|\}+|,', re.S)
 _OPENER = {"]": "[", "}": "{"}
+_NEST = re.compile(r'"(?:[^"\\]++|\\.)*+(")?|[\[{]++|[\]}]++', re.S)  # a string, a run of brackets
+DEEP = 1000  # brackets open past which a value's end is found by their count alone (json refuses it)
 
 
 Scan = Callable[[str, int], "tuple[Any, int] | None"]  # an item decoded ahead of json, or None
@@ -220,6 +222,8 @@ class ListDecoder:
     def _bad(self, e: Exception, pos: int, final: bool) -> int | None:
         """The item at `pos` that json did not decode: dropped, where it ends; None while its
         text has not all arrived. ValueError when the list cannot go on."""
+        if not final and _cut_short(e, len(self.buf)):
+            return None  # the common case, a large item not all here yet: not scanned
         end = extent(self.buf, pos)
         if end is None and not final:
             return None
@@ -239,12 +243,18 @@ class ListDecoder:
         self.on_bad(f"{why}: {self.buf[pos:min(end, pos + 64)]!r}")
 
 
+def _cut_short(e: Exception, n: int) -> bool:
+    """Whether json failed where text of length `n` ended (inside a string, or in the last
+    characters: a cut literal, number or escape), as a value not all arrived does."""
+    return isinstance(e, json.JSONDecodeError) and (e.pos >= n - 6 or e.msg.startswith("Unterminated string"))
+
+
 def extent(text: str, pos: int) -> int | None:
     """Where the value at `pos` ends as its brackets and quotes delimit it, whether or not it is
     JSON: a bracketed value after its closing bracket, anything else before the next comma or
     closing bracket of its level; a closing bracket that matches none of the value's own ends
-    it before that bracket, and closes the value's brackets left open inside it. None when the
-    text ends first."""
+    it before that bracket, and closes the value's brackets left open inside it (past DEEP
+    brackets open, brackets of either kind close each other). None when the text ends first."""
     runs: list[list[Any]] = []  # the brackets open: runs of one bracket, [bracket, count]
     opened = {"[": 0, "{": 0}
     for m in _STRUCT.finditer(text, pos):
@@ -255,6 +265,8 @@ def extent(text: str, pos: int) -> int | None:
                 return None
         elif c in opened:
             opened[c] += len(token)
+            if opened["["] + opened["{"] > DEEP:
+                return _counted(text, m.end(), opened["["] + opened["{"])
             if runs and runs[-1][0] == c:
                 runs[-1][1] += len(token)
             else:
@@ -277,6 +289,22 @@ def extent(text: str, pos: int) -> int | None:
                     runs.pop()
                 if not runs:
                     return at
+    return None
+
+
+def _counted(text: str, pos: int, depth: int) -> int | None:
+    """Where a value `depth` brackets deep at `pos` ends, counting brackets of either kind."""
+    for m in _NEST.finditer(text, pos):
+        token = m.group()
+        if token[0] == '"':
+            if m.group(1) is None:
+                return None
+        elif token[0] in "[{":
+            depth += len(token)
+        elif len(token) >= depth:
+            return m.start() + depth
+        else:
+            depth -= len(token)
     return None
 
 
