@@ -4,7 +4,7 @@ defences against a broken or hostile endpoint:
 - `watch_body`: every watch answers 200 with these bytes (a chunk each), then ends;
 - `bad_items[plural]`: raw item texts put last in every list of that resource;
 - `cut_lists[plural]`: every list of it is cut to this many bytes (a complete HTTP answer
-  whose JSON ends early);
+  whose JSON ends early); `list_bodies[plural]`: every list of it is these bytes;
 - `throttle(n, code, retry_after)`: the next n requests are answered `code` with that
   `Retry-After` header.
 """
@@ -30,6 +30,7 @@ class HostileAPI(KubeAPI):
         self.watch_body: Iterable[bytes] | None = None
         self.bad_items: dict[str, list[bytes]] = {}
         self.cut_lists: dict[str, int] = {}
+        self.list_bodies: dict[str, bytes] = {}
         self._throttle: list[tuple[int, str]] = []
 
     def throttle(self, n: int, code: int = 429, retry_after: str = "1") -> None:
@@ -57,6 +58,8 @@ class HostileAPI(KubeAPI):
                 out = RawJSON(head + (b", " if head[-1:] != b"[" else b"") + b", ".join(bad) + end)
             if plural in self.cut_lists:
                 out = RawJSON(out[:self.cut_lists[plural]])
+            if plural in self.list_bodies:
+                out = RawJSON(self.list_bodies[plural])
         return code, out
 
     def start(self, port: int | None = None, reset_watch_cache: bool = False) -> None:

@@ -225,6 +225,18 @@ def test_a_list_cut_short_is_an_error_retried_with_backoff(api: HostileAPI, tmp_
     assert r.lists == 0 and sum(1 for _, u in api.requests if "watch=" not in u) == 5
 
 
+@pytest.mark.parametrize("body", [b'{"kind":"L","metadata":[1],"items":[]}', b'{"kind":"L","metadata":"x"}',
+                                  b'{"kind":"L","metadata":{"x":' + deep(3000) + b'},"items":[]}', b"[]", b"",
+                                  b'{"kind":"L","items":[],"metadata":{"resourceVersion":"\xff"}}'])
+def test_a_list_that_is_not_one_is_an_error_without_a_traceback(
+        api: HostileAPI, tmp_path: Path, body: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    api.list_bodies["serviceimports"] = body
+    stop = Waits(3)
+    with caplog.at_level(logging.DEBUG, logger="mcsdns.kube"):
+        r, _ = reflect(api, tmp_path, stop)
+    assert r.lists == 0 and not any(rec.exc_info for rec in caplog.records), caplog.text
+
+
 def test_retry_after_is_honoured_within_a_bound(api: HostileAPI, tmp_path: Path) -> None:
     """Before: a 429's Retry-After was ignored; the retries came after the own backoff alone
     (0.2 s doubling, full jitter)."""

@@ -198,9 +198,26 @@ class Reflector:
 
     def _list(self) -> None:
         items: list[Obj] = []
-        dropped: list[str] = []
+        dropped: list[str] = []  # why each item that did not decode was skipped
         self._listed = set()
         self.begun += 1
+        try:
+            meta = self._pages(items, dropped)
+        finally:
+            if dropped:
+                log.warning("%s: skipped %d list item(s) that do not decode; the first: %s",
+                            self.label, len(dropped), dropped[0])
+        self.rv = str(meta.get("resourceVersion") or "")
+        self.latest = False
+        keys, self._listed = self._listed, set()
+        deletes, self.known = self.known - keys, keys
+        self.lists += 1
+        self.on_health(True, None)
+        self.on_list(items, deletes)
+        log.debug("%s: listed %d at resourceVersion %s", self.label, len(items), self.rv)
+
+    def _pages(self, items: list[Obj], dropped: list[str]) -> Obj:
+        """Every page of the list, its items decoded into `items`; the last page's metadata."""
         cont: str | None = None
         while True:
             query: dict[str, Any] = {"limit": self.page_size, "labelSelector": self.selector}
@@ -219,25 +236,15 @@ class Reflector:
                                    scan=self.scan, on_bad=partial(self._dropped, dropped))
             finally:
                 resp.release_conn()
-                if dropped:
-                    log.warning("%s: skipped %d list item(s) that do not decode; the first: %s",
-                                self.label, len(dropped), dropped[0])
-                    dropped.clear()
             meta = data.get("metadata") or {}
+            if not isinstance(meta, dict):
+                raise ValueError(f"a list whose metadata is not an object: {str(meta)[:64]!r}")
             cont = meta.get("continue")
             if not cont:
-                break
-        self.rv = str(meta.get("resourceVersion") or "")
-        self.latest = False
-        keys, self._listed = self._listed, set()
-        deletes, self.known = self.known - keys, keys
-        self.lists += 1
-        self.on_health(True, None)
-        self.on_list(items, deletes)
-        log.debug("%s: listed %d at resourceVersion %s", self.label, len(items), self.rv)
+                return meta
 
     def _dropped(self, dropped: list[str], why: str) -> None:
-        """One item of a list that does not decode: counted, the first of each part logged."""
+        """One item of a list that does not decode: counted (and logged with the list)."""
         self.on_error("bad_item")
         dropped.append(why)
 
