@@ -272,3 +272,13 @@ def test_parse_retry_after(value: str | None, want: float | None) -> None:
     assert parse_retry_after(value) == want
     when = 1445412480.0 - 30  # 30 s before the date above
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=when) == 30.0
+
+
+def test_an_answer_nested_too_deep_is_a_value_error(api: HostileAPI, tmp_path: Path) -> None:
+    api.list_bodies["serviceimports"] = b'{"x":' + deep(100_000) + b"}"
+    client = Client.load(str(api.write_kubeconfig(tmp_path / "kc")), None)
+    try:
+        with pytest.raises(ValueError, match="nested too deep"):
+            client.get(PATH)
+    finally:
+        client.close()
