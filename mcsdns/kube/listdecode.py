@@ -218,7 +218,6 @@ class ListDecoder:
         finally:
             self.pos, self.state = pos, state
 
-
     def _bad(self, e: Exception, pos: int, final: bool) -> int | None:
         """The item at `pos` that json did not decode: dropped, where it ends; None while its
         text has not all arrived. ValueError when the list cannot go on."""

@@ -154,7 +154,7 @@ class Transport:
 
 
 class Response:
-    """An answer (`status`, `reason`) whose body is read once: whole (`data`) or in parts
+    """An answer (`status`, `reason`, `headers`) whose body is read once: whole (`data`) or in parts
     (`read`, `read1`, `chunks`). Its connection goes back to the pool as soon as the body has
     been read to its end; `release_conn` closes it if it has not."""
 
