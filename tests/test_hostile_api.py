@@ -107,14 +107,18 @@ def test_a_watch_that_fails_at_once_is_followed_only_after_a_growing_backoff(
 
 def test_mcsdns_serve_against_a_junk_watch(api: HostileAPI, tmp_path: Path) -> None:
     """End to end: each collection's watch is opened again after 0.8 s, 1.6 s, 3.2 s... (at
-    least): twice at most in any 2 s, with one WARNING each. Before: 55,990 in 25 s."""
+    least): twice at most in 2 s, with one WARNING each. Before: 6,039 in 2 s (55,990 in 25 s)."""
     api.watch_body = [b"junk\n"]
     with run_server(["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kc"))], tmp_path) as srv:
+        started = time.monotonic()
         mark = api.watch_requests()
         wait_for(lambda: False, timeout=2.0)
+        seen = api.watch_requests() - mark
+        window = time.monotonic() - started  # longer under load: a larger bound, never a smaller one
+        per_collection = 1 + sum(1 for k in range(1, 20) if WATCH_BACKOFF[0] * (2 ** k - 1) <= window)
         collections = len({u.split("?")[0] for _, u in api.requests if "watch=" in u})
         assert addrs(srv, f"web.shop.svc.{Z}") == ["10.1.0.1"]
-        assert collections >= 2 and api.watch_requests() - mark <= 2 * collections, api.requests
+        assert collections >= 2 and seen <= per_collection * collections, (seen, window, api.requests)
         assert srv.logs().count("WARNING") <= api.watch_requests()
 
 
@@ -240,8 +244,8 @@ def test_a_list_that_is_not_one_is_an_error_without_a_traceback(
 def test_retry_after_is_honoured_within_a_bound(api: HostileAPI, tmp_path: Path) -> None:
     """Before: a 429's Retry-After was ignored; the retries came after the own backoff alone
     (0.2 s doubling, full jitter)."""
-    date = formatdate(time.time() + 20, usegmt=True)
-    for ask, least in (("7", 7.0), (date, 18.0), ("3600", RETRY_AFTER_MAX)):
+    date = formatdate(time.time() + 25, usegmt=True)
+    for ask, least in (("7", 7.0), (date, 15.0), ("3600", RETRY_AFTER_MAX)):
         api.throttle(2, 429, ask)
         stop = Waits(2)
         reflect(api, tmp_path, stop)
