@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kube_source import addrs, endpoint_slice, service_import
 
+from mcsdns.kube.cache import Cache
 from mcsdns.kube.client import Client
 from mcsdns.kube.errors import Unreachable, parse_retry_after
 from mcsdns.kube.reflector import MAX_LINE, RETRY_AFTER_MAX, WATCH_BACKOFF, LineTooLong, Reflector, lines
@@ -218,6 +219,25 @@ def test_undecodable_list_items_are_dropped_and_the_rest_served(api: HostileAPI,
         assert "Traceback" not in logs, logs
         assert logs.count(f"skipped {len(BAD_ITEMS)} list item(s) that do not decode") == 1, logs
         assert logs.count("skipped 2 list item(s) that do not decode") == 1, logs
+
+
+def test_list_items_that_are_not_objects_with_metadata_are_dropped(api: HostileAPI, tmp_path: Path) -> None:
+    """As a watch event whose object or metadata is not an object is skipped. Before: an item
+    whose metadata was a list failed the cache's list (a traceback per retry); others were
+    dropped without a word."""
+    api.bad_items["serviceimports"] = [b'{"metadata":[1]}', b'{"metadata":"x"}', b"1", b'"x"', b"[]", b"null"]
+    client = Client.load(str(api.write_kubeconfig(tmp_path / "kc")), None)
+    stop = threading.Event()
+    errors: list[str] = []
+    cache = Cache("imports", client, PATH, lambda key, old, new: None, stop, on_error=errors.append)
+    cache.start()
+    try:
+        assert wait_for(lambda: cache.reflector.lists == 1, timeout=10)
+        assert [k for k, _ in cache.items()] == [("shop", "web")] and errors.count("bad_item") == 6
+    finally:
+        stop.set()
+        cache.reflector.interrupt()
+        client.close()
 
 
 def test_a_list_cut_short_is_an_error_retried_with_backoff(api: HostileAPI, tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ class Reflector:
             try:
                 # BATCH bytes a read (a real API server sends 2 KiB chunks; the decoder tries
                 # every BATCH characters): http.client joins the chunks
-                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items),
+                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items, dropped),
                                    scan=self.scan, on_bad=partial(self._dropped, dropped))
             finally:
                 resp.release_conn()
@@ -248,18 +248,22 @@ class Reflector:
         self.on_error("bad_item")
         dropped.append(why)
 
-    def _item(self, items: list[Obj], obj: Any) -> None:
-        """One object of a list, as it is decoded."""
-        if isinstance(obj, dict):
-            if self.kind is not None:
-                obj["kind"] = self.kind
-            if self.transform is not None:
-                self.transform(obj)
-            self._listed.add(self.key(obj))
-            items.append(obj)
-            if self.on_part is not None and len(items) >= self.part_size:
-                self.on_part(items[:])
-                items.clear()
+    def _item(self, items: list[Obj], dropped: list[str], obj: Any) -> None:
+        """One item of a list, as it is decoded (dropped unless an object with object metadata)."""
+        meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else None
+        if not isinstance(meta, dict):
+            what = f"metadata {type(meta).__name__}" if isinstance(obj, dict) else type(obj).__name__
+            self._dropped(dropped, f"not an object with metadata ({what})")
+            return
+        if self.kind is not None:
+            obj["kind"] = self.kind
+        if self.transform is not None:
+            self.transform(obj)
+        self._listed.add(self.key(obj))
+        items.append(obj)
+        if self.on_part is not None and len(items) >= self.part_size:
+            self.on_part(items[:])
+            items.clear()
 
     def _watch(self) -> bool:
         """Follow one watch request; whether it ran well: no line skipped, and it moved the
