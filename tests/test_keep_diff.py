@@ -2,12 +2,14 @@
 `Fields.keep`: over generated objects written every way json can write them, cut short
 and with characters changed, it either declines (None: json decodes) or returns exactly
 what `keep(json's value)` is, types included, ending where json ends; and it never
-accepts text json refuses."""
+accepts text json refuses: huge integers (kept or not), deep nesting, control characters,
+bytes that are not UTF-8 and text cut short included, alone and in whole lists."""
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from test_models import endpoint_slice, malformed, noisy, service_import
 
 from mcsdns.data.fields import Each, Fields
 from mcsdns.data.objects import EndpointSlice, ServiceImport
+from mcsdns.kube.listdecode import decode_list
 
 _keep = pytest.importorskip("mcsdns.data._keep", reason="the C extension is not built (no compiler)")
 
@@ -41,7 +44,7 @@ def check(fields: Fields, text: str, pos: int = 0) -> bool:
     got = _keep.decode(_keep.compile(fields.shape()), text, pos)
     try:
         value, end = _JSON.raw_decode(text, pos)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, or an integer json will not convert
         assert got is None, f"C decoded text json refuses: {text[pos:pos + 200]!r}"
         return False
     if got is None:
@@ -135,3 +138,63 @@ def test_text_json_refuses_is_refused_in_parts_not_kept_too() -> None:
             with pytest.raises(json.JSONDecodeError):
                 json.loads(text)
             assert _keep.decode(_keep.compile(fields.shape()), text, 0) is None, text
+
+
+_DIGITS = sys.get_int_max_str_digits()  # json refuses an integer longer than this
+
+
+def hostile_values() -> list[str]:
+    """Values json refuses, or decodes only where C must decline."""
+    return ["9" * (_DIGITS + 1), "-" + "9" * (_DIGITS + 1), "9" * _DIGITS, "9" * 32, "9" * 31,
+            "1" + "0" * 5000 + ".5", "[" * 3000 + "]" * 3000, "[" * 65 + "]" * 65,
+            '"a\x00b"', '"\udcff"', '"bad\udcffbyte"', '{"a":[1,2}', '"cut']
+
+
+@pytest.mark.parametrize("value", hostile_values(), ids=lambda v: v[:12])
+@pytest.mark.parametrize("kept", [True, False])
+def test_hostile_values_kept_or_not(value: str, kept: bool) -> None:
+    """A 5,000-digit integer in a field nothing reads was decoded by C where json refuses it."""
+    fields = Fields("k", "x") if kept else Fields("k")
+    for text in ('{"x":' + value + ',"k":1}', '{"k":1,"x":' + value + "}", '{"k":[' + value + "]}"):
+        check(fields, text)
+        check(fields, text[:len(text) // 2])
+
+
+def test_a_huge_integer_is_refused_by_both_decoders() -> None:
+    text = '{"k":1,"x":' + "9" * 5000 + "}"
+    assert _keep.decode(_keep.compile(Fields("k").shape()), text, 0) is None
+    with pytest.raises(ValueError):
+        json.loads(text)
+
+
+def _list_text(bad: bytes) -> bytes:
+    good = json.dumps(service_import_obj()).encode()
+    return b'{"kind":"ServiceImportList","metadata":{"resourceVersion":"5"},"items":[' + \
+        b",".join([good, bad, good]) + b"]}"
+
+
+def service_import_obj() -> dict[str, Any]:
+    return {"metadata": {"name": "web", "namespace": "shop", "resourceVersion": "4"},
+            "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"], "ports": [{"port": 80}]}}
+
+
+@pytest.mark.parametrize("bad", [
+    b'{"metadata":{"name":"x"},"n":' + b"9" * 5000 + b"}",
+    b'{"metadata":{"name":"x"},"spec":{"ports":[{"port":' + b"9" * 5000 + b"}]}}",
+    b'{"metadata":{"name":"x"},"n":' + b"[" * 3000 + b"]" * 3000 + b"}",
+    b'{"metadata":{"name":"x\x00"}}',
+    b'{"metadata":{"name":"x\xff\xfe"}}',
+    b'{"metadata":{"name":"x"},"spec":{"type":"ClusterSetIP",}}',
+], ids=["int-unread", "int-read", "deep", "nul", "utf8", "comma"])
+@pytest.mark.parametrize("chunk", [7, 1 << 16])
+def test_whole_lists_decode_the_same_with_and_without_c(bad: bytes, chunk: int) -> None:
+    """The same items handed on and the same items dropped, with the C decoder and without."""
+    data = _list_text(bad)
+    results = []
+    for scan in (ServiceImport.SOURCE.decoder(), None):
+        got: list[Any] = []
+        dropped: list[str] = []
+        decode_list([data[i:i + chunk] for i in range(0, len(data), chunk)], got.append, batch=64,
+                    scan=scan, on_bad=dropped.append)
+        results.append(([ServiceImport.SOURCE.keep(g) for g in got], len(dropped)))
+    assert results[0] == results[1] and results[0][1] == 1 and len(results[0][0]) == 2, results

@@ -140,3 +140,25 @@ def test_a_write_result_arriving_after_the_deletion_does_not_bring_the_object_ba
     again = api.put(_slice("web-1", "10.0.0.2"))  # created again: newer than the deletion
     assert wait_for(lambda: (cache.get(("ns", "web-1")) or {}).get("endpoints") == again["endpoints"],
                     timeout=5)
+
+
+def test_discovery_waits_as_long_as_a_429_asks(env: tuple[KubeAPI, Informers, Seen]) -> None:
+    """A 429's Retry-After is waited (up to 30 s), however short the own backoff is."""
+    _, inf, _ = env
+    asked: list[float] = []
+
+    def wait(timeout: float | None = None) -> bool:
+        asked.append(timeout or 0.0)
+        return False
+
+    inf.stop.wait = wait  # type: ignore[method-assign]
+    calls: list[int] = []
+
+    def step() -> bool:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise Unreachable("throttled", status=429, retry_after=(7.0, 90.0)[len(calls) - 1])
+        return True
+
+    assert inf.discover(step)
+    assert asked == [7.0, 30.0]

@@ -141,3 +141,44 @@ def test_managed_fields_are_left_out_exactly(objs: list[tuple[dict[str, Any], An
     got: list[Any] = []
     decode_list(cut(data, sizes), got.append, batch=16)
     assert got == _without_managed(items)
+
+
+BAD = [b'{"x":' + b"[" * 3000 + b"]" * 3000 + b"}", b'{"x":"a\x00b"}', b'{"x":"\xff\xfe"}',
+       b'{"x":' + b"9" * 5000 + b"}", b'{"x":[1,2}', b"tru", b'{"x":1,}', b'{"\\q":1}',
+       b'{"x":' + b'[{"a":' * 2000 + b"1" + b"}]" * 2000 + b"}"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=items, bad=st.sampled_from(BAD), at=st.integers(0, 8),
+       sizes=st.lists(st.integers(1, 300), max_size=60), kept=st.booleans())
+def test_an_item_that_does_not_decode_is_dropped_and_the_rest_decoded(
+        items: list[dict[str, Any]], bad: bytes, at: int, sizes: list[int], kept: bool) -> None:
+    """Before: one such item (too deep, a raw control character, bytes not UTF-8, an integer
+    json refuses, not JSON) refused the whole list."""
+    texts = [json.dumps(i, ensure_ascii=False).encode() for i in items]
+    texts.insert(min(at, len(texts)), bad)
+    data = b'{"kind":"XList","metadata":{"resourceVersion":"9"},"items":[' + b", ".join(texts) + b"]}"
+    got: list[Any] = []
+    dropped: list[str] = []
+    scan = KEPT.decoder() if kept else None
+    head = decode_list(cut(data, sizes), got.append, batch=16, scan=scan, on_bad=dropped.append)
+    assert [KEPT.keep(g) for g in got] == [KEPT.keep(i) for i in items] and len(dropped) == 1, dropped
+    assert head == {"kind": "XList", "metadata": {"resourceVersion": "9"}, "items": None}
+
+
+@pytest.mark.parametrize("text", [
+    '{"items": [{"a": 1}, {"b": [', '{"items": [{"a": "cut', '{"items": [1, ,]}', '{"items": [{"a": 1}]}}',
+    '{"metadata": {"x": ' + "[" * 3000 + "]" * 3000 + "}}", '{"kind": "\udcff"}'])
+def test_a_broken_list_is_refused_even_where_items_may_be_dropped(text: str) -> None:
+    """Text that ends inside an item, a comma without an item, a head that does not decode:
+    the list itself is broken."""
+    with pytest.raises(ValueError):
+        decode_list([text.encode("utf-8", "surrogateescape")], lambda item: None, on_bad=lambda why: None)
+
+
+@pytest.mark.parametrize("text, end", [
+    ('{"a":"x]"}, 1', 10), ('[[1],{"a":[2]}],', 15), ("tru, 1", 3), ("1]", 1), ('{"a":[1,2},{"b":1}', 10),
+    ('{"a":{"b":1]', 11), ('{"a":"cut', None), ("[" * 2000 + "]" * 2000, 4000),
+    ("[" * 2000 + "]" * 1999, None)])
+def test_the_extent_of_a_value_from_its_brackets_and_quotes(text: str, end: int | None) -> None:
+    assert listdecode.extent(text, 0) == end

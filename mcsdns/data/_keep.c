@@ -8,9 +8,10 @@
  * space before it) as json.JSONDecoder().raw_decode(text, pos) would decode it, then kept.
  * None whenever this cannot be sure of that: text that is not one-octet (Latin-1)
  * str, a kept string with an escape or a key with one, a kept number that is not an
- * integer, NaN or Infinity, nesting deeper than DEPTH_MAX, the text ending before the
- * value does, or anything json would refuse. The caller then decodes with json (which
- * raises where the text is not JSON, or waits for more of it).
+ * integer, an integer of 32 characters or more (kept or not: json may refuse it), NaN or
+ * Infinity, nesting deeper than DEPTH_MAX, the text ending before the value does, or
+ * anything json would refuse. The caller then decodes with json (which raises where the
+ * text is not JSON, or waits for more of it).
  * tests/test_keep_diff.py checks decode against json + `Fields.keep`.
  */
 #define PY_SSIZE_T_CLEAN
@@ -367,14 +368,14 @@ static int value(Text *t, Shape *s, int depth, PyObject **out) {
         int integer;
         if (!number(t, &integer))
             return 0;
+        char buf[32];
+        Py_ssize_t len = t->i - start;
+        if (integer && len >= (Py_ssize_t)sizeof buf)
+            return 0; /* a long integer, kept or not: json decodes it (or refuses it) */
         if (out == NULL)
             return 1;
         if (!integer)
             return 0;
-        char buf[32];
-        Py_ssize_t len = t->i - start;
-        if (len >= (Py_ssize_t)sizeof buf)
-            return 0; /* a long integer: json decodes it */
         memcpy(buf, t->p + start, (size_t)len);
         buf[len] = 0;
         *out = PyLong_FromString(buf, NULL, 10);

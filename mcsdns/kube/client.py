@@ -91,18 +91,21 @@ class Client:
         self._count(method, str(resp.status))
         if not 200 <= resp.status <= 299:
             raise error_for(resp.status, resp.reason or "", answer, Request.of(path, method=method),
-                            f"{where}: {resp.status} {resp.reason}")
+                            f"{where}: {resp.status} {resp.reason}", resp.headers.get("Retry-After"))
         return resp
 
     def request(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None,
                 timeout: Timeout | None = None, content_type: str = "application/json") -> Any:
-        """One request; its decoded JSON body (None when empty)."""
+        """One request; its decoded JSON body (None when empty; ValueError when it is not JSON)."""
         resp = self.open(method, path, query, body, timeout, content_type)
         try:
             data = resp.data
         except Exception as e:  # the answer broke off
             raise Unreachable(f"{self._where(method, path)}: {e}") from e
-        return json.loads(data) if data else None
+        try:
+            return json.loads(data) if data else None
+        except RecursionError:
+            raise ValueError(f"{self._where(method, path)}: the answer is nested too deep") from None
 
     def _where(self, method: str, path: str) -> str:
         return f"{self.name}: {method} {path}" if self.name else f"{method} {path}"

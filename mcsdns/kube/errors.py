@@ -2,7 +2,8 @@
 
 Every failed request raises an `ApiError` (`status`, `reason` and `body` are the
 API's): `NotFound` (404), `Conflict` (409), `Expired` (410 Gone),
-`Unreachable` (no answer: status 0, the cause chained; 429 or a server error), `Rejected`
+`Unreachable` (no answer: status 0, the cause chained; 429 or a server error, with the wait
+its Retry-After asks for in `retry_after`), `Rejected`
 (any other error answer: 400, 401, 403, 422...) and `WatchError` (an ERROR event in a watch
 stream). `explain` gives one line with the status, the API's own Status reason and message
 and, for a refusal (403), the RBAC rule that would allow the request (`Request.rule`, from
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..ops.errors import ConfigError
@@ -60,14 +63,15 @@ class Request:
 
 
 class ApiError(Exception):
-    """A request that failed: the API's answer (`status`, `reason`, `body`), or none (status
-    0, the cause chained); `request` is what it asked for, as RBAC sees it; `str` is
-    `message` when one is given."""
+    """A request that failed: the API's answer (`status`, `reason`, `body`, the seconds its
+    Retry-After asked to wait), or none (status 0, the cause chained); `request` is what it
+    asked for, as RBAC sees it; `str` is `message` when one is given."""
 
     def __init__(self, message: str = "", *, status: int = 0, reason: str = "",
-                 body: bytes | str | None = None, request: Request | None = None) -> None:
+                 body: bytes | str | None = None, request: Request | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.retry_after = status, reason, retry_after
         self.body = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         self.message = message
         self.request = request
@@ -101,11 +105,33 @@ class WatchError(ApiError):
 
 
 def error_for(status: int, reason: str, body: bytes | str | None, request: Request | None,
-              message: str) -> ApiError:
-    """The error of an answer with HTTP `status` (300 or more)."""
+              message: str, retry_after: str | None = None) -> ApiError:
+    """The error of an answer with HTTP `status` (300 or more) and its Retry-After header
+    (heeded on a 429 or a server error, as client-go heeds it)."""
     cls: type[ApiError] = {404: NotFound, 409: Conflict, 410: Expired}.get(status) or (
         Unreachable if status >= 500 or status == 429 else Rejected)
-    return cls(message, status=status, reason=reason, body=body, request=request)
+    wait = parse_retry_after(retry_after) if cls is Unreachable else None
+    return cls(message, status=status, reason=reason, body=body, request=request, retry_after=wait)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """The seconds a Retry-After header asks to wait: whole seconds, or an HTTP date (from
+    `now`, the time of day); None when there is none or it is neither."""
+    value = (value or "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110: an HTTP date is in GMT; one without a zone is not one
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def asked_wait(e: BaseException) -> float | None:
+    """The seconds an error's answer asked to wait before a retry (Retry-After), if any."""
+    return e.retry_after if isinstance(e, ApiError) else None
 
 
 def status_of(e: ApiError) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 collections, combine their health, tell each problem once. `mcsdns serve`
 (sources/kube.py) and each member of `mcsdns controller` (controller/informers.py) run one.
 
-- `discover(step)` calls `step` until it returns True, backing off (full jitter) while it
-  raises, each failure a problem of DISCOVERY; after False it waits the backoff's cap;
+- `discover(step)` calls `step` until it returns True, backing off (full jitter, or the
+  Retry-After of a 429 or 5xx) while it raises, each failure a problem of DISCOVERY; after
+  False it waits the backoff's cap;
 - `watch` / `cache` add collections (a Reflector, or a Cache on one); `start` starts
   those not started yet. Add a batch before starting it: the set is healthy while every
   collection's last list/watch outcome was good (and there is one);
@@ -23,7 +24,7 @@ from typing import Any
 
 from .cache import Cache, OnChange
 from .client import Client
-from .errors import Problems, error_kind, explain
+from .errors import Problems, asked_wait, error_kind, explain
 from .reflector import Backoff, Reflector
 
 DISCOVERY = "discovery"
@@ -56,7 +57,7 @@ class Informers:
                 done = step()
             except Exception as e:  # noqa: BLE001 - any failure is retried
                 self.report(DISCOVERY, False, e)
-                self.stop.wait(backoff.next())
+                self.stop.wait(backoff.next(asked_wait(e)))
                 continue
             backoff.reset()
             self.problems.update(DISCOVERY, None)
@@ -110,7 +111,7 @@ class Informers:
 
     # --- health --------------------------------------------------------------------------
     def count(self, kind: str) -> None:
-        """A counted error that is no outage ("expired", "bad_event")."""
+        """A counted error that is no outage ("expired", "bad_event", "bad_item", "long_line")."""
         self.errors[kind] += 1
 
     def report(self, who: str, ok: bool, err: BaseException | None = None) -> None:

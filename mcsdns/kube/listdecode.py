@@ -10,7 +10,13 @@ Work stays linear in the size of the list: an item not yet complete is tried aga
 once the text after its start has doubled, so one large item is decoded a bounded
 number of times. Text of more than `gcpause.HOLD_BYTES` is decoded with a Python-level
 hook per object, so the GIL is handed back during it; the cyclic GC is held off
-throughout."""
+throughout.
+
+An item that does not decode (nested deeper than json goes, a control character in a string,
+bytes that are not UTF-8, a number json refuses, text that is not JSON) is dropped and told to
+`on_bad`, and the items after it are decoded: where it ends is found from its brackets and
+quotes alone (`extent`). Without `on_bad`, or where the list itself is broken (its text ends
+before its last item does, a bracket that closes nothing), the whole list is refused."""
 
 from __future__ import annotations
 
@@ -32,6 +38,12 @@ _PLAIN = json.JSONDecoder()
 # unescaped `,"` only ever starts a member, so nothing else can match.
 _MANAGED = re.compile(r',"managedFields":\[(?:[^\[\]"]++|"(?:[^"\\]++|\\.)*+")*+\]')
 _HOOKED = json.JSONDecoder(object_hook=lambda o: o)
+_SURROGATE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape decodes it
+# a string (group 1: its closing quote, None when the text ends first), a run of one bracket, a comma
+_STRUCT = re.compile(r'"(?:[^"\\]++|\\.)*+(")?|\[+|\{+|\]+|\}+|,', re.S)
+_OPENER = {"]": "[", "}": "{"}
+_NEST = re.compile(r'"(?:[^"\\]++|\\.)*+(")?|[\[{]++|[\]}]++', re.S)  # a string, a run of brackets
+DEEP = 1000  # brackets open past which a value's end is found by their count alone (json refuses it)
 
 
 Scan = Callable[[str, int], "tuple[Any, int] | None"]  # an item decoded ahead of json, or None
@@ -41,10 +53,13 @@ class ListDecoder:
     """Feed text with `feed`; `on_item` is called with each item in order; `finish`
     returns the list object without its items (kind, apiVersion, metadata). `scan`, if
     given, decodes each item first (data.fields `Fields.decoder`: only the fields a parser
-    reads); where it returns None, json decodes the item."""
+    reads); where it returns None, json decodes the item. `on_bad`, if given, is told why
+    each item that does not decode was dropped (else such an item refuses the list)."""
 
-    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH, scan: Scan | None = None) -> None:
-        self.on_item, self.batch, self.scan = on_item, batch, scan
+    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH, scan: Scan | None = None,
+                 on_bad: Callable[[str], None] | None = None) -> None:
+        self.on_item, self.batch, self.scan, self.on_bad = on_item, batch, scan, on_bad
+        self.tainted = False  # bytes that are not UTF-8 were fed: items are checked for them
         self.buf = ""  # text not decoded yet starts at `pos`
         self.pos = 0
         self.parts: list[str] = []  # text fed since, not yet joined to `buf`
@@ -57,6 +72,8 @@ class ListDecoder:
     def feed(self, text: str, final: bool = False) -> None:
         self.parts.append(text)
         self.size += len(text)
+        if not text.isascii() and _SURROGATE.search(text):
+            self.tainted = True
         if self.size < self.retry_at and not final:
             return
         # what is decoded is dropped: the buffer stays short (a failed try's error counts
@@ -96,6 +113,8 @@ class ListDecoder:
         big = len(self.buf) - start > gcpause.HOLD_BYTES
         try:
             value, end = (_HOOKED if big else _PLAIN).raw_decode(self.buf, start)
+        except RecursionError:
+            raise ValueError(f"the list's {self.key!r} is nested too deep") from None
         except json.JSONDecodeError:
             if final:
                 raise
@@ -103,6 +122,8 @@ class ListDecoder:
             return False, None
         if end == len(self.buf) and not final:  # a number may go on in the next chunk
             return False, None
+        if self.tainted and _SURROGATE.search(self.buf, start, end):
+            raise ValueError(f"the list's {self.key!r} is not UTF-8")
         self.pos = end
         return True, value
 
@@ -179,27 +200,120 @@ class ListDecoder:
                     got = scan(buf, pos) if scan is not None and not big else None
                     try:
                         item, end = got if got is not None else (hooked if big else plain)(buf, pos)
-                    except json.JSONDecodeError:
-                        if final:
-                            raise
-                        self.retry_at = max(self.batch, 2 * (n - pos))  # until the text after it doubles
-                        return False
+                    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+                        after = self._bad(e, pos, final)
+                        if after is None:
+                            self.retry_at = max(self.batch, 2 * (n - pos))  # until the text after it doubles
+                            return False
+                        pos, state = after, "item-sep"
+                        continue
                     if end == n and not final:  # a number may go on in the next chunk
                         return False
+                    if self.tainted and _SURROGATE.search(buf, pos, end):
+                        self._drop("bytes that are not UTF-8", pos, end)
+                    else:
+                        on_item(item)
                     pos, state = end, "item-sep"
-                    on_item(item)
             return False
         finally:
             self.pos, self.state = pos, state
 
+    def _bad(self, e: Exception, pos: int, final: bool) -> int | None:
+        """The item at `pos` that json did not decode: dropped, where it ends; None while its
+        text has not all arrived. ValueError when the list cannot go on."""
+        if not final and _cut_short(e, len(self.buf)):
+            return None  # the common case, a large item not all here yet: not scanned
+        end = extent(self.buf, pos)
+        if end is None and not final:
+            return None
+        why = ("nested too deep" if isinstance(e, RecursionError)
+               else e.msg if isinstance(e, json.JSONDecodeError) else str(e).split(":")[0])
+        if end is None:
+            raise ValueError(f"the list ended early, in an item ({why})") from None
+        if end <= pos:
+            raise ValueError(f"expected an item at {pos}: {why}") from None
+        self._drop(why, pos, end)
+        return end
+
+    def _drop(self, why: str, pos: int, end: int) -> None:
+        """Tell `on_bad` why the item buf[pos:end] is dropped (without one: ValueError)."""
+        if self.on_bad is None:
+            raise ValueError(f"an item at {pos}: {why}")
+        self.on_bad(f"{why}: {self.buf[pos:min(end, pos + 64)]!r}")
+
+
+def _cut_short(e: Exception, n: int) -> bool:
+    """Whether json failed where text of length `n` ended (inside a string, or in the last
+    characters: a cut literal, number or escape), as a value not all arrived does."""
+    return isinstance(e, json.JSONDecodeError) and (e.pos >= n - 6 or e.msg.startswith("Unterminated string"))
+
+
+def extent(text: str, pos: int) -> int | None:
+    """Where the value at `pos` ends as its brackets and quotes delimit it, whether or not it is
+    JSON: a bracketed value after its closing bracket, anything else before the next comma or
+    closing bracket of its level; a closing bracket that matches none of the value's own ends
+    it before that bracket, and closes the value's brackets left open inside it (past DEEP
+    brackets open, brackets of either kind close each other). None when the text ends first."""
+    runs: list[list[Any]] = []  # the brackets open: runs of one bracket, [bracket, count]
+    opened = {"[": 0, "{": 0}
+    for m in _STRUCT.finditer(text, pos):
+        token = m.group()
+        c = token[0]
+        if c == '"':
+            if m.group(1) is None:
+                return None
+        elif c in opened:
+            opened[c] += len(token)
+            if opened["["] + opened["{"] > DEEP:
+                return _counted(text, m.end(), opened["["] + opened["{"])
+            if runs and runs[-1][0] == c:
+                runs[-1][1] += len(token)
+            else:
+                runs.append([c, len(token)])
+        elif c == ",":
+            if not runs:
+                return m.start()
+        else:
+            want, left, at = _OPENER[c], len(token), m.start()
+            while left:
+                if not opened[want]:
+                    return at
+                top = runs[-1]
+                take = min(left, top[1]) if top[0] == want else top[1]
+                top[1] -= take
+                opened[top[0]] -= take
+                if top[0] == want:
+                    left, at = left - take, at + take
+                if not top[1]:
+                    runs.pop()
+                if not runs:
+                    return at
+    return None
+
+
+def _counted(text: str, pos: int, depth: int) -> int | None:
+    """Where a value `depth` brackets deep at `pos` ends, counting brackets of either kind."""
+    for m in _NEST.finditer(text, pos):
+        token = m.group()
+        if token[0] == '"':
+            if m.group(1) is None:
+                return None
+        elif token[0] in "[{":
+            depth += len(token)
+        elif len(token) >= depth:
+            return m.start() + depth
+        else:
+            depth -= len(token)
+    return None
+
 
 def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH,
-                scan: Scan | None = None) -> Obj:
+                scan: Scan | None = None, on_bad: Callable[[str], None] | None = None) -> Obj:
     """Decode a list response from its byte chunks, calling `on_item` with each item as
-    it arrives (tried every `batch` characters, each with `scan` first); returns the rest
-    of the list object."""
-    dec = ListDecoder(on_item, batch, scan)
-    text = codecs.getincrementaldecoder("utf-8")()
+    it arrives (tried every `batch` characters, each with `scan` first) and `on_bad` with why
+    each item that does not decode was dropped; returns the rest of the list object."""
+    dec = ListDecoder(on_item, batch, scan, on_bad)
+    text = codecs.getincrementaldecoder("utf-8")("surrogateescape")
     gcpause.hold()  # decoding makes no cyclic garbage; full collections would rescan the list
     try:
         for chunk in chunks:

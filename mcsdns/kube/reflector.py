@@ -8,7 +8,14 @@
   a watch that ends (timeoutSeconds, idle read timeout) resumes from the last
   resourceVersion; 410 Gone (HTTP status or ERROR event) relists;
 - every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
-- errors back off with full jitter; `on_health(ok, error)` reports each list/watch outcome.
+- failed requests back off with full jitter (longer where a 429 or 5xx asks, with
+  Retry-After, up to RETRY_AFTER_MAX); a watch that did not run well (a line skipped, a
+  line longer than MAX_LINE, or under a second without moving the resourceVersion) and a
+  410 are followed only after client-go's watch backoff, 0.8 s doubling to 30 s, jittered;
+  `on_health(ok, error)` reports each list/watch outcome;
+- what does not decode is counted with `on_error` and skipped: a list item ("bad_item", the
+  list served without it), a watch line ("bad_event"), a line too long ("long_line", the watch
+  dropped); one warning per list and per watch.
 
 The collection is a path read through the one client (`Client.open`, `Client.watch`), with an
 optional label selector; `Reflector.request` is what RBAC must allow for it.
@@ -27,7 +34,7 @@ from typing import Any
 
 from ..ops import gcpause
 from .client import Client
-from .errors import ApiError, Expired, Request, WatchError, describe
+from .errors import ApiError, Expired, Request, WatchError, asked_wait, describe
 from .keys import Key, key_of
 from .listdecode import BATCH, Scan, decode_list
 from .transport import Response
@@ -37,21 +44,34 @@ log = logging.getLogger("mcsdns.kube")
 Obj = dict[str, Any]
 
 
+WATCH_BACKOFF = (0.8, 30.0)  # client-go's reflector: after a watch that did not run well
+RETRY_AFTER_MAX = 30.0  # the longest wait a Retry-After answer asks for that is honoured
+MAX_LINE = 6 << 20  # a watch event's line: twice the API server's 3 MiB object limit
+
+
 @dataclass
 class Backoff:
-    """Full-jitter exponential backoff."""
+    """Exponential backoff, `base` doubling to `cap`: a delay in [0, d) (full jitter), or with
+    `least` in [d, 2d) (client-go's jitter); never shorter than a Retry-After asked for (up
+    to RETRY_AFTER_MAX)."""
 
     base: float = 0.2
     cap: float = 10.0
+    least: bool = False
     attempt: int = 0
 
-    def next(self) -> float:
-        delay = random.uniform(0, min(self.cap, self.base * 2 ** self.attempt))
+    def next(self, asked: float | None = None) -> float:
+        d = min(self.cap, self.base * 2 ** self.attempt)
+        delay = d + random.uniform(0, d) if self.least else random.uniform(0, d)
         self.attempt = min(self.attempt + 1, 30)
-        return delay
+        return max(delay, min(asked or 0.0, RETRY_AFTER_MAX))
 
     def reset(self) -> None:
         self.attempt = 0
+
+
+class LineTooLong(ValueError):
+    """A watch stream's line went on past MAX_LINE."""
 
 
 def is_read_timeout(e: BaseException | None) -> bool:
@@ -62,18 +82,28 @@ def is_read_timeout(e: BaseException | None) -> bool:
     return False
 
 
-def lines(resp: Response) -> Iterator[bytes]:
-    """Complete lines of a streamed response, as soon as each chunk arrives."""
-    buf = b""
+def lines(resp: Response, limit: int = MAX_LINE) -> Iterator[bytes]:
+    """Complete lines of a streamed response, as soon as each chunk arrives; LineTooLong when
+    one goes on past `limit` bytes. Each byte is searched for and joined once."""
+    parts: list[bytes] = []  # the line begun, not ended yet
+    size = 0
     for chunk in resp.chunks():
-        buf += chunk
-        if b"\n" in buf:
-            *done, buf = buf.split(b"\n")
-            for line in done:
-                if line.strip():
-                    yield line
-    if buf.strip():
-        yield buf
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            line = b"".join((*parts, chunk[start:end])) if parts else chunk[start:end]
+            parts, size, start = [], 0, end + 1
+            if len(line) > limit:
+                raise LineTooLong(f"a line of more than {limit} bytes")
+            if line.strip():
+                yield line
+        if start < len(chunk):
+            parts.append(chunk[start:])
+            size += len(chunk) - start
+            if size > limit:
+                raise LineTooLong(f"a line of more than {limit} bytes")
+    line = b"".join(parts)
+    if line.strip():
+        yield line
 
 
 class Reflector:
@@ -88,6 +118,7 @@ class Reflector:
                  key: Callable[[Obj], Key] = key_of, page_size: int = 500,
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0),
+                 watch_backoff: tuple[float, float] = WATCH_BACKOFF,
                  transform: Callable[[Obj], None] | None = None, scan: Scan | None = None,
                  on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500,
                  accept: tuple[str, str] = ("application/json", "application/json")) -> None:
@@ -101,10 +132,10 @@ class Reflector:
         self.accept = accept  # of the list and of the watch (client.METADATA_ONLY: metadata only)
         self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
-        self.on_error = on_error  # counted, not an outage: "expired", "bad_event"
+        self.on_error = on_error  # counted, not an outage: "expired", "bad_event", "bad_item", "long_line"
         self.stop = stop or threading.Event()
         self.page_size, self.watch_timeout, self.idle_timeout = page_size, watch_timeout, idle_timeout
-        self.backoff = backoff
+        self.backoff, self.watch_backoff = backoff, watch_backoff
         self.rv: str | None = None
         self.latest = False  # the next list must be the latest state (after 410 Gone)
         self.known: set[Key] = set()
@@ -114,6 +145,7 @@ class Reflector:
         self.resp: Response | None = None  # the open watch response, to interrupt it
         self.thread: threading.Thread | None = None
         self.request = Request.of(path, ("list", "watch"))
+        self._unreadable = 0  # lines of the current watch that were skipped
 
     def start(self, name: str | None = None) -> None:
         self.thread = threading.Thread(target=self.run, daemon=True, name=name or f"reflector-{self.label}")
@@ -134,23 +166,25 @@ class Reflector:
                 pass
 
     def run(self) -> None:
-        backoff = Backoff(*self.backoff)
+        backoff = Backoff(*self.backoff)  # after a failed request
+        watch_backoff = Backoff(*self.watch_backoff, least=True)  # after a watch that did not run well
         while not self.stop.is_set():
             try:
                 if self.rv is None or self.relist:
                     self.relist = False
                     self._list()
                     backoff.reset()
-                started, events = time.monotonic(), self._watch()
-                if events == 0 and time.monotonic() - started < 1.0 and not self.relist:
-                    self.stop.wait(backoff.next())  # an empty, short watch: never spin
-                else:
+                if self._watch():
                     backoff.reset()
+                    watch_backoff.reset()
+                elif not self.relist:
+                    self.stop.wait(watch_backoff.next())  # never spin on a broken or hostile stream
             except Expired as e:
                 self.on_error("expired")
                 log.info("%s: %s; relisting", self.label, e)
                 self.rv = None
                 self.latest = True
+                self.stop.wait(watch_backoff.next())  # a server that answers every watch with 410: no spin
             except Exception as e:  # noqa: BLE001 - nothing may kill the thread
                 if self.stop.is_set():
                     return
@@ -160,12 +194,30 @@ class Reflector:
                     log.exception("%s: unexpected error", self.label)
                 self.on_health(False, e)
                 log.debug("%s: %s", self.label, describe(e))
-                self.stop.wait(backoff.next())
+                self.stop.wait(backoff.next(asked_wait(e)))
 
     def _list(self) -> None:
         items: list[Obj] = []
+        dropped: list[str] = []  # why each item that did not decode was skipped
         self._listed = set()
         self.begun += 1
+        try:
+            meta = self._pages(items, dropped)
+        finally:
+            if dropped:
+                log.warning("%s: skipped %d list item(s) that do not decode; the first: %s",
+                            self.label, len(dropped), dropped[0])
+        self.rv = str(meta.get("resourceVersion") or "")
+        self.latest = False
+        keys, self._listed = self._listed, set()
+        deletes, self.known = self.known - keys, keys
+        self.lists += 1
+        self.on_health(True, None)
+        self.on_list(items, deletes)
+        log.debug("%s: listed %d at resourceVersion %s", self.label, len(items), self.rv)
+
+    def _pages(self, items: list[Obj], dropped: list[str]) -> Obj:
+        """Every page of the list, its items decoded into `items`; the last page's metadata."""
         cont: str | None = None
         while True:
             query: dict[str, Any] = {"limit": self.page_size, "labelSelector": self.selector}
@@ -180,39 +232,44 @@ class Reflector:
             try:
                 # BATCH bytes a read (a real API server sends 2 KiB chunks; the decoder tries
                 # every BATCH characters): http.client joins the chunks
-                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items),
-                                   scan=self.scan)
+                data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items, dropped),
+                                   scan=self.scan, on_bad=partial(self._dropped, dropped))
             finally:
                 resp.release_conn()
             meta = data.get("metadata") or {}
+            if not isinstance(meta, dict):
+                raise ValueError(f"a list whose metadata is not an object: {str(meta)[:64]!r}")
             cont = meta.get("continue")
             if not cont:
-                break
-        self.rv = str(meta.get("resourceVersion") or "")
-        self.latest = False
-        keys, self._listed = self._listed, set()
-        deletes, self.known = self.known - keys, keys
-        self.lists += 1
-        self.on_health(True, None)
-        self.on_list(items, deletes)
-        log.debug("%s: listed %d at resourceVersion %s", self.label, len(items), self.rv)
+                return meta
 
-    def _item(self, items: list[Obj], obj: Any) -> None:
-        """One object of a list, as it is decoded."""
-        if isinstance(obj, dict):
-            if self.kind is not None:
-                obj["kind"] = self.kind
-            if self.transform is not None:
-                self.transform(obj)
-            self._listed.add(self.key(obj))
-            items.append(obj)
-            if self.on_part is not None and len(items) >= self.part_size:
-                self.on_part(items[:])
-                items.clear()
+    def _dropped(self, dropped: list[str], why: str) -> None:
+        """One item of a list that does not decode: counted (and logged with the list)."""
+        self.on_error("bad_item")
+        dropped.append(why)
 
-    def _watch(self) -> int:
-        """Follow one watch request; returns the number of events seen."""
+    def _item(self, items: list[Obj], dropped: list[str], obj: Any) -> None:
+        """One item of a list, as it is decoded (dropped unless an object with object metadata)."""
+        meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else None
+        if not isinstance(meta, dict):
+            what = f"metadata {type(meta).__name__}" if isinstance(obj, dict) else type(obj).__name__
+            self._dropped(dropped, f"not an object with metadata ({what})")
+            return
+        if self.kind is not None:
+            obj["kind"] = self.kind
+        if self.transform is not None:
+            self.transform(obj)
+        self._listed.add(self.key(obj))
+        items.append(obj)
+        if self.on_part is not None and len(items) >= self.part_size:
+            self.on_part(items[:])
+            items.clear()
+
+    def _watch(self) -> bool:
+        """Follow one watch request; whether it ran well: no line skipped, and it moved the
+        resourceVersion or lasted a second or more (client-go's "very short watch")."""
         timeout = self.watch_timeout + random.randint(0, max(1, self.watch_timeout // 5))
+        started, rv = time.monotonic(), self.rv
         try:
             resp = self.client.watch(self.path, self.rv, self.selector, timeout, self.idle_timeout,
                                      accept=self.accept[1])
@@ -222,31 +279,34 @@ class Reflector:
         if self.stop.is_set() or self.relist:
             resp.shutdown()
         self.on_health(True, None)
-        n = 0
+        self._unreadable = 0
         try:
             for line in lines(resp):
-                n += 1
                 self._event(line)
         except (Expired, WatchError):
             raise
+        except LineTooLong as e:
+            self.on_error("long_line")
+            log.warning("%s: watch dropped: %s", self.label, e)
+            return False
         except Exception as e:  # noqa: BLE001 - a broken stream is not an outage until a re-watch fails
             if is_read_timeout(e):
                 log.debug("%s: watch idle for %.0f s; resuming", self.label, self.idle_timeout)
-                return n + 1
+                return not self._unreadable
             log.debug("%s: watch stream broke: %s", self.label, e)
         finally:
             self.resp = None
             resp.release_conn()
-        return n
+        return not self._unreadable and (self.rv != rv or time.monotonic() - started >= 1.0)
 
     def _event(self, line: bytes) -> None:
+        """One line of a watch."""
         try:
             ev = gcpause.loads(line)
             typ, obj = ev["type"], ev["object"]
             meta = obj.get("metadata") or {}
-        except (ValueError, KeyError, TypeError, AttributeError):
-            self.on_error("bad_event")
-            log.warning("%s: skipped an unreadable watch event: %.64r", self.label, line)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            self._skip(f"an unreadable watch event ({type(e).__name__}): {line[:64]!r}")
             return
         if typ == "ERROR":
             if obj.get("code") == 410:
@@ -259,8 +319,7 @@ class Reflector:
             self.on_health(True, None)
             return
         if typ not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(meta, dict):
-            self.on_error("bad_event")
-            log.warning("%s: skipped a watch event of type %.64r", self.label, typ)
+            self._skip(f"a watch event of type {str(typ)[:64]!r}")
             return
         if self.kind is not None:
             obj["kind"] = self.kind
@@ -272,6 +331,13 @@ class Reflector:
             if self.transform is not None:
                 self.transform(obj)
         self.on_event(typ, obj)
+
+    def _skip(self, what: str) -> None:
+        """A watch line skipped: counted; the first of a watch logged as a warning."""
+        self.on_error("bad_event")
+        self._unreadable += 1
+        level = logging.WARNING if self._unreadable == 1 else logging.DEBUG
+        log.log(level, "%s: skipped %s", self.label, what)
 
 
 def rv_int(obj: Obj | None) -> int | None:

@@ -170,13 +170,14 @@ class Transport:
 
 
 class Response:
-    """An answer (`status`, `reason`) whose body is read once: whole (`data`) or in parts
+    """An answer (`status`, `reason`, `headers`) whose body is read once: whole (`data`) or in parts
     (`read`, `read1`, `chunks`). Its connection goes back to the pool as soon as the body has
     been read to its end; `release_conn` closes it if it has not."""
 
     def __init__(self, raw: http.client.HTTPResponse, conn: _Connection, sock: Any, pool: _Pool,
                  where: str, read_timeout: float) -> None:
         self.status, self.reason = raw.status, raw.reason
+        self.headers = raw.headers
         self._raw, self._sock, self._pool = raw, sock, pool
         self._conn: _Connection | None = conn  # None once released
         self._where, self._read_timeout = where, read_timeout

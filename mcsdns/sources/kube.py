@@ -9,7 +9,10 @@ raw JSON:
   watch from the list's resourceVersion with bookmarks; a watch that ends
   (timeoutSeconds, idle read timeout) resumes from the last resourceVersion;
   410 Gone (HTTP status or ERROR event) relists;
-- errors back off with full jitter (0.2 s doubling to 10 s); the last known
+- errors back off with full jitter (0.2 s doubling to 10 s, longer where a 429
+  or 5xx asks with Retry-After, up to 30 s), a watch that fails at once as
+  client-go's does (0.8 s doubling to 30 s); an object that does not decode is
+  skipped and counted (errors "bad_item", "bad_event"); the last known
   data keeps being served; each distinct error is logged once, with the API's
   own message and, for a 403, the RBAC rule that would allow the request
   (mcsdns/kube/errors.py); getting connected is logged once per outage.
