@@ -86,7 +86,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlparse
 
 from kube_fields import manager_of
@@ -286,7 +286,7 @@ class KubeAPI:
         path.write_text(json.dumps(cfg, indent=1))
         return path
 
-    def __enter__(self) -> KubeAPI:
+    def __enter__(self) -> Self:
         if not self.running:
             self.start()
         return self
