@@ -5,6 +5,7 @@ foreign metadata survives the merge; a view difference, and only one, makes an u
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from mcsdns.controller.exports import ExportState
 from mcsdns.controller.kinds import ENDPOINT_SLICES, KINDS, SERVICE, SERVICE_EXPORT, SERVICE_IMPORT
 from mcsdns.controller.kinds.serviceexport import conditions
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, Merged, PortSpec, serving_ports
+from mcsdns.controller.queue import WorkQueue
 from mcsdns.kube.errors import Request, error_for
 
 Obj = dict[str, Any]
@@ -243,3 +245,21 @@ def test_the_view_compares_every_field_the_kind_sets(c: Contract, t: Target) -> 
             if any(path == u or path.startswith(u + ".") for u in c.unviewed):
                 continue
             assert c.view(changed_at(want, keys)) != c.view(want), f"{c.kind.value}: {path} is not compared"
+
+
+@pytest.mark.parametrize("header,wait", [("7", 7.0), ("3600", 30.0), (None, 0.0)])
+def test_a_throttled_write_is_retried_no_sooner_than_its_retry_after(header: str | None, wait: float) -> None:
+    """A 429 answer's Retry-After (capped at 30 s) is the least delay of the key's retry."""
+    r = Result()
+    throttled = error_for(429, "TooManyRequests", b"{}", Request.of("/x", method="POST"), "POST /x: 429",
+                          header)
+
+    def fail() -> None:
+        raise throttled
+    Engine(member("b", "west"), KEY, r).run(Kind.SERVICE_IMPORT, Verb.CREATE, fail)
+    assert r.retry and r.wait == wait
+    q = WorkQueue()
+    before = time.monotonic()
+    assert q.retry(KEY, r.wait) >= wait
+    due, key = q.delayed[0]
+    assert key == KEY and due - before >= wait

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.errors import ApiError, explain
+from ..kube.errors import ApiError, asked_wait, explain
 from ..kube.keys import Key
 from .clusters import Conflict, NotFound, Unreachable
 from .contract import Contract, Kind, Obj, Verb, label
@@ -24,6 +24,7 @@ class Result:
 
     failed: list[str] = field(default_factory=list)  # why the service is not imported everywhere
     retry: bool = False
+    wait: float = 0.0  # the longest Retry-After a failed write's answer asked for (capped)
     writes: int = 0
 
 
@@ -80,6 +81,7 @@ class Engine:
                      *self.key, e)
         except Unreachable as e:
             log.warning("cluster %s: %s %s/%s: %s", name, what, *self.key, e)
+            self.r.wait = max(self.r.wait, asked_wait(e) or 0.0)
         except ApiError as e:
             log.error("cluster %s: %s %s/%s rejected: %s", name, what, *self.key, explain(e))
         self.r.retry = True

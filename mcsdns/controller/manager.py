@@ -144,7 +144,7 @@ class Manager:
             else:
                 if r.retry:
                     self.results["retry"] += 1
-                    self.queue.retry(key)
+                    self.queue.retry(key, r.wait)
                 else:
                     self.results["ok"] += 1
                     self.queue.forget(key)

@@ -79,13 +79,15 @@ class WorkQueue:
             heapq.heappush(self.delayed, (time.monotonic() + delay, key))
             self.cond.notify()
 
-    def retry(self, key: Key) -> float:
-        """Re-queue `key` after a jittered exponential delay; returns the delay."""
+    def retry(self, key: Key, least: float = 0.0) -> float:
+        """Re-queue `key` after a jittered exponential delay, at least `least` s (a
+        Retry-After); returns the delay."""
         with self.cond:
             n = self.failures.get(key, 0)
             self.failures[key] = n + 1
             self.retries += 1
-        delay: float = min(self.max_delay, self.base_delay * 2 ** min(n, 20)) * random.uniform(0.5, 1.0)
+        backoff = min(self.max_delay, self.base_delay * 2 ** min(n, 20)) * random.uniform(0.5, 1.0)
+        delay: float = max(least, backoff)
         self.add_after(key, delay)
         return delay
 

@@ -129,9 +129,14 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+RETRY_AFTER_MAX = 30.0  # the longest wait a Retry-After answer asks for that is honoured
+
+
 def asked_wait(e: BaseException) -> float | None:
-    """The seconds an error's answer asked to wait before a retry (Retry-After), if any."""
-    return e.retry_after if isinstance(e, ApiError) else None
+    """The seconds an error's answer asked to wait before a retry (Retry-After), if any, at
+    most RETRY_AFTER_MAX."""
+    return min(e.retry_after, RETRY_AFTER_MAX) if isinstance(e, ApiError) and e.retry_after is not None \
+        else None
 
 
 def status_of(e: ApiError) -> dict[str, Any]:

@@ -9,7 +9,7 @@
   resourceVersion; 410 Gone (HTTP status or ERROR event) relists;
 - every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
 - failed requests back off with full jitter (longer where a 429 or 5xx asks, with
-  Retry-After, up to RETRY_AFTER_MAX); a watch that did not run well (a line skipped, a
+  Retry-After, up to errors.RETRY_AFTER_MAX); a watch that did not run well (a line skipped, a
   line longer than MAX_LINE, or under a second without moving the resourceVersion) and a
   410 are followed only after client-go's watch backoff, 0.8 s doubling to 30 s, jittered;
   `on_health(ok, error)` reports each list/watch outcome;
@@ -45,15 +45,14 @@ Obj = dict[str, Any]
 
 
 WATCH_BACKOFF = (0.8, 30.0)  # client-go's reflector: after a watch that did not run well
-RETRY_AFTER_MAX = 30.0  # the longest wait a Retry-After answer asks for that is honoured
 MAX_LINE = 6 << 20  # a watch event's line: twice the API server's 3 MiB object limit
 
 
 @dataclass
 class Backoff:
     """Exponential backoff, `base` doubling to `cap`: a delay in [0, d) (full jitter), or with
-    `least` in [d, 2d) (client-go's jitter); never shorter than a Retry-After asked for (up
-    to RETRY_AFTER_MAX)."""
+    `least` in [d, 2d) (client-go's jitter); never shorter than a Retry-After asked for
+    (`errors.asked_wait`: up to RETRY_AFTER_MAX)."""
 
     base: float = 0.2
     cap: float = 10.0
@@ -64,7 +63,7 @@ class Backoff:
         d = min(self.cap, self.base * 2 ** self.attempt)
         delay = d + random.uniform(0, d) if self.least else random.uniform(0, d)
         self.attempt = min(self.attempt + 1, 30)
-        return max(delay, min(asked or 0.0, RETRY_AFTER_MAX))
+        return max(delay, asked or 0.0)
 
     def reset(self) -> None:
         self.attempt = 0
