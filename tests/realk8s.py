@@ -143,13 +143,19 @@ class RealK8s:
         return json.loads(data)
 
 
-@pytest.fixture(scope="session")
-def real_k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealK8s]:
-    """One real control plane for the whole session (skips when MCSDNS_REALK8S is not set)."""
+def control_plane(prefix: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealK8s]:
+    """A fixture's real control plane named `prefix`-<pid>, down when the fixture ends (skips
+    when MCSDNS_REALK8S is not set)."""
     if script() is None:
         pytest.skip(SKIP_REASON)
-    k8s = RealK8s.up(f"mcsdns-test-{os.getpid()}", tmp_path_factory.mktemp("realk8s"))
+    k8s = RealK8s.up(f"{prefix}-{os.getpid()}", tmp_path_factory.mktemp(prefix))
     try:
         yield k8s
     finally:
         k8s.down()
+
+
+@pytest.fixture(scope="session")
+def real_k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealK8s]:
+    """One real control plane for the whole session."""
+    yield from control_plane("mcsdns-test", tmp_path_factory)

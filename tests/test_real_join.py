@@ -6,7 +6,6 @@ Review by diagnose finds the controller's permissions all granted); leave revoke
 from __future__ import annotations
 
 import base64
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 from controller_env import eventually, run_controller
 from helpers import REPO
-from realk8s import RealK8s, script
+from realk8s import RealK8s, control_plane
 
 from mcsdns.kube.client import Client
 from mcsdns.kube.errors import ApiError
@@ -32,13 +31,7 @@ def mcsdns(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
 @pytest.fixture(scope="module")
 def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealK8s]:
     """A second real control plane, for the member being joined."""
-    if script() is None:
-        pytest.skip("no real API server (MCSDNS_REALK8S)")
-    k8s = RealK8s.up(f"mcsdns-join-{os.getpid()}", tmp_path_factory.mktemp("realk8s-join"))
-    try:
-        yield k8s
-    finally:
-        k8s.down()
+    yield from control_plane("mcsdns-join", tmp_path_factory)
 
 
 def cluster_id(k8s: RealK8s, value: str) -> None:

@@ -6,7 +6,6 @@ DELETE request itself."""
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realk8s import RealK8s, script
+from realk8s import RealK8s, control_plane
 from test_real_join import mcsdns
 
 from mcsdns.kube.client import Client
@@ -26,13 +25,7 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 @pytest.fixture(scope="module")
 def member(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealK8s]:
     """A real control plane of its own: join's objects have fixed names, one member per cluster."""
-    if script() is None:
-        pytest.skip("no real API server (MCSDNS_REALK8S)")
-    k8s = RealK8s.up(f"mcsdns-leave-{os.getpid()}", tmp_path_factory.mktemp("realk8s-leave"))
-    try:
-        yield k8s
-    finally:
-        k8s.down()
+    yield from control_plane("mcsdns-leave", tmp_path_factory)
 
 
 def _get(k8s: RealK8s, path: str) -> Any:
