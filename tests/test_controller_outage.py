@@ -54,9 +54,10 @@ def ips(v: FakeView) -> list[str] | None:
 
 
 def sources(v: FakeView) -> set[str]:
+    """The source clusters of web's imported slices in `v`."""
     return {s["metadata"]["labels"]["multicluster.kubernetes.io/source-cluster"]
             for s in v.member.objects("endpointslices")
-            if "multicluster.kubernetes.io/source-cluster" in s["metadata"]["labels"]}
+            if s["metadata"]["labels"].get("multicluster.kubernetes.io/service-name") == KEY[1]}
 
 
 @pytest.mark.parametrize("mode", [DERIVED, CIDR])
@@ -179,3 +180,75 @@ def test_an_outage_past_the_ttl_keeps_names_and_clustersetips(clusters3: list[Cl
                        what=f"web's import gone from {cl.name}")
             assert cl.kube.serviceimport("shop", "db") is not None
         eventually(lambda: srv.query(web, "A").rcode() == dns.rcode.NXDOMAIN, what="web NXDOMAIN")
+
+
+class Unread(FakeView):
+    """A member a restarted controller has not read yet (down), last reached at t=0 (its Lease)."""
+
+    @property
+    def synced(self) -> bool:
+        return False
+
+
+def restarted(views: list[FakeView], clock: Clock) -> Reconciler:
+    """A new controller (cidr mode) over a, b as they are and c unread; the gate open past the TTL."""
+    c = Unread(member("c", "north").member)
+    c.reachable, clock.now = False, TTL + 1
+    rec = Reconciler([*views[:2], c], CIDR, Allocator(["10.99.0.0/16"]), TTL, clock=clock, workers=1,
+                     import_grace=GRACE)
+    rec.adopt()
+    return rec
+
+
+def test_a_restart_while_the_only_exporter_is_away_keeps_the_import() -> None:
+    rec, clock, views = setup(CIDR)
+    a, b = views[:2]
+    before = ips(a)
+    export_service(a, "shop", "api")
+    rec = restarted(views, clock)
+    rec.reconcile(("shop", "api"))  # a service imported after the restart: not web's address
+    api = b.member.get("serviceimports", "shop", "api")
+    assert api is not None and api["spec"]["ips"] and api["spec"]["ips"] != before
+    rec.reconcile(KEY)
+    for v in (a, b):
+        assert ips(v) == before and sources(v) == set()
+    clock.now = GRACE + 1  # c's grace ran out unread: the import goes
+    rec.reconcile(KEY)
+    assert ips(a) is None and ips(b) is None
+
+
+def test_a_restart_does_not_hold_an_import_a_read_member_stopped_exporting() -> None:
+    views = [member("a", "east"), member("b", "west"), member("c", "north")]
+    export_service(views[0], *KEY)
+    clock = Clock()
+    Reconciler(views, CIDR, Allocator(["10.99.0.0/16"]), TTL, clock=clock, workers=1).reconcile(KEY)
+    a, b = views[:2]
+    assert ips(b)
+    del a.caches["serviceexports"][KEY]  # un-exported while no controller ran
+    restarted(views, clock).reconcile(KEY)
+    assert ips(a) is None and ips(b) is None
+
+
+def test_a_restart_during_an_outage_keeps_names_and_clustersetips(clusters3: list[Cluster],
+                                                                  tmp_path: Path) -> None:
+    """c alone exports web; the controller restarts while c is down past the TTL; c comes back."""
+    a, b, c = clusters3
+    a.kube.namespace("kube-system")  # the member Leases live in a (the first --cluster)
+    shop(c, clusters3, db=False)
+    with run_controller(args_for(a, b, c, ttl=2), tmp_path, name="first"):
+        for cl in (a, b):
+            eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"},
+                       what=f"web imported in {cl.name}")
+        before = clustersetips((a, b), "web")
+    c.stop()
+    with run_controller(args_for(a, b, c, ttl=2), tmp_path, name="second") as ctl:
+        eventually(lambda: "cluster c not reached yet" in ctl.logs(), timeout=20, what="the gate open")
+        for cl in (a, b):
+            eventually(lambda cl=cl: not cl.kube.source_clusters("shop", "web"),
+                       what=f"c's endpoints gone from {cl.name}")
+        assert clustersetips((a, b), "web") == before
+        c.start()
+        for cl in (a, b):
+            eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"}, timeout=20,
+                       what=f"c's endpoints back in {cl.name}")
+        assert clustersetips((a, b), "web") == before

@@ -128,7 +128,16 @@ class Manager:
         self.queue.add_all(keys)
         log.info("caches synced; reconciling %d services", len(keys),
                  extra={"event": "caches_synced", "services": len(keys)})
+        self._note_unread(now)
         return True
+
+    def _note_unread(self, now: float) -> None:
+        """Say which members not read yet hold the imports only they may make (`outage`)."""
+        for mc in self.caches:
+            if not mc.synced and mc.last_ok is not None and now - mc.last_ok < self.rec.grace:
+                log.info("cluster %s not reached yet: imports no reachable member exports stay until "
+                         "%.0fs from now (import grace), without endpoints", mc.member.name,
+                         self.rec.grace - (now - mc.last_ok))
 
     # --- workers ------------------------------------------------------------------------
     def _work(self) -> None:
@@ -222,7 +231,7 @@ class Manager:
             self.forgotten.add(name)
             log.warning("cluster %s unreachable for %gs (import grace): dropping its exports", name,
                         self.rec.grace, extra={"event": "member_forgotten", "cluster": name})
-            self.queue.add_all(mc.keys())
+            self.queue.add_all(mc.keys() if mc.synced else self.rec.all_keys())  # unread: held ones
 
     def run_once(self, timeout: float) -> bool:
         """--once: sync, reconcile every key (retrying failures a few times); True when all succeeded."""

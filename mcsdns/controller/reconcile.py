@@ -26,9 +26,10 @@ from .engine import Engine, Result
 from .events import Recorder
 from .exports import ExportState, read_export
 from .ipam import Allocator
-from .kinds import MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
+from .kinds import ENDPOINT_SLICES, MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
 from .member import MemberView
 from .merge import Merged, PortSpec, merge, serving_ports, unserved_message
+from .outage import held
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -116,14 +117,16 @@ class Reconciler:
         """Bring one service to its desired state in every reachable member."""
         exports, merged = self.exports(key)
         self._note_unserved(key, exports, merged)
-        ips = self.strategy.for_key(key, merged)
+        hold = merged is None and held(self.members, key, self.clock, self.grace)
+        ips = None if hold else self.strategy.for_key(key, merged)  # held: its ClusterSetIP kept
+        sync = self._hold_member if hold else self._sync_member
         r = Result()
         targets = [mc for mc in self.members if mc.synced and mc.reachable]
         if len(targets) > 1:  # members in parallel
-            list(self.pool.map(lambda mc: self._sync_member(mc, key, merged, exports, ips, r), targets))
+            list(self.pool.map(lambda mc: sync(mc, key, merged, exports, ips, r), targets))
         else:
             for mc in targets:
-                self._sync_member(mc, key, merged, exports, ips, r)
+                sync(mc, key, merged, exports, ips, r)
         for mc, ex in exports:
             if mc in targets:
                 SERVICE_EXPORT.sync(Engine(mc, key, r), ex, merged)
@@ -161,6 +164,11 @@ class Reconciler:
         for step in MEMBER_SYNC:
             if not step(eng, t):
                 return
+
+    def _hold_member(self, mc: MemberView, key: Key, merged: Merged | None, exports: Exports,
+                     ips: IPs | None, r: Result) -> None:
+        """A held import (`outage`): our slices go, the import and its derived Service stay."""
+        ENDPOINT_SLICES.remove(Engine(mc, key, r))
 
 
 __all__ = ["Reconciler", "DERIVED", "CIDR"]
