@@ -252,3 +252,17 @@ def test_a_restart_during_an_outage_keeps_names_and_clustersetips(clusters3: lis
             eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"}, timeout=20,
                        what=f"c's endpoints back in {cl.name}")
         assert clustersetips((a, b), "web") == before
+
+
+def test_past_the_import_grace_the_import_goes(clusters2: list[Cluster], tmp_path: Path) -> None:
+    """The grace's end re-queues the lost member's services (no resync does it here)."""
+    a, c = clusters2
+    shop(c, clusters2, db=False)
+    args = [*args_for(a, c, ttl=1), "--import-grace", "4", "--resync", "600"]
+    with run_controller(args, tmp_path) as ctl:
+        eventually(lambda: a.kube.source_clusters("shop", "web") == {"west"}, what="web imported in a")
+        c.stop()
+        eventually(lambda: not a.kube.source_clusters("shop", "web"), what="c's endpoints gone (TTL)")
+        eventually(lambda: a.kube.serviceimport("shop", "web") is None, timeout=20,
+                   what="import gone (grace)")
+        assert "cluster b unreachable for 4s (import grace): dropping its exports" in ctl.logs()
