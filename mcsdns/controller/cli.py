@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
                                 args.lease_duration)
     leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
-                  workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases)
+                  workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases,
+                  import_grace=args.import_grace)
     if membership is not None and not args.once:
         membership.mgr = mgr
         mgr.tick = membership.tick

@@ -5,7 +5,8 @@ de-duplicating queue; worker threads reconcile one key at a time each. The
 loop opens the gate to writing once every member is synced (or its Endpoint
 TTL has run out), follows leader election, re-queues every key on `resync`
 and when a member comes back, re-queues a lost member's keys when its TTL
-expires, and renews the per-member Leases. Members join (`join`: synced first, then
+expires (its endpoints go) and when its import grace does (its imports go),
+and renews the per-member Leases. Members join (`join`: synced first, then
 every key re-queued) and leave (`leave`: its keys re-queued, so its exports go) while it
 runs; `tick` (the --members-dir look) is called once per turn of the loop.
 """
@@ -44,7 +45,7 @@ class Manager:
     def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
                  workers: int = 16, elector: LeaderElector | None = None,
                  member_leases: MemberLeases | None = None, watch_timeout: int = 300,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, import_grace: float = 0.0) -> None:
         self.stop = threading.Event()
         self.queue = WorkQueue()
         self.clock = clock
@@ -53,7 +54,7 @@ class Manager:
         self.pending: dict[str, MemberCaches] = {}  # joining members, until their caches sync
         self.tick: Callable[[], None] = lambda: None
         self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock,
-                              workers)
+                              workers, import_grace)
         self.rec.events = Recorder()
         self.ttl, self.resync, self.nworkers = ttl, resync, workers
         self.elector, self.member_leases = elector, member_leases
@@ -62,6 +63,7 @@ class Manager:
         self.ready = threading.Event()
         self.results: Counter[str] = Counter()  # reconciles by result
         self.expired: set[str] = set()  # members whose TTL expiry has been handled
+        self.forgotten: set[str] = set()  # members whose import grace expiry has been handled
         self.started = clock()
         self.threads: list[threading.Thread] = []
         self._waited = False
@@ -82,6 +84,7 @@ class Manager:
     def _on_reachable(self, mc: MemberCaches, ok: bool) -> None:
         if ok:
             self.expired.discard(mc.member.name)
+            self.forgotten.discard(mc.member.name)
             if self.gate_open:  # writes to it were skipped while it was away: look at everything
                 self.queue.add_all(self.rec.all_keys())
 
@@ -125,7 +128,16 @@ class Manager:
         self.queue.add_all(keys)
         log.info("caches synced; reconciling %d services", len(keys),
                  extra={"event": "caches_synced", "services": len(keys)})
+        self._note_unread(now)
         return True
+
+    def _note_unread(self, now: float) -> None:
+        """Say which members not read yet hold the imports only they may make (`outage`)."""
+        for mc in self.caches:
+            if not mc.synced and mc.last_ok is not None and now - mc.last_ok < self.rec.grace:
+                log.info("cluster %s not reached yet: imports no reachable member exports stay until "
+                         "%.0fs from now (import grace), without endpoints", mc.member.name,
+                         self.rec.grace - (now - mc.last_ok))
 
     # --- workers ------------------------------------------------------------------------
     def _work(self) -> None:
@@ -184,9 +196,10 @@ class Manager:
                 if not mc.reachable and mc.last_ok is not None and mc.member.name not in self.expired \
                         and now - mc.last_ok >= self.ttl and self.gate_open:
                     self.expired.add(mc.member.name)
-                    log.warning("cluster %s unreachable for %gs (endpoint TTL): dropping its endpoints",
-                                mc.member.name, self.ttl)
+                    log.warning("cluster %s unreachable for %gs (endpoint TTL): dropping its endpoints%s",
+                                mc.member.name, self.ttl, self._kept_note())
                     self.queue.add_all(mc.keys())
+            self._forget(now)
             if self.member_leases is not None and leading:
                 for mc in self.caches:
                     name = mc.member.name
@@ -199,6 +212,26 @@ class Manager:
                 last_resync = now
                 self.queue.add_all(self.rec.all_keys())
             self.stop.wait(TICK)
+
+    def _kept_note(self) -> str:
+        """What stays of a member's services once its endpoints go (the TTL log line's end)."""
+        if self.rec.grace <= self.ttl:
+            return ""
+        return f"; its imports and ClusterSetIPs stay until {self.rec.grace:g}s after the last contact"
+
+    def _forget(self, now: float) -> None:
+        """A member lost past its import grace: its exports go, so do the imports only it made."""
+        if not self.gate_open or self.rec.grace <= self.ttl:
+            return
+        for mc in self.caches:
+            name = mc.member.name
+            if mc.reachable or mc.last_ok is None or name in self.forgotten \
+                    or now - mc.last_ok < self.rec.grace:
+                continue
+            self.forgotten.add(name)
+            log.warning("cluster %s unreachable for %gs (import grace): dropping its exports", name,
+                        self.rec.grace, extra={"event": "member_forgotten", "cluster": name})
+            self.queue.add_all(mc.keys() if mc.synced else self.rec.all_keys())  # unread: held ones
 
     def run_once(self, timeout: float) -> bool:
         """--once: sync, reconcile every key (retrying failures a few times); True when all succeeded."""
@@ -273,6 +306,7 @@ class Manager:
         keys = mc.keys()
         self._drop(mc)
         self.expired.discard(name)
+        self.forgotten.discard(name)
         log.info("cluster %s removed: reconciling its %d services", name, len(keys),
                  extra={"event": "member_removed", "cluster": name})
         self.queue.add_all(keys)

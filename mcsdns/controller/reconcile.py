@@ -2,7 +2,8 @@
 
 For one (namespace, name) the caches of every live member give its
 ServiceExports, Services and source EndpointSlices; the pure merge derives
-the ServiceImport; every reachable member that has the namespace gets each kind
+the ServiceImport (a member lost past the endpoint TTL still counts for the import, not
+its endpoints, for the import grace: `kept`); every reachable member that has the namespace gets each kind
 in `kinds` in turn (`MemberSync`), with the ClusterSetIP strategy's contributions
 (`clustersetip`); then each export's status. Only differences from the cached
 objects are written (`engine`), and each write's result goes back into the cache.
@@ -25,9 +26,10 @@ from .engine import Engine, Result
 from .events import Recorder
 from .exports import ExportState, read_export
 from .ipam import Allocator
-from .kinds import MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
+from .kinds import ENDPOINT_SLICES, MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
 from .member import MemberView
 from .merge import Merged, PortSpec, merge, serving_ports, unserved_message
+from .outage import held
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -44,12 +46,14 @@ class Reconciler:
     """
 
     def __init__(self, members: Sequence[MemberView], mode: str, allocator: Allocator | None,
-                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 16) -> None:
+                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 16,
+                 import_grace: float = 0.0) -> None:
         self.members = members
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
                                        thread_name_prefix="member-write")
         self.strategy = strategy(mode, allocator)
         self.ttl = endpoint_ttl
+        self.grace = import_grace
         self.clock = clock
         self.unserved: dict[Key, dict[str, list[PortSpec]]] = {}  # key -> member name -> ports
         self.unserved_lock = threading.Lock()
@@ -61,6 +65,14 @@ class Reconciler:
         if not mc.synced:
             return False
         return mc.reachable or (mc.last_ok is not None and self.clock() - mc.last_ok < self.ttl)
+
+    def kept(self, mc: MemberView) -> bool:
+        """Whether this member's exports keep their imports (names, ClusterSetIPs, derived
+        Services): live, or lost less than the import grace ago (its endpoints are withdrawn
+        from the TTL on). Both count from the last contact; a grace under the TTL is the TTL."""
+        if self.live(mc):
+            return True
+        return mc.synced and mc.last_ok is not None and self.clock() - mc.last_ok < self.grace
 
     def all_keys(self) -> set[Key]:
         out: set[Key] = set()
@@ -78,19 +90,24 @@ class Reconciler:
 
     # --- one key ------------------------------------------------------------------
     def exports(self, key: Key) -> tuple[Exports, Merged | None]:
-        """Every live member's export of `key`, read and merged."""
+        """Every kept member's export of `key`, read and merged; only live members' slices,
+        and only live members in the import's status.clusters."""
         exports: Exports = []
+        serving: set[str] = set()  # the clusters whose endpoints count
         for mc in self.members:
-            se = mc.export(key) if self.live(mc) else None
+            se = mc.export(key) if self.kept(mc) else None
             if se is None:
                 continue
             assert mc.member.cluster_id is not None
             ex = read_export(mc.member.cluster_id, se, mc.service(key))
-            if ex.export is not None:
+            if ex.export is not None and self.live(mc):
                 ex.slices = mc.source_slices(key)
+                serving.add(mc.member.cluster_id)
             exports.append((mc, ex))
         valid = [ex.export for _, ex in exports if ex.export is not None]
         merged = merge(valid) if valid else None
+        if merged is not None:
+            merged.clusters = [c for c in merged.clusters if c in serving]
         for _, ex in exports:
             if merged is not None and ex.export is not None:
                 ex.serving = serving_ports(merged.ports, ex.export.ports)
@@ -100,14 +117,16 @@ class Reconciler:
         """Bring one service to its desired state in every reachable member."""
         exports, merged = self.exports(key)
         self._note_unserved(key, exports, merged)
-        ips = self.strategy.for_key(key, merged)
+        hold = merged is None and held(self.members, key, self.clock, self.grace)
+        ips = None if hold else self.strategy.for_key(key, merged)  # held: its ClusterSetIP kept
+        sync = self._hold_member if hold else self._sync_member
         r = Result()
         targets = [mc for mc in self.members if mc.synced and mc.reachable]
         if len(targets) > 1:  # members in parallel
-            list(self.pool.map(lambda mc: self._sync_member(mc, key, merged, exports, ips, r), targets))
+            list(self.pool.map(lambda mc: sync(mc, key, merged, exports, ips, r), targets))
         else:
             for mc in targets:
-                self._sync_member(mc, key, merged, exports, ips, r)
+                sync(mc, key, merged, exports, ips, r)
         for mc, ex in exports:
             if mc in targets:
                 SERVICE_EXPORT.sync(Engine(mc, key, r), ex, merged)
@@ -145,6 +164,11 @@ class Reconciler:
         for step in MEMBER_SYNC:
             if not step(eng, t):
                 return
+
+    def _hold_member(self, mc: MemberView, key: Key, merged: Merged | None, exports: Exports,
+                     ips: IPs | None, r: Result) -> None:
+        """A held import (`outage`): our slices go, the import and its derived Service stay."""
+        ENDPOINT_SLICES.remove(Engine(mc, key, r))
 
 
 __all__ = ["Reconciler", "DERIVED", "CIDR"]
