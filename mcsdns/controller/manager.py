@@ -25,6 +25,7 @@ from .events import Recorder
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
+from .probe import UNREACHABLE_AFTER
 from .queue import WorkQueue
 from .reconcile import CIDR, Reconciler
 
@@ -44,11 +45,13 @@ class Manager:
     def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
                  workers: int = 16, elector: LeaderElector | None = None,
                  member_leases: MemberLeases | None = None, watch_timeout: int = 300,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 unreachable_after: float = UNREACHABLE_AFTER) -> None:
         self.stop = threading.Event()
         self.queue = WorkQueue()
         self.clock = clock
         self.watch_timeout = watch_timeout
+        self.unreachable_after = unreachable_after
         self.caches = [self._caches(m) for m in members]  # replaced, never changed in place
         self.pending: dict[str, MemberCaches] = {}  # joining members, until their caches sync
         self.tick: Callable[[], None] = lambda: None
@@ -68,7 +71,7 @@ class Manager:
 
     def _caches(self, m: Member) -> MemberCaches:
         return MemberCaches(m, self.queue.add, self._enqueue_namespace, threading.Event(), self._on_reachable,
-                            self.watch_timeout, self._service_key)
+                            self.watch_timeout, self._service_key, self.unreachable_after)
 
     # --- callbacks from member threads ----------------------------------------------------
     def _service_key(self, k: Key) -> Key:
@@ -159,6 +162,7 @@ class Manager:
         """Until `stop`: leader election, gate, TTLs, Leases, resync, readiness."""
         last_lease = last_resync = 0.0
         renewed: dict[str, float] = {}  # member -> when its Lease was last written
+        recorded: dict[str, float] = {}  # member -> the contact written there
         renew_every = max(0.5, min(self.ttl / 4, 10.0))
         while not self.stop.is_set():
             now = self.clock()
@@ -188,17 +192,27 @@ class Manager:
                                 mc.member.name, self.ttl)
                     self.queue.add_all(mc.keys())
             if self.member_leases is not None and leading:
-                for mc in self.caches:
-                    name = mc.member.name
-                    if mc.reachable and now - renewed.get(name, -renew_every) >= renew_every:
-                        renewed[name] = now
-                        self.member_leases.renew(name, now)
+                self._record(now, renewed, recorded, renew_every)
             self.tick()
             self._promote()
             if self.gate_open and now - last_resync >= self.resync:
                 last_resync = now
                 self.queue.add_all(self.rec.all_keys())
             self.stop.wait(TICK)
+
+    def _record(self, now: float, renewed: dict[str, float], recorded: dict[str, float],
+                every: float) -> None:
+        """Write each member's last contact measured into its Lease, when it moved on (at most
+        once per `every` s): never a contact the probe did not see."""
+        assert self.member_leases is not None
+        for mc in self.caches:
+            name, seen = mc.member.name, mc.last_ok
+            if seen is None or seen <= recorded.get(name, float("-inf")):
+                continue
+            if now - renewed.get(name, -every) >= every:
+                renewed[name] = now
+                if self.member_leases.renew(name, seen):
+                    recorded[name] = seen
 
     def run_once(self, timeout: float) -> bool:
         """--once: sync, reconcile every key (retrying failures a few times); True when all succeeded."""
