@@ -4,9 +4,10 @@
 `export_events` says what a reconcile tells about one export: Ready turned True (Normal
 `Exported`), a port conflict (Warning `PortConflict`), a conflict between exports (Warning,
 the Conflict condition's reason), an invalid export (Warning, the Valid condition's
-reason), and writes that failed in a member (Warning `SyncFailed`, on every reconcile
-that has them). `Recorder` writes them as client-go's recorder does: off the reconcile
-path (a bounded queue and one thread), the same event again is the same Event object with
+reason), and writes that failed in the export's own member (Warning `SyncFailed`, on every
+reconcile that has them; a failure in another member is not told to the healthy ones).
+`Recorder` writes them as client-go's recorder does: off the reconcile path (a bounded
+queue and one thread), the same event again is the same Event object with
 `count` + 1 and a new `lastTimestamp` (an update, which Events allow without a
 resourceVersion; a new one when it was deleted meanwhile), and each object gets at most
 `burst` events, then one per `refill` seconds (client-go's spam filter: 25, one per 5 min).
