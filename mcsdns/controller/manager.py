@@ -188,8 +188,8 @@ class Manager:
                 if not mc.reachable and mc.last_ok is not None and mc.member.name not in self.expired \
                         and now - mc.last_ok >= self.ttl and self.gate_open:
                     self.expired.add(mc.member.name)
-                    log.warning("cluster %s unreachable for %gs (endpoint TTL): dropping its endpoints",
-                                mc.member.name, self.ttl)
+                    log.warning("cluster %s: no contact for %.1fs (endpoint TTL %gs): dropping its endpoints",
+                                mc.member.name, now - mc.last_ok, self.ttl)
                     self.queue.add_all(mc.keys())
             if self.member_leases is not None and leading:
                 self._record(now, renewed, recorded, renew_every)
