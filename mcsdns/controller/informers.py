@@ -88,6 +88,7 @@ class MemberCaches:
         self.watch_timeout = watch_timeout
         self.caches: dict[str, Cache] = {}
         self.reachable = False  # the watches are healthy and the probe answers
+        self.problem = ""  # the last problem of its watches
         self.watches_ok = False
         self.probe = Probe(member, stop, unreachable_after, on_result=lambda p: self._judge())
         member.on_timeout = self.probe.write_timed_out
@@ -187,6 +188,7 @@ class MemberCaches:
 
     def _on_problem(self, who: str, text: str) -> None:
         err = text if who == DISCOVERY else f"{who}: {text}"
+        self.problem = err
         log.warning("cluster %s unreachable: %s", self.member.name, err,
                     extra={"event": "member_unreachable", "cluster": self.member.name, "error": err})
 

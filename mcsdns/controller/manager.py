@@ -21,7 +21,7 @@ from collections.abc import Callable
 from ..kube.keys import Key
 from ..ops.process import release_free_memory
 from .clusters import Member
-from .events import Recorder
+from .events import LEASE, NORMAL, WARNING, Recorder
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
@@ -65,6 +65,7 @@ class Manager:
         self.ready = threading.Event()
         self.results: Counter[str] = Counter()  # reconciles by result
         self.expired: set[str] = set()  # members whose TTL expiry has been handled
+        self.told: set[str] = set()  # members whose loss an Event has told
         self.started = clock()
         self.threads: list[threading.Thread] = []
         self._waited = False
@@ -83,10 +84,29 @@ class Manager:
             self.queue.add_all(k for k in self.rec.all_keys() if k[0] == ns)
 
     def _on_reachable(self, mc: MemberCaches, ok: bool) -> None:
+        self._tell(mc, ok)
         if ok:
             self.expired.discard(mc.member.name)
             if self.gate_open:  # writes to it were skipped while it was away: look at everything
                 self.queue.add_all(self.rec.all_keys())
+
+    def _tell(self, mc: MemberCaches, ok: bool) -> None:
+        """A member's reachability changed: an Event on its Lease (`mcsdns-member-<name>`, in the
+        Lease cluster) while this replica leads; its return only after its loss was told."""
+        leases, rec, name = self.member_leases, self.rec.events, mc.member.name
+        lease = leases.objs.get(name) if leases is not None else None
+        if leases is None or rec is None or lease is None or not self.leading():
+            return
+        if not ok:
+            self.told.add(name)
+            why = mc.probe.why() or mc.problem or "its watches fail"
+            ev = (WARNING, "MemberUnreachable", f"cluster {name} unreachable: {why}")
+        elif name in self.told:
+            self.told.discard(name)
+            ev = (NORMAL, "MemberReachable", f"cluster {name} reachable again")
+        else:
+            return
+        rec.emit(leases.member, lease, ev, LEASE)
 
     # --- startup ------------------------------------------------------------------------
     def start(self) -> None:
