@@ -53,8 +53,9 @@ def add_parser(subparsers: Any) -> None:
                    help="drop an unreachable member's endpoints this long after the last contact with it "
                         "(default 60)")
     c.add_argument("--unreachable-after", type=flags.seconds, default=None, metavar="SECONDS",
-                   help="a member is unreachable once its probe (GET /readyz, a 2 s deadline, every "
-                        "second) has failed this long, or a write to it timed out (default 6)")
+                   help="a member is unreachable once its probe (a GET of namespace default, a 2 s "
+                        "deadline, every second) has failed this long, or a write to it timed out "
+                        "(default 6)")
     c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
                    help="re-queue every service at least this often (default 300)")
     c.add_argument(CONCURRENT_RECONCILES, type=flags.positive, default=16, metavar="N",

@@ -1,5 +1,5 @@
-"""A member's reachability is measured (controller/probe.py): its /readyz asked every second
-with a short deadline on its own thread, and its writes' timeouts; not watch silence. A hung
+"""A member's reachability is measured (controller/probe.py): a GET (a quorum read) every
+second with a short deadline on its own thread, and its writes' timeouts; not watch silence. A hung
 member (its API server answers nothing, its watches stay open and silent, as under SIGSTOP)
 is unreachable within seconds, its endpoints leave the others after the Endpoint TTL counted
 from the last contact measured, and its Lease records that contact, not the controller's
@@ -80,16 +80,16 @@ def test_a_hung_member_is_unreachable_after_its_probe_failed_for_a_while_and_bac
             n = len(seen)
             eventually(lambda: len(seen) >= n + 3, what="more probes while hung")
             assert p.last_ok == last and not p.ok  # no answer is no contact
-            assert p.why().startswith("no answer to /readyz")
+            assert p.why().startswith("no answer to its probe")
         eventually(lambda: p.ok, timeout=10, what="reachable again")
         assert p.last_ok is not None and last is not None and p.last_ok > last and p.unreachable == 1
     finally:
         stop.set()
 
 
-def test_a_5xx_readyz_is_unreachable_a_4xx_is_an_answer(member: tuple[KubeAPI, Member]) -> None:
-    """etcd down: kube-apiserver's /readyz is 500. The test API server serves no /readyz (404):
-    any answer below 500 is the API server answering."""
+def test_a_5xx_is_unreachable_a_4xx_is_an_answer(member: tuple[KubeAPI, Member]) -> None:
+    """A 5xx (a storage error) is no answer; a 404 (the test API server has no namespace
+    default) is the API server answering."""
     api, m = member
     stop = threading.Event()
     p = probe(m, stop)
@@ -157,6 +157,14 @@ def lease_renew_time(cl: Cluster, member: str) -> float:
     return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
+def lease_events(cl: Cluster, member: str) -> list[Obj]:
+    """The Events about `member`'s Lease, oldest first."""
+    want = ("coordination.k8s.io/v1", "Lease", "kube-system", f"mcsdns-member-{member}")
+    out = [e for e in cl.api.objects("Event") if tuple(e["involvedObject"].get(k) for k in (
+        "apiVersion", "kind", "namespace", "name")) == want and e["involvedObject"].get("uid")]
+    return sorted(out, key=lambda e: str(e["firstTimestamp"]) + e["metadata"]["name"])
+
+
 def sources(cl: Cluster) -> set[str]:
     return cl.kube.source_clusters("shop", "web")
 
@@ -195,8 +203,14 @@ def test_a_hung_members_endpoints_leave_the_others_after_the_ttl_from_the_last_c
                 assert gone - lease_renew_time(a, "c") >= ttl  # the TTL ran from the last contact
             eventually(lambda: sources(b) == {"east", "north"}, timeout=30, what="c's endpoints back")
             assert lease_renew_time(a, "c") > gone
+            told = eventually(lambda: len(lease_events(a, "c")) == 2 and lease_events(a, "c"), timeout=10,
+                              what="c's loss and return told on its Lease")
+            assert [(e["type"], e["reason"]) for e in told] == [("Warning", "MemberUnreachable"),
+                                                               ("Normal", "MemberReachable")]
+            assert told[0]["message"].startswith("cluster c unreachable: no answer to its probe")
+            assert not [e for cl in (a, b, c) for e in cl.api.objects("Event") if e["reason"] == "SyncFailed"]
             lines = [ln for ln in ctl.logs().splitlines() if "cluster c unreachable" in ln]
-            assert len(lines) == 1 and "unreachable: no answer to /readyz" in lines[0], lines
+            assert len(lines) == 1 and "unreachable: no answer to its probe" in lines[0], lines
             assert ctl.logs().count("cluster c: no contact for") == 1
     finally:
         for cl in (a, b, c):

@@ -49,7 +49,8 @@ WRITE_ATTEMPTS = define("mcsdns_controller_write_attempts_total", "counter",
                         "API writes tried, landed or not (refused, failed, timed out), by member, resource "
                         "and verb.", (MEMBER, "resource", "verb"))
 REACHABLE = define("mcsdns_controller_member_reachable", "gauge",
-                   "1 while the member answers its probe (GET /readyz) and every watch on it is healthy.",
+                   "1 while the member answers its probe (a GET with a 2 s deadline) and every watch on "
+                   "it is healthy.",
                    (MEMBER,))
 UNREACHABLE = define("mcsdns_controller_member_unreachable_total", "counter",
                      "Times the member's probe found it unreachable (no answer, a 5xx such as etcd down, "

@@ -1,13 +1,15 @@
-"""Whether a member answers, measured by the controller itself: its `/readyz` asked every
-`PERIOD` s on the member's own thread with a short deadline (`DEADLINE`), so a hung member
-never delays another's probe, and its writes' timeouts.
+"""Whether a member answers, measured by the controller itself: every `PERIOD` s, on the
+member's own thread with a short deadline (`DEADLINE`) so that a hung member never delays
+another's probe, a GET of the namespace `default` (a quorum read: it needs etcd, which
+`/readyz` does not, as kube-apiserver v1.36 answers it "ok" for a while with etcd stopped or
+killed); and its writes' timeouts.
 
 A member is unreachable once its probe has failed (no answer within the deadline, no
-connection, or a 5xx answer: `/readyz` is 500 while etcd is down) and its last good answer
-is `after` seconds old or more, or when one of its writes timed out less than `after`
-seconds ago (it is then tried again). Any answer below 500 is good: the API server
-answered (a 403/404 where `/readyz` is not served or not allowed). `last_ok` is the
-monotonic time the last good probe was sent. `on_result` is called after every outcome.
+connection, or a 5xx answer) and its last good answer is `after` seconds old or more, or
+when one of its writes timed out less than `after` seconds ago (it is then tried again).
+Any answer below 500 is good: the API server answered (a 404 where there is no such
+namespace). `last_ok` is the monotonic time the last good probe was sent. `on_result` is
+called after every outcome.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from ..kube.errors import ApiError, Unreachable, explain
+from ..kube.resources import NAMESPACES
 from ..kube.transport import Timeout
 from .clusters import Member
 
@@ -26,7 +29,7 @@ log = logging.getLogger("mcsdns.controller")
 PERIOD = 1.0  # seconds between the starts of two probes of one member
 DEADLINE: Timeout = (2.0, 2.0)  # connect, read
 UNREACHABLE_AFTER = 6.0  # the default of --unreachable-after
-PATH = "/readyz"
+PATH = NAMESPACES.path(None, "default")
 
 
 class Probe:
@@ -63,7 +66,7 @@ class Probe:
         if client is None:
             return "not connected"
         try:
-            resp = client.open("GET", PATH, timeout=self.deadline, accept="text/plain")
+            resp = client.open("GET", PATH, timeout=self.deadline)
             try:
                 resp.data  # noqa: B018 - read to the end, so the connection is kept
             except Exception as e:  # noqa: BLE001 - the answer broke off
@@ -95,7 +98,7 @@ class Probe:
         """Why it is unreachable now ("" when it is not)."""
         with self.lock:
             if self.error:
-                return f"no answer to {PATH}: {self.error}"
+                return f"no answer to its probe (GET {PATH}): {self.error}"
             return f"a write timed out: {self.stalled}" if self.stalled else ""
 
     def _judge(self) -> None:
