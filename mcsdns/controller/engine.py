@@ -75,6 +75,8 @@ class Engine:
         """One write; on failure log it, apply the policy of (kind, verb), return None."""
         policy, what, name = POLICY[(kind, verb)], label(kind, verb), self.mc.member.name
         try:
+            if not self.mc.reachable:  # found unreachable meanwhile: no more writes until it is back
+                raise Unreachable(f"{name}: unreachable")
             out = fn()
             self.r.writes += 1
             return out
