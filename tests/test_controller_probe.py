@@ -17,10 +17,13 @@ from typing import Any
 
 import pytest
 from controller_env import Cluster, eventually, run_controller
+from controller_fakes import export_service
+from controller_fakes import member as member_view
 from kubeapi import KubeAPI
 
 from mcsdns.controller.clusters import Member, Unreachable
 from mcsdns.controller.probe import Probe
+from mcsdns.controller.reconcile import DERIVED, Reconciler
 
 Obj = dict[str, Any]
 
@@ -215,3 +218,29 @@ def test_a_hung_members_endpoints_leave_the_others_after_the_ttl_from_the_last_c
     finally:
         for cl in (a, b, c):
             cl.close()
+
+
+def test_a_member_found_unreachable_mid_reconcile_gets_no_more_of_its_writes() -> None:
+    """b's first imported slice's create times out and the probe marks b unreachable: the rest
+    of that reconcile's writes to b (the other slice) are not sent, each of which would wait out
+    its own timeout; the key is retried, and the healthy members get all of their writes."""
+    a, b, c = member_view("a", "east"), member_view("b", "west"), member_view("c", "north")
+    export_service(a, "shop", "web", ("10.1.0.5",))
+    export_service(c, "shop", "web", ("10.3.0.5",))
+    send = b.member.request
+
+    def slice_times_out(method: str, path: str, body: Any = None, query: Any = None) -> Any:
+        if "/endpointslices" not in path:
+            return send(method, path, body, query)
+        if b.reachable:
+            b.reachable = False  # what the probe's write_timed_out makes of it
+        b.member.writes.append(("timed out", "endpointslices", ""))
+        raise Unreachable("b: read timed out after 10 s")
+
+    b.member.request = slice_times_out  # type: ignore[method-assign]
+    r = Reconciler([a, b, c], DERIVED, None, 30.0, clock=lambda: 0.0, workers=1).reconcile(("shop", "web"))
+    assert r.retry and [w for w in b.member.writes if w[1] == "endpointslices"] == [
+        ("timed out", "endpointslices", "")]
+    for v in (a, c):  # each imports both exporters' slices
+        assert len([w for w in v.member.writes if w[1] == "endpointslices"]) == 2
+    assert r.failed_in.keys() == {"b"}
