@@ -50,12 +50,17 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--clusterset-cidr", action="append", default=[], type=flags.cidr, metavar="CIDR",
                    help="range for ClusterSetIPs in cidr mode (repeatable; one IPv4 and/or one IPv6)")
     c.add_argument("--endpoint-ttl", type=flags.seconds, default=60.0, metavar="SECONDS",
-                   help="drop an unreachable member's endpoints after this long (default 60)")
+                   help="drop an unreachable member's endpoints this long after the last contact with it "
+                        "(default 60)")
     c.add_argument("--import-grace", type=flags.seconds_or_zero, default=86400.0, metavar="SECONDS",
                    help="keep the ServiceImports, derived Services and ClusterSetIPs of an unreachable "
                         "member's exports this long after the last contact (default 86400, a day; at "
                         "most the --endpoint-ttl: they go with its endpoints); a member that comes back "
                         "no longer exporting a service takes its import away at once")
+    c.add_argument("--unreachable-after", type=flags.seconds, default=None, metavar="SECONDS",
+                   help="a member is unreachable once its probe (a GET of namespace default, a 2 s "
+                        "deadline, every second) has failed this long, or a write to it timed out "
+                        "(default 6)")
     c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
                    help="re-queue every service at least this often (default 300)")
     c.add_argument(CONCURRENT_RECONCILES, type=flags.positive, default=16, metavar="N",

@@ -214,13 +214,14 @@ def test_controller_reports_ready_conflicts_and_member_errors_as_events(clusters
     export(b, (("dns", 53, "TCP"),), 9000, "10.2.0.1")
     b.api.deny("endpointslices", ("create",))  # west refuses the imported slices: a member error
     with run_controller(args_for(a, b), tmp_path) as ctl:
-        eventually(lambda: events(a, "SyncFailed") and events(a, "SyncFailed")[0]["count"] >= 3,
-                   timeout=30, what="SyncFailed counted on one Event in east")
-        sync = events(a, "SyncFailed")
+        eventually(lambda: events(b, "SyncFailed") and events(b, "SyncFailed")[0]["count"] >= 3,
+                   timeout=30, what="SyncFailed counted on one Event in west, the member that failed")
+        sync = events(b, "SyncFailed")
         assert len(sync) == 1 and sync[0]["type"] == "Warning"
         assert sync[0]["message"] == f"EndpointSlice failed in cluster {b.cluster_id}"
-        uid = a.api.get("ServiceExport", "ns", "api")["metadata"]["uid"]  # type: ignore[index]
+        uid = b.api.get("ServiceExport", "ns", "api")["metadata"]["uid"]  # type: ignore[index]
         assert (sync[0]["involvedObject"]["uid"], sync[0]["involvedObject"]["kind"]) == (uid, "ServiceExport")
+        assert events(a, "SyncFailed") == []  # east is healthy: west's failures are not written there
         b.api.allow()
         eventually(lambda: events(a, "Exported"), timeout=30, what="Exported (Normal) in east")
         # west: the Conflict condition's and the Ready condition's port conflicts (the latter once
@@ -229,9 +230,10 @@ def test_controller_reports_ready_conflicts_and_member_errors_as_events(clusters
         assert got == {("Warning", "Conflicting ports. Using the unio", 1),
                        ("Warning", "Ports [dns 53/TCP] get no traffic", 1)}, got
         m = ctl.metrics()
-        total = f'mcsdns_controller_events_total{{member="{a.name}",reason="%s",type="%s"}}'
-        assert m.get(total % ("SyncFailed", "Warning"), 0) >= 3
-        assert m.get(total % ("Exported", "Normal")) == 1
+        total = 'mcsdns_controller_events_total{member="%s",reason="%s",type="%s"}'
+        assert m.get(total % (b.name, "SyncFailed", "Warning"), 0) >= 3
+        assert total % (a.name, "SyncFailed", "Warning") not in m
+        assert m.get(total % (a.name, "Exported", "Normal")) == 1
         assert m.get(f'mcsdns_controller_events_dropped_total{{member="{a.name}",why="error"}}') == 0
         # the API requests by member, method and code: b's refusals among them
         refused = f'mcsdns_controller_api_requests_total{{code="403",member="{b.name}",method="POST"}}'

@@ -108,6 +108,8 @@ class Attempts:
                 "POST", f"{MCS}/namespaces/kube-system/serviceimports", self.service_import(f"si-{t}", {})),
             "create an Event about a Pod": lambda: self.member.request(
                 "POST", ev, self.event(f"pod-{t}", "Pod")),
+            "create an Event about a Lease not a member's": lambda: self.member.request(
+                "POST", ev, self.event(f"lease-{t}", "Lease", "kube-controller-manager")),
         }
 
     def service_import(self, name: str, labels: dict[str, str]) -> Obj:
@@ -115,9 +117,9 @@ class Attempts:
                 "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
                 "spec": {"type": "ClusterSetIP", "ports": [{"port": 80, "protocol": "TCP"}]}}
 
-    def event(self, name: str, kind: str) -> Obj:
+    def event(self, name: str, kind: str, about: str = "x") -> Obj:
         return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "kube-system"},
-                "involvedObject": {"kind": kind, "name": "x", "namespace": "kube-system"},
+                "involvedObject": {"kind": kind, "name": about, "namespace": "kube-system"},
                 "reason": "Test", "message": "test", "type": "Normal"}
 
     def controllers(self) -> dict[str, Callable[[], Any]]:
@@ -143,6 +145,9 @@ class Attempts:
             "update the ServiceImport's status": lambda: self._put(f"{si}/web-{t}/status", status),
             "create an Event about a ServiceExport": lambda: self.member.request(
                 "POST", "/api/v1/namespaces/kube-system/events", self.event(f"se-{t}", "ServiceExport")),
+            "create an Event about a member's Lease": lambda: self.member.request(
+                "POST", "/api/v1/namespaces/kube-system/events",
+                self.event(f"ml-{t}", "Lease", "mcsdns-member-west")),
             "delete the imported EndpointSlice": lambda: self.member.request("DELETE", f"{sl}/{d}-{t}"),
             "delete the derived Service": lambda: self.member.request("DELETE", f"{svc}/{d}"),
             "delete the ServiceImport": lambda: self.member.request("DELETE", f"{si}/web-{t}"),

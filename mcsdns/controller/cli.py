@@ -22,6 +22,7 @@ from .manager import Manager
 from .membersdir import MembersDir
 from .membership import Membership
 from .metrics import registry, render
+from .probe import UNREACHABLE_AFTER
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -124,9 +125,10 @@ def run(args: argparse.Namespace) -> int:
         elector = LeaderElector(holder, args.lease_namespace, args.lease_name, args.identity,
                                 args.lease_duration)
     leases = MemberLeases(holder, args.lease_namespace, args.identity, args.endpoint_ttl)
+    after = UNREACHABLE_AFTER if args.unreachable_after is None else args.unreachable_after
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
                   workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases,
-                  import_grace=args.import_grace)
+                  import_grace=args.import_grace, unreachable_after=after)
     if membership is not None and not args.once:
         membership.mgr = mgr
         mgr.tick = membership.tick

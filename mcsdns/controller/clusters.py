@@ -1,12 +1,13 @@
 """Member clusters: one API client each (`kube.client.Client`), the MCS API version it
-serves, its cluster ID, and the count of its writes. The errors its requests raise are
-the one taxonomy of `kube.errors`, importable from here as before."""
+serves, its cluster ID, and the counts of its writes, tried and landed (answered 2xx). The
+errors its requests raise are the one taxonomy of `kube.errors`, importable from here as before."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +18,15 @@ from ..kube.errors import VERBS, ApiError, Conflict, NotFound, Request, Unreacha
 from ..kube.names import MCS_GROUP, PREFERRED
 from ..kube.resources import MCS
 
-__all__ = ["ApiError", "Conflict", "Member", "NotFound", "Unreachable"]
+__all__ = ["ApiError", "Conflict", "Member", "NotFound", "Unreachable", "timed_out"]
 
 log = logging.getLogger("mcsdns.controller")
+
+
+def timed_out(e: BaseException) -> bool:
+    """Whether a request got no answer in time (a 504: the API server's own timeout)."""
+    return (isinstance(e, Unreachable) and e.status == 504) or isinstance(e, TimeoutError) or \
+        isinstance(e.__cause__, TimeoutError)
 
 
 @dataclass
@@ -32,8 +39,10 @@ class Member:
     cluster_id: str | None = None
     client: Client | None = None
     mcs_version: str | None = None
-    writes: int = 0
-    write_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, verb)
+    writes: int = 0  # attempted
+    write_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # attempted, by (resource, verb)
+    landed_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # answered 2xx, by the same
+    on_timeout: Callable[[BaseException], None] | None = None  # a write got no answer in time
     warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     origin: str = ""  # where it was given, for errors (default: its --cluster flag)
@@ -64,15 +73,26 @@ class Member:
     # --- requests: JSON in and out, the errors of kube.errors ----------------------------
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, str] | None = None) -> Any:
-        """One API call; returns the decoded JSON body. Writes are counted, failed or not."""
+        """One API call; returns the decoded JSON body. Writes are counted when tried and when
+        they land; a write's timeout is told to `on_timeout`."""
+        landed = False
         try:
-            return self._client().request(method, path, body, query)
+            out = self._client().request(method, path, body, query)
+            landed = True
+            return out
+        except Exception as e:
+            if method in VERBS and self.on_timeout is not None and timed_out(e):
+                self.on_timeout(e)
+            raise
         finally:
             if method in VERBS:
                 req = Request.of(path, method=method)
+                what = (req.resource if req else path, VERBS[method])
                 with self.lock:
                     self.writes += 1
-                    self.write_counts[(req.resource if req else path, VERBS[method])] += 1
+                    self.write_counts[what] += 1
+                    if landed:
+                        self.landed_counts[what] += 1
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:
         return self.request("GET", path, query=query)

@@ -26,6 +26,12 @@ class Result:
     retry: bool = False
     wait: float = 0.0  # the longest Retry-After a failed write's answer asked for (capped)
     writes: int = 0
+    failed_in: dict[str, list[str]] = field(default_factory=dict)  # member name -> its part of `failed`
+
+    def fail(self, member: str, why: str) -> None:
+        """A reason the service is not imported everywhere, in `member`."""
+        self.failed.append(why)
+        self.failed_in.setdefault(member, []).append(why)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class Engine:
         """One write; on failure log it, apply the policy of (kind, verb), return None."""
         policy, what, name = POLICY[(kind, verb)], label(kind, verb), self.mc.member.name
         try:
+            if not self.mc.reachable:  # found unreachable meanwhile: no more writes until it is back
+                raise Unreachable(f"{name}: unreachable")
             out = fn()
             self.r.writes += 1
             return out
@@ -79,20 +87,21 @@ class Engine:
                 return None  # already gone (e.g. garbage-collected with its ServiceImport)
             log.info("cluster %s: %s %s/%s: not found (deleted meanwhile?), retrying: %s", name, what,
                      *self.key, e)
-        except Unreachable as e:
-            log.warning("cluster %s: %s %s/%s: %s", name, what, *self.key, e)
+        except Unreachable as e:  # a warning while the member counts as reachable, once it is its own
+            log.log(logging.WARNING if self.mc.reachable else logging.INFO, "cluster %s: %s %s/%s: %s", name,
+                    what, *self.key, e)
             self.r.wait = max(self.r.wait, asked_wait(e) or 0.0)
         except ApiError as e:
             log.error("cluster %s: %s %s/%s rejected: %s", name, what, *self.key, explain(e))
         self.r.retry = True
         if policy.blocks_import:
-            self.r.failed.append(f"{what} failed in cluster {self.mc.member.cluster_id}")
+            self.r.fail(name, f"{what} failed in cluster {self.mc.member.cluster_id}")
         return None
 
     def foreign(self, failure: str, msg: str, *args: Any) -> None:
         """Someone else's object is where ours belongs: log it, leave it, say why."""
         log.warning("cluster %s: " + msg, self.mc.member.name, *args)
-        self.r.failed.append(failure)
+        self.r.fail(self.mc.member.name, failure)
 
     # --- one object ---------------------------------------------------------------------
     def _send(self, c: Contract, method: str, path: str, body: Obj) -> Obj:

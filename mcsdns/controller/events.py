@@ -1,12 +1,14 @@
 """Kubernetes Events on ServiceExports (core v1 `Event`, what `kubectl describe` and
-`kubectl events` show), in the member cluster the export lives in.
+`kubectl events` show), in the member cluster the export lives in; and on a member's
+Lease (`about=LEASE`), where the member's reachability is told.
 
 `export_events` says what a reconcile tells about one export: Ready turned True (Normal
 `Exported`), a port conflict (Warning `PortConflict`), a conflict between exports (Warning,
 the Conflict condition's reason), an invalid export (Warning, the Valid condition's
-reason), and writes that failed in a member (Warning `SyncFailed`, on every reconcile
-that has them). `Recorder` writes them as client-go's recorder does: off the reconcile
-path (a bounded queue and one thread), the same event again is the same Event object with
+reason), and writes that failed in the export's own member (Warning `SyncFailed`, on every
+reconcile that has them; a failure in another member is not told to the healthy ones).
+`Recorder` writes them as client-go's recorder does: off the reconcile path (a bounded
+queue and one thread), the same event again is the same Event object with
 `count` + 1 and a new `lastTimestamp` (an update, which Events allow without a
 resourceVersion; a new one when it was deleted meanwhile), and each object gets at most
 `burst` events, then one per `refill` seconds (client-go's spam filter: 25, one per 5 min).
@@ -24,13 +26,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..kube.errors import ApiError, NotFound
-from ..kube.resources import EVENTS
+from ..kube.resources import EVENTS, LEASES
 from .member import MemberClient
 
 log = logging.getLogger("mcsdns.controller")
 
 Obj = dict[str, Any]
 Event = tuple[str, str, str]  # type (Normal, Warning), reason, message
+About = tuple[str, str] | None  # the involved object's (apiVersion, kind); None: a ServiceExport
+LEASE: About = (LEASES.api_version(), LEASES.kind)
 COMPONENT = "mcsdns-controller"
 NORMAL, WARNING = "Normal", "Warning"
 MESSAGE_LIMIT = 1024  # kube-apiserver's limit of an Event's note
@@ -74,7 +78,7 @@ class Recorder:
                  instance: str | None = None) -> None:
         self.burst, self.refill = burst, refill
         self.instance = instance or socket.gethostname()
-        self.pending: queue.Queue[tuple[MemberClient, Obj, Event] | None] = queue.Queue(queue_size)
+        self.pending: queue.Queue[tuple[MemberClient, Obj, Event, About] | None] = queue.Queue(queue_size)
         self.seen: OrderedDict[tuple[str, ...], Obj] = OrderedDict()  # event key -> the Event sent
         self.tokens: OrderedDict[tuple[str, ...], tuple[float, float]] = OrderedDict()  # object -> (n, when)
         self.written: Counter[tuple[str, str, str]] = Counter()  # (member, type, reason)
@@ -89,14 +93,14 @@ class Recorder:
         for ev in export_events(before, after, failed):
             self.emit(m, after or before, ev)
 
-    def emit(self, m: MemberClient, obj: Obj, ev: Event) -> None:
+    def emit(self, m: MemberClient, obj: Obj, ev: Event, about: About = None) -> None:
         """Queue one event about `obj`; dropped (and counted) when the queue is full."""
         with self.lock:  # one writer thread, started by the first event
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True, name="events")
                 self._thread.start()
         try:
-            self.pending.put_nowait((m, obj, ev))
+            self.pending.put_nowait((m, obj, ev, about))
         except queue.Full:
             self._drop(m.name, "queue")
 
@@ -132,7 +136,7 @@ class Recorder:
             self.tokens.popitem(last=False)
         return ok
 
-    def record(self, m: MemberClient, obj: Obj, ev: Event) -> Obj | None:
+    def record(self, m: MemberClient, obj: Obj, ev: Event, about: About = None) -> Obj | None:
         """Write one event now (the writer thread's step): created, or the same one counted
         again; None when rate-limited or refused."""
         md = obj.get("metadata") or {}
@@ -144,13 +148,13 @@ class Recorder:
             return None
         key = (*obj_key, typ, reason, message)
         prev, now = self.seen.pop(key, None), _now()
-        sent = self._new(m, obj, ev, now) if prev is None else dict(prev, count=prev["count"] + 1,
+        sent = self._new(m, obj, ev, now, about) if prev is None else dict(prev, count=prev["count"] + 1,
                                                                       lastTimestamp=now)
         try:
             out = self._create(m, ns, sent) if prev is None else self._update(m, ns, sent)
         except ApiError as e:
-            log.info("cluster %s: event %s on ServiceExport %s/%s not written: %s", m.name, reason, ns,
-                     name, e)
+            log.info("cluster %s: event %s on %s %s/%s not written: %s", m.name, reason,
+                     (about or ("", "ServiceExport"))[1], ns, name, e)
             self._drop(m.name, "error")
             return None
         self.seen[key] = sent  # what was sent, not the answer (its managedFields): the next update
@@ -160,10 +164,11 @@ class Recorder:
             self.written[(m.name, typ, reason)] += 1
         return out
 
-    def _new(self, m: MemberClient, obj: Obj, ev: Event, now: str) -> Obj:
+    def _new(self, m: MemberClient, obj: Obj, ev: Event, now: str, about: About = None) -> Obj:
         md = obj.get("metadata") or {}
         self._last_ns = max(self._last_ns + 1, time.time_ns())
-        ref = {"apiVersion": m.mcs_api_version(), "kind": "ServiceExport", "namespace": md.get("namespace"),
+        api_version, kind = about or (m.mcs_api_version(), "ServiceExport")
+        ref = {"apiVersion": api_version, "kind": kind, "namespace": md.get("namespace"),
                "name": md.get("name"), "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}
         return {"apiVersion": EVENTS.api_version(), "kind": "Event",
                 "metadata": {"name": f"{md.get('name')}.{self._last_ns:x}", "namespace": md.get("namespace")},

@@ -5,15 +5,15 @@ Each member runs the one informer set (mcsdns/kube/informers.py): discovery of i
 cluster ID and MCS API version, then each collection listed once and watched, kept
 packed (mcsdns/kube/cache.py); every change is turned into the (namespace, name) keys
 of the services it affects and handed to `enqueue`. A member is reachable while the
-set is healthy (every watch is); `last_ok` is when it last was; each problem is
-logged once.
+set is healthy (every watch is) and its probe (`probe.Probe`) says it answers; `last_ok` is
+the last contact measured (a good probe while the watches were healthy) or recorded in its
+Lease; each problem is logged once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -28,6 +28,7 @@ from .clusters import Member
 from .exports import SERVICE_NAME, is_ours, labels
 from .kinds.reads import trim_for
 from .locality import ZONE_LABEL, NodeZones, ZoneTracker
+from .probe import UNREACHABLE_AFTER, Probe
 
 log = logging.getLogger("mcsdns.controller")
 NODES_BACKOFF = (0.5, 10.0)  # a Node list refused (RBAC not updated): retried at most every 10 s
@@ -77,7 +78,8 @@ class MemberCaches:
     def __init__(self, member: Member, enqueue: Callable[[Key], None],
                  enqueue_namespace: Callable[[str], None], stop: threading.Event,
                  on_reachable: Callable[[MemberCaches, bool], None] = lambda m, ok: None,
-                 watch_timeout: int = 300, service_key: Callable[[Key], Key] = lambda k: k) -> None:
+                 watch_timeout: int = 300, service_key: Callable[[Key], Key] = lambda k: k,
+                 unreachable_after: float = UNREACHABLE_AFTER) -> None:
         self.member = member
         self.service_key = service_key  # a Service's key -> the key of the service it affects
         self.enqueue, self.enqueue_namespace = enqueue, enqueue_namespace
@@ -85,13 +87,30 @@ class MemberCaches:
         self.on_reachable = on_reachable
         self.watch_timeout = watch_timeout
         self.caches: dict[str, Cache] = {}
-        self.reachable = False
-        self.last_ok: float | None = None  # monotonic; set from the member's Lease at start
+        self.reachable = False  # the watches are healthy and the probe answers
+        self.problem = ""  # the last problem of its watches
+        self.watches_ok = False
+        self.probe = Probe(member, stop, unreachable_after, on_result=lambda p: self._judge())
+        member.on_timeout = self.probe.write_timed_out
+        self._contact: float | None = None  # monotonic; the last contact measured
+        self._recorded: float | None = None  # ... and the one its Lease recorded
+        self._health = threading.Lock()
         self.informers: Informers | None = None  # once started
         self.thread: threading.Thread | None = None
         self.nodes = ZoneTracker()  # the Nodes' zones, from the Node cache
         self.nodes_error: str | None = None  # why the Nodes cannot be listed/watched now
         self.nodes_synced = False  # the Nodes have been listed (and the services re-queued for them)
+
+    @property
+    def last_ok(self) -> float | None:
+        """Monotonic time of the last contact: a good probe while the watches were healthy,
+        or what the member's Lease recorded (set at start) when later."""
+        seen, rec = self._contact, self._recorded
+        return rec if seen is None else seen if rec is None else max(seen, rec)
+
+    @last_ok.setter
+    def last_ok(self, when: float | None) -> None:
+        self._recorded = when
 
     @property
     def last_sync(self) -> float:
@@ -105,6 +124,7 @@ class MemberCaches:
                                    on_health=self._on_health, on_problem=self._on_problem)
         self.thread = threading.Thread(target=self._start, daemon=True, name=f"member-{self.member.name}")
         self.thread.start()
+        self.probe.start()
 
     def _discover(self) -> bool:
         """Read the cluster ID and find the MCS API version; True once both are known."""
@@ -144,18 +164,31 @@ class MemberCaches:
 
     # --- health ----------------------------------------------------------------------
     def _on_health(self, ok: bool, changed: bool) -> None:
-        if ok or changed:
-            self.last_ok = time.monotonic()
-        self.reachable = ok
+        self.watches_ok = ok
+        self._judge()
+
+    def _judge(self) -> None:
+        """Reachable: the watches healthy and the probe answering; a change logged once (a
+        watch's problem is `_on_problem`'s) and told to `on_reachable`."""
+        with self._health:
+            ok = self.watches_ok and self.probe.ok
+            if ok and self.probe.last_ok is not None:
+                self._contact = self.probe.last_ok
+            changed, self.reachable = ok != self.reachable, ok
+            why = "" if ok or self.probe.ok else self.probe.why()
+        m = self.member
         if changed and ok:
-            log.info("cluster %s (%s) reachable", self.member.name, self.member.cluster_id,
-                     extra={"event": "member_reachable", "cluster": self.member.name,
-                            "cluster_id": self.member.cluster_id})
+            log.info("cluster %s (%s) reachable", m.name, m.cluster_id,
+                     extra={"event": "member_reachable", "cluster": m.name, "cluster_id": m.cluster_id})
+        elif changed and why:
+            log.warning("cluster %s unreachable: %s", m.name, why,
+                        extra={"event": "member_unreachable", "cluster": m.name, "error": why})
         if changed:
             self.on_reachable(self, ok)
 
     def _on_problem(self, who: str, text: str) -> None:
         err = text if who == DISCOVERY else f"{who}: {text}"
+        self.problem = err
         log.warning("cluster %s unreachable: %s", self.member.name, err,
                     extra={"event": "member_unreachable", "cluster": self.member.name, "error": err})
 

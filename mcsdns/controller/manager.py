@@ -22,10 +22,11 @@ from collections.abc import Callable
 from ..kube.keys import Key
 from ..ops.process import release_free_memory
 from .clusters import Member
-from .events import Recorder
+from .events import LEASE, NORMAL, WARNING, Recorder
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
+from .probe import UNREACHABLE_AFTER
 from .queue import WorkQueue
 from .reconcile import CIDR, Reconciler
 
@@ -45,11 +46,13 @@ class Manager:
     def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
                  workers: int = 16, elector: LeaderElector | None = None,
                  member_leases: MemberLeases | None = None, watch_timeout: int = 300,
-                 clock: Callable[[], float] = time.monotonic, import_grace: float = 0.0) -> None:
+                 clock: Callable[[], float] = time.monotonic, import_grace: float = 0.0,
+                 unreachable_after: float = UNREACHABLE_AFTER) -> None:
         self.stop = threading.Event()
         self.queue = WorkQueue()
         self.clock = clock
         self.watch_timeout = watch_timeout
+        self.unreachable_after = unreachable_after
         self.caches = [self._caches(m) for m in members]  # replaced, never changed in place
         self.pending: dict[str, MemberCaches] = {}  # joining members, until their caches sync
         self.tick: Callable[[], None] = lambda: None
@@ -64,13 +67,14 @@ class Manager:
         self.results: Counter[str] = Counter()  # reconciles by result
         self.expired: set[str] = set()  # members whose TTL expiry has been handled
         self.forgotten: set[str] = set()  # members whose import grace expiry has been handled
+        self.told: set[str] = set()  # members whose loss an Event has told
         self.started = clock()
         self.threads: list[threading.Thread] = []
         self._waited = False
 
     def _caches(self, m: Member) -> MemberCaches:
         return MemberCaches(m, self.queue.add, self._enqueue_namespace, threading.Event(), self._on_reachable,
-                            self.watch_timeout, self._service_key)
+                            self.watch_timeout, self._service_key, self.unreachable_after)
 
     # --- callbacks from member threads ----------------------------------------------------
     def _service_key(self, k: Key) -> Key:
@@ -82,11 +86,30 @@ class Manager:
             self.queue.add_all(k for k in self.rec.all_keys() if k[0] == ns)
 
     def _on_reachable(self, mc: MemberCaches, ok: bool) -> None:
+        self._tell(mc, ok)
         if ok:
             self.expired.discard(mc.member.name)
             self.forgotten.discard(mc.member.name)
             if self.gate_open:  # writes to it were skipped while it was away: look at everything
                 self.queue.add_all(self.rec.all_keys())
+
+    def _tell(self, mc: MemberCaches, ok: bool) -> None:
+        """A member's reachability changed: an Event on its Lease (`mcsdns-member-<name>`, in the
+        Lease cluster) while this replica leads; its return only after its loss was told."""
+        leases, rec, name = self.member_leases, self.rec.events, mc.member.name
+        lease = leases.objs.get(name) if leases is not None else None
+        if leases is None or rec is None or lease is None or not self.leading():
+            return
+        if not ok:
+            self.told.add(name)
+            why = mc.probe.why() or mc.problem or "its watches fail"
+            ev = (WARNING, "MemberUnreachable", f"cluster {name} unreachable: {why}")
+        elif name in self.told:
+            self.told.discard(name)
+            ev = (NORMAL, "MemberReachable", f"cluster {name} reachable again")
+        else:
+            return
+        rec.emit(leases.member, lease, ev, LEASE)
 
     # --- startup ------------------------------------------------------------------------
     def start(self) -> None:
@@ -171,6 +194,7 @@ class Manager:
         """Until `stop`: leader election, gate, TTLs, Leases, resync, readiness."""
         last_lease = last_resync = 0.0
         renewed: dict[str, float] = {}  # member -> when its Lease was last written
+        recorded: dict[str, float] = {}  # member -> the contact written there
         renew_every = max(0.5, min(self.ttl / 4, 10.0))
         while not self.stop.is_set():
             now = self.clock()
@@ -196,16 +220,12 @@ class Manager:
                 if not mc.reachable and mc.last_ok is not None and mc.member.name not in self.expired \
                         and now - mc.last_ok >= self.ttl and self.gate_open:
                     self.expired.add(mc.member.name)
-                    log.warning("cluster %s unreachable for %gs (endpoint TTL): dropping its endpoints%s",
-                                mc.member.name, self.ttl, self._kept_note())
+                    log.warning("cluster %s: no contact for %.1fs (endpoint TTL %gs): dropping its "
+                                "endpoints%s", mc.member.name, now - mc.last_ok, self.ttl, self._kept_note())
                     self.queue.add_all(mc.keys())
             self._forget(now)
             if self.member_leases is not None and leading:
-                for mc in self.caches:
-                    name = mc.member.name
-                    if mc.reachable and now - renewed.get(name, -renew_every) >= renew_every:
-                        renewed[name] = now
-                        self.member_leases.renew(name, now)
+                self._record(now, renewed, recorded, renew_every)
             self.tick()
             self._promote()
             if self.gate_open and now - last_resync >= self.resync:
@@ -232,6 +252,20 @@ class Manager:
             log.warning("cluster %s unreachable for %gs (import grace): dropping its exports", name,
                         self.rec.grace, extra={"event": "member_forgotten", "cluster": name})
             self.queue.add_all(mc.keys() if mc.synced else self.rec.all_keys())  # unread: held ones
+
+    def _record(self, now: float, renewed: dict[str, float], recorded: dict[str, float],
+                every: float) -> None:
+        """Write each member's last contact measured into its Lease, when it moved on (at most
+        once per `every` s): never a contact the probe did not see."""
+        assert self.member_leases is not None
+        for mc in self.caches:
+            name, seen = mc.member.name, mc.last_ok
+            if seen is None or seen <= recorded.get(name, float("-inf")):
+                continue
+            if now - renewed.get(name, -every) >= every:
+                renewed[name] = now
+                if self.member_leases.renew(name, seen):
+                    recorded[name] = seen
 
     def run_once(self, timeout: float) -> bool:
         """--once: sync, reconcile every key (retrying failures a few times); True when all succeeded."""

@@ -6,6 +6,7 @@ comes from). The work-queue and API-client series mean what client-go's `workque
 
 from __future__ import annotations
 
+import time
 import weakref
 from functools import partial
 
@@ -41,10 +42,23 @@ QUEUE_WAIT = define("mcsdns_controller_queue_wait_seconds", "histogram",
 API_REQUESTS = define("mcsdns_controller_api_requests_total", "counter",
                       "Kubernetes API requests by member, HTTP method and status code (<error>: no "
                       "answer), as client-go's rest_client_requests_total.", (MEMBER, "method", "code"))
-WRITES = define("mcsdns_controller_writes_total", "counter", "API writes by member, resource and verb.",
+WRITES = define("mcsdns_controller_writes_total", "counter",
+                "API writes that landed (answered 2xx), by member, resource and verb.",
                 (MEMBER, "resource", "verb"))
+WRITE_ATTEMPTS = define("mcsdns_controller_write_attempts_total", "counter",
+                        "API writes tried, landed or not (refused, failed, timed out), by member, resource "
+                        "and verb.", (MEMBER, "resource", "verb"))
 REACHABLE = define("mcsdns_controller_member_reachable", "gauge",
-                   "1 while every watch on the member is healthy.", (MEMBER,))
+                   "1 while the member answers its probe (a GET with a 2 s deadline) and every watch on "
+                   "it is healthy.",
+                   (MEMBER,))
+UNREACHABLE = define("mcsdns_controller_member_unreachable_total", "counter",
+                     "Times the member's probe found it unreachable (no answer, a 5xx such as etcd down, "
+                     "or a write timed out).", (MEMBER,))
+LAST_CONTACT = define("mcsdns_controller_member_last_contact_timestamp_seconds", "gauge",
+                      "Unix time of the last contact the controller measured with the member (a good probe "
+                      "while its watches were healthy), or recorded in its Lease: the Endpoint TTL counts "
+                      "from it (absent before any).", (MEMBER,))
 LAST_SYNC = define("mcsdns_controller_member_last_sync_timestamp_seconds", "gauge",
                    "Unix time of the member's last list, watch event or bookmark.", (MEMBER,))
 UNSERVED = define("mcsdns_controller_unserved_ports", "gauge",
@@ -74,8 +88,8 @@ FILE_REFUSED = define("mcsdns_controller_member_file_refused", "gauge",
                       "or a program: a member file is data only); gone once the file is fixed or removed.",
                       (MEMBER, "field"))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
-         EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, CREDENTIAL_EXPIRES,
-         CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED)
+         EVENTS, EVENTS_DROPPED, WRITES, WRITE_ATTEMPTS, REACHABLE, UNREACHABLE, LAST_CONTACT, LAST_SYNC,
+         UNSERVED, LOCALITY, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -127,12 +141,16 @@ def publish(mgr: Manager, put: Put) -> None:
     for mc in mgr.caches:
         m = mc.member
         with m.lock:
-            counts = sorted(m.write_counts.items())
-        for (resource, verb), n in counts:
-            put(WRITES, n, member=m.name, resource=resource, verb=verb)
+            tried, landed = sorted(m.write_counts.items()), dict(m.landed_counts)
+        for (resource, verb), n in tried:
+            put(WRITE_ATTEMPTS, n, member=m.name, resource=resource, verb=verb)
+            put(WRITES, landed.get((resource, verb), 0), member=m.name, resource=resource, verb=verb)
         for (method, code), n in api_counts(m.client):
             put(API_REQUESTS, n, member=m.name, method=method, code=code)
         put(REACHABLE, 1.0 if mc.reachable else 0.0, member=m.name)
+        put(UNREACHABLE, mc.probe.unreachable, member=m.name)
+        if mc.last_ok is not None:
+            put(LAST_CONTACT, time.time() - (mgr.clock() - mc.last_ok), member=m.name)
         put(LAST_SYNC, mc.last_sync, member=m.name)
         put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), member=m.name)
         publish_credential(m.name, m.client, put)

@@ -131,7 +131,7 @@ class Reconciler:
             if mc in targets:
                 SERVICE_EXPORT.sync(Engine(mc, key, r), ex, merged)
                 if self.events is not None:
-                    self.events.export(mc.member, ex.obj, mc.export(key), r.failed)
+                    self.events.export(mc.member, ex.obj, mc.export(key), r.failed_in.get(mc.member.name, []))
         return r
 
     def _note_unserved(self, key: Key, exports: Exports, m: Merged | None) -> None:

@@ -3,7 +3,8 @@ that narrows what the controller's identity may write, beyond what RBAC can say:
 EndpointSlices and ServiceImports only when they carry the controller's managed-by label
 (before and after the write), Services only of the derived shape (a selectorless ClusterIP
 Service named `derived-<hash>`, no externalIPs), EndpointSlices routed by kube-proxy only to
-such a Service, Events only about ServiceExports. `mcsdns join` installs it for the member
+such a Service, Events only about ServiceExports and the member Leases (`mcsdns-member-*`, where
+the controller tells a member's reachability). `mcsdns join` installs it for the member
 ServiceAccount (`guard`), labelled for the member, and `mcsdns leave` removes it as the rest
 of what join made (`leave.revoke`); deploy/controller ships it
 for the controller's own ServiceAccount (a test holds the YAML equal to `objects`)."""
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..controller.exports import APP_MANAGED_BY, CONTROLLER, MANAGED_BY, SERVICE_NAME
+from ..controller.lease import MemberLeases
 from ..kube.client import Client
 from ..kube.errors import NotFound
 from ..kube.resources import ENDPOINT_SLICES, EVENTS, SERVICE_IMPORTS, SERVICES, Resource
@@ -32,9 +34,13 @@ MEMBER = "mcsdns-member"  # the policy and its binding in a member, for join's S
 DERIVED = "^derived-[0-9a-v]{10}$"  # controller.derived.derived_name (a test holds them equal)
 
 _KIND = "request.resource.resource"
+LEASE_PREFIX = MemberLeases.PREFIX
 _LABELLED = ("{o} != null && has({o}.metadata.labels) && variables.label in {o}.metadata.labels"
              " && {o}.metadata.labels[variables.label] == '" + CONTROLLER + "'")
-_ABOUT_EXPORT = "{o} == null || (has({o}.involvedObject.kind) && {o}.involvedObject.kind == 'ServiceExport')"
+_ABOUT_EXPORT = ("{o} == null || (has({o}.involvedObject.kind) && ("
+                 "{o}.involvedObject.kind == 'ServiceExport' || "
+                 "({o}.involvedObject.kind == 'Lease' && has({o}.involvedObject.name) && "
+                 "{o}.involvedObject.name.startsWith('" + LEASE_PREFIX + "'))))")
 
 
 def _rule(r: Resource, operations: list[str], *subresources: str) -> Obj:
@@ -82,7 +88,7 @@ def policy(name: str, users: list[str], tags: dict[str, str] = PART_OF) -> Obj:
                    f"{who}label EndpointSlices {SERVICE_NAME} only with a derived Service name'"),
             _check(f"!({events}) || (({_ABOUT_EXPORT.format(o='object')}) && "
                    f"({_ABOUT_EXPORT.format(o='oldObject')}))",
-                   f"{who}write only Events about ServiceExports'"),
+                   f"{who}write only Events about ServiceExports and member Leases'"),
         ]}
     return manifest(POLICIES, name, labels=tags, spec=spec)
 

@@ -1,0 +1,100 @@
+"""A member on a REAL kube-apiserver (realk8s.sh, $MCSDNS_REALK8S; skipped without it) hangs
+(its kube-apiserver SIGSTOPped) and then loses its etcd (etcd SIGSTOPped, the API server up
+and its /readyz "ok", reads and writes hanging): each time the controller finds it unreachable within seconds,
+says so once, and after a hang its endpoints leave the other members within the Endpoint TTL
+plus 10 s of the hang's start (before: ~55 s to notice a hang, plus the TTL; an etcd outage was
+never noticed). Every signal is undone in `finally`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from controller_env import Cluster, eventually, run_controller
+from realk8s import SKIP_REASON, RealK8s, script
+from test_controller_probe import lease_renew_time, sources
+
+pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
+MCS = "multicluster.x-k8s.io/v1beta1"
+TTL = 10
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[float]:
+    """The process SIGSTOPped (yields the time.time() of the signal), SIGCONTed at the end."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield time.time()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def populate(c: RealK8s) -> None:
+    """Cluster ID north; shop/web exported with endpoint 10.3.0.1."""
+    c.json("POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", {
+        "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "north"}})
+    c.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": "shop"}})
+    c.json("POST", "/api/v1/namespaces/shop/services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    c.json("POST", "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices", {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-x", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": ["10.3.0.1"], "conditions": {"ready": True}}]})
+    c.json("POST", f"/apis/{MCS}/namespaces/shop/serviceexports", {
+        "apiVersion": MCS, "kind": "ServiceExport", "metadata": {"name": "web", "namespace": "shop"}})
+
+
+def test_a_hung_real_member_leaves_within_the_ttl_and_an_etcd_outage_is_noticed(tmp_path: Path) -> None:
+    c = RealK8s.up(f"mcsdns-test-{os.getpid()}-probe", tmp_path / "realk8s-c")
+    a, b = Cluster("a", "east", tmp_path), Cluster("b", "west", tmp_path)
+    try:
+        populate(c)
+        apiserver = int((c.kubeconfig.parent / "apiserver.pid").read_text())
+        etcd = int((c.kubeconfig.parent / "etcd.pid").read_text())
+        for cl, ip in ((a, "10.1.0.1"),):
+            cl.kube.namespace("shop")
+            cl.kube.service("shop", "web")
+            cl.kube.endpoints("shop", "web", "web-x", [(ip, None)])
+            cl.kube.export("shop", "web")
+        b.kube.namespace("shop")
+        args = ["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}", "--cluster",
+                f"c={c.kubeconfig}", "--endpoint-ttl", str(TTL), "--resync", "600"]
+        reachable = 'mcsdns_controller_member_reachable{member="c"}'
+        with run_controller(args, tmp_path) as ctl:
+            eventually(lambda: sources(b) == {"east", "north"}, timeout=60, what="web in b from a and c")
+            eventually(ctl.ready, timeout=60, what="first full sync")
+            # 1. kube-apiserver hung: its connections open, nothing answered, its watches silent
+            with stopped(apiserver) as hang:
+                t0 = time.monotonic()
+                eventually(lambda: ctl.metrics().get(reachable) == 0, timeout=30, what="c unreachable")
+                eventually(lambda: sources(b) == {"east"} and sources(a) == {"east"}, timeout=60,
+                           what="c's endpoints gone from a and b")
+                took = time.monotonic() - t0
+                print(f"hang at {time.strftime('%H:%M:%S', time.gmtime(hang))}.{int(hang % 1 * 1000):03d}Z:",
+                      *(ln for ln in ctl.logs().splitlines() if "cluster c" in ln), sep="\n")
+                assert lease_renew_time(a, "c") <= hang  # its Lease kept the last contact
+            print(f"SIGSTOP of c's kube-apiserver -> its endpoints gone from a and b: {took:.1f} s "
+                  f"(--endpoint-ttl {TTL})")
+            assert took < TTL + 10, (took, ctl.logs()[-5000:])  # the issue's goal (before: ~55 s + TTL)
+            eventually(lambda: sources(b) == {"east", "north"}, timeout=60, what="c's endpoints back")
+            # 2. etcd down: the API server up and /readyz "ok", but reads and writes hang
+            with stopped(etcd):
+                eventually(lambda: ctl.metrics().get(reachable) == 0, timeout=30, what="c unreachable (etcd)")
+                m = ctl.metrics()
+            assert m['mcsdns_controller_member_unreachable_total{member="c"}'] == 2
+            eventually(lambda: ctl.metrics().get(reachable) == 1, timeout=60, what="c reachable again")
+            lines = [ln for ln in ctl.logs().splitlines() if "cluster c unreachable" in ln]
+            assert len(lines) == 2 and all("unreachable: no answer to its probe" in ln for ln in lines), lines
+    finally:
+        a.close()
+        b.close()
+        c.down()
