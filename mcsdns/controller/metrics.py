@@ -73,9 +73,12 @@ FILE_REFUSED = define("mcsdns_controller_member_file_refused", "gauge",
                       "1 while the member's --members-dir file is refused for carrying `field` (a file path "
                       "or a program: a member file is data only); gone once the file is fixed or removed.",
                       (MEMBER, "field"))
+WRITER_CONFLICTS = define("mcsdns_controller_writer_conflicts", "gauge",
+                          "Other controllers (writer identities) found writing this one's objects in the "
+                          "member, whose objects it leaves to them while they write.", (MEMBER,))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
          EVENTS, EVENTS_DROPPED, WRITES, REACHABLE, LAST_SYNC, UNSERVED, LOCALITY, CREDENTIAL_EXPIRES,
-         CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED)
+         CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED, WRITER_CONFLICTS)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -134,6 +137,8 @@ def publish(mgr: Manager, put: Put) -> None:
             put(API_REQUESTS, n, member=m.name, method=method, code=code)
         put(REACHABLE, 1.0 if mc.reachable else 0.0, member=m.name)
         put(LAST_SYNC, mc.last_sync, member=m.name)
+        if mgr.rec.writers is not None:
+            put(WRITER_CONFLICTS, mgr.rec.writers.conflicts(m.name), member=m.name)
         put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), member=m.name)
         publish_credential(m.name, m.client, put)
     if mgr.rec.events is not None:
