@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from test_controller_derived import args_for
 NS = "ns"
 A_SVCS = [f"a{i}" for i in range(4)]  # exported by a
 C_SVCS = [f"c{i}" for i in range(4)]  # exported by c only: unknown to a controller without c
-WINDOW = 6.0  # seconds of changes measured
+WINDOW = float(os.environ.get("MCSDNS_WRITERS_WINDOW", "6"))  # seconds of changes measured
 WRITER = "mcsdns.io/writer"
 
 

@@ -3,9 +3,9 @@
 Every object the controller creates or updates carries `mcsdns.io/writer: <identity>`
 (`identity`: with --leader-elect the Lease, so every replica and restart of one deployment
 is the same writer; else the member set) and `mcsdns.io/writer-members: <count>:<hash>`.
-Another identity on an object of ours is another controller. It counts as writing when
-first seen and whenever an object it stamped changes (a resourceVersion that is not one
-of our writes), and for `grace` seconds after. While it writes, a member's objects of a
+Another identity on an object of ours is another controller. It counts as writing whenever
+we see an object it stamped that is new to us or changed (a resourceVersion not of our
+writes; at start every object is new), and for `grace` seconds after. While it writes, a member's objects of a
 service that it stamped are left to it (no update, delete or status; nor the ServiceExport
 status there), and that is said once per writer in the log, in a gauge and in a Warning
 `WriterConflict` Event on the service's ServiceExports in that member. Once it has been
@@ -113,9 +113,8 @@ class Writers:
                     self.known.pop(k, None)
                     continue
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-                before = self.known.get(k)
-                if w not in self.active or (before is not None and before != (w, rv)):
-                    self.active[w] = now  # first seen, or it wrote this object since we last looked
+                if self.known.get(k) != (w, rv):
+                    self.active[w] = now  # new to us, or it wrote this object since we last looked
                     self.active.move_to_end(w)
                     while len(self.active) > WRITERS_MAX:
                         self.active.popitem(last=False)
