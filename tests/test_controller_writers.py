@@ -13,6 +13,7 @@ from typing import Any
 
 from controller_env import Cluster, Controller, eventually, run_controller
 from test_controller_derived import args_for
+from test_diagnose import diagnose
 
 NS = "ns"
 A_SVCS = [f"a{i}" for i in range(4)]  # exported by a
@@ -81,6 +82,7 @@ def test_a_second_writer_is_noticed_not_fought(clusters3: list[Cluster], tmp_pat
             both = _writes(fleet) - w1
             after = _ips(fleet)
             logs = two.logs()
+            code, report = diagnose("--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}")
         print(f"\nwrites in {WINDOW:g} s of changes: one alone {alone}, one and two {both}; "
               f"ClusterSetIPs changed: {sum(before[k] != after[k] for k in before)} of {len(before)}")
         assert after == before, logs
@@ -91,6 +93,8 @@ def test_a_second_writer_is_noticed_not_fought(clusters3: list[Cluster], tmp_pat
         assert si["metadata"]["annotations"][WRITER].startswith("members:3:")
         events = [e for e in a.api.objects("Event") if e.get("reason") == "WriterConflict"]
         assert events and all(e["involvedObject"]["kind"] == "ServiceExport" for e in events), events
+        fails = [r["message"] for r in report["results"] if r["check"] == "writers" and r["status"] == "FAIL"]
+        assert code == 1 and fails and "'members:3:" in fails[0] and "'members:2:" in fails[0], report
 
 
 def _leader(ctl: Controller) -> float:
