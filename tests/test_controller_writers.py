@@ -117,8 +117,9 @@ def test_leader_elect_replicas_find_the_same_lease_whatever_the_flag_order(
             assert ctl.proc.wait(20) == 2
             out = ctl.logs()
             assert "--lease-cluster NAME" in out.strip().splitlines()[-1] and "Traceback" not in out, out
-    with run_controller([*ab, *le, "--lease-cluster", "b", "--identity", "one"], tmp_path, name="one") as one, \
-            run_controller([*ba, *le, "--lease-cluster", "b", "--identity", "two"], tmp_path, name="two") as two:
+    le += ["--lease-cluster", "b"]
+    with run_controller([*ab, *le, "--identity", "one"], tmp_path, name="one") as one, \
+            run_controller([*ba, *le, "--identity", "two"], tmp_path, name="two") as two:
         eventually(lambda: one.ready() and two.ready(), timeout=20, what="both ready")
         time.sleep(1.0)
         assert _leader(one) + _leader(two) == 1.0
