@@ -75,13 +75,18 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--lease-name", type=flags.dns_subdomain, default="mcsdns-controller", metavar="NAME",
                    help="name of the Lease (default mcsdns-controller)")
     c.add_argument("--lease-cluster", default="", metavar="NAME",
-                   help="member holding the Lease (default: the first --cluster)")
+                   help="member holding the Leases (default: the cluster this pod runs in when it is a "
+                        "member, else the only --cluster; --leader-elect with several --cluster and neither "
+                        "is refused: every replica must find the same Lease)")
     c.add_argument("--lease-duration", type=flags.seconds, default=15.0, metavar="SECONDS",
                    help="how long a Lease not renewed stays held; a standby takes over after it "
                         "(default 15)")
     c.add_argument("--identity", type=flags.non_empty, default=f"{socket.gethostname()}-{os.getpid()}",
                    metavar="NAME",
                    help="this replica's name in the Lease (default HOSTNAME-PID)")
+    c.add_argument("--writer-grace", type=flags.seconds, default=30.0, metavar="SECONDS",
+                   help="another controller found writing this one's objects keeps them until it has "
+                        "written nothing for this long (default 30)")
     c.add_argument("--health", type=flags.host_port, metavar="HOST:PORT",
                    help="/health (always 200), /ready (200 after the first full sync, or while following) "
                         "and /metrics")

@@ -44,7 +44,7 @@ RESOURCES = (
     Resource("clusterproperties", "ClusterProperty", "about.k8s.io", ("v1beta1", "v1alpha1"),
              namespaced=False),
     Resource("leases", "Lease", "coordination.k8s.io", ("v1",), status=False, generation=""),
-    Resource("events", "Event", "", ("v1",), status=False, generation=""),
+    Resource("events", "Event", "", ("v1",), status=False, generation="", fields=("reason",)),
     Resource("serviceaccounts", "ServiceAccount", "", ("v1",), status=False, generation=""),
     Resource("secrets", "Secret", "", ("v1",), status=False, generation=""),
     Resource("configmaps", "ConfigMap", "", ("v1",), status=False, generation=""),

@@ -121,6 +121,7 @@ CASES = [
     case("controller", "--lease-name", "a..b", "DNS subdomain"),
     case("controller", "--lease-cluster", "b", "expected one of ['a']"),
     case("controller", "--lease-duration", "soon", "seconds above 0"),
+    case("controller", "--writer-grace", "0", "seconds above 0"),
     case("controller", "--identity", "", "non-empty"),
     case("controller", "--health", "127.0.0.1:70000", "port must be 0-65535"),
     case("controller", "--health", "{busy_tcp}", "Address already in use", "--cluster-id", "a=east",

@@ -232,7 +232,7 @@ def two_replicas(a: Cluster, b: Cluster, tmp_path: Path,
         cl.kube.namespace("kube-system")
     a.kube.service("ns", "web")
     a.kube.export("ns", "web")
-    le = ("--leader-elect", "--lease-duration", lease_duration)
+    le = ("--leader-elect", "--lease-cluster", "a", "--lease-duration", lease_duration)
     with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
             run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
         eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")

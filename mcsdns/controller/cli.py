@@ -18,11 +18,13 @@ from ..ops.errors import ConfigError
 from ..ops.http import HTTPEndpoints, serve_http
 from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
+from .leaseholder import lease_member
 from .manager import Manager
 from .membersdir import MembersDir
 from .membership import Membership
 from .metrics import registry, render
 from .probe import UNREACHABLE_AFTER
+from .writers import Writers, lease_identity, members_hash, members_identity
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -111,15 +113,27 @@ def _mode(args: argparse.Namespace) -> str:
     return mode
 
 
+def _writers(args: argparse.Namespace, members: list[Member], holder: Member) -> Writers:
+    """Our writer identity (`writers`): the Lease with --leader-elect, else the member set."""
+    names = [m.name for m in members]
+    identity = (lease_identity(holder.name, args.lease_namespace, args.lease_name)
+                if args.leader_elect else members_identity(names))
+    log.info("writer identity %s (members %s)", identity, ", ".join(sorted(names)),
+             extra={"event": "writer", "writer": identity})
+    return Writers(identity, members_hash(names), args.writer_grace)
+
+
 def run(args: argparse.Namespace) -> int:
     """The controller; returns the exit code."""
     try:
         mode = _mode(args)
         members, membership = _members(args)
         _resolve_ids(members)
+        holder = lease_member(members, len(args.cluster), args.lease_cluster,
+                              args.leader_elect and not args.once)
     except ConfigError as e:
         return flags.fail(e)
-    holder = next((m for m in members if m.name == args.lease_cluster), members[0])
+    writers = _writers(args, members, holder)
     elector = None
     if args.leader_elect and not args.once:
         elector = LeaderElector(holder, args.lease_namespace, args.lease_name, args.identity,
@@ -129,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
                   workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases,
                   import_grace=args.import_grace, unreachable_after=after)
+    mgr.rec.writers = writers
     if membership is not None and not args.once:
         membership.mgr = mgr
         mgr.tick = membership.tick

@@ -14,6 +14,7 @@ from ..kube.keys import Key
 from .clusters import Conflict, NotFound, Unreachable
 from .contract import Contract, Kind, Obj, Verb, label
 from .member import MemberClient, MemberView
+from .writers import Writers
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -68,8 +69,8 @@ def put_status(m: MemberClient, path: str, body: Obj) -> Obj:
 class Engine:
     """Applies contracts in one member for one service key, recording into `r`."""
 
-    def __init__(self, mc: MemberView, key: Key, r: Result) -> None:
-        self.mc, self.key, self.r = mc, key, r
+    def __init__(self, mc: MemberView, key: Key, r: Result, writers: Writers | None = None) -> None:
+        self.mc, self.key, self.r, self.writers = mc, key, r, writers
 
     def run(self, kind: Kind, verb: Verb, fn: Callable[[], Any]) -> Any:
         """One write; on failure log it, apply the policy of (kind, verb), return None."""
@@ -105,9 +106,17 @@ class Engine:
 
     # --- one object ---------------------------------------------------------------------
     def _send(self, c: Contract, method: str, path: str, body: Obj) -> Obj:
+        """A create or update, stamped with our writer identity (`writers`)."""
+        if self.writers is not None:
+            body = self.writers.stamp(body)
         obj: Obj = self.mc.member.request(method, path, body=body)
-        self.mc.note_written(c.resource, obj)
+        self._noted(c, obj)
         return obj
+
+    def _noted(self, c: Contract, obj: Obj) -> None:
+        self.mc.note_written(c.resource, obj)
+        if self.writers is not None:
+            self.writers.note(self.mc.member.name, c.resource, obj)
 
     def _log(self, c: Contract, verb: Verb, k: Key) -> None:
         log.info("cluster %s: %s %s %s", self.mc.member.name, verb.value, c.kind.value,
@@ -159,7 +168,7 @@ class Engine:
         """Write `body`'s status (the caller compared it)."""
         def call() -> Obj:
             out = put_status(self.mc.member, c.path(self.mc.member, *k), body)
-            self.mc.note_written(c.resource, out)
+            self._noted(c, out)
             return out
         res: Obj | None = self.run(c.kind, Verb.STATUS, call)
         return res

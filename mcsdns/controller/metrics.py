@@ -87,9 +87,13 @@ FILE_REFUSED = define("mcsdns_controller_member_file_refused", "gauge",
                       "1 while the member's --members-dir file is refused for carrying `field` (a file path "
                       "or a program: a member file is data only); gone once the file is fixed or removed.",
                       (MEMBER, "field"))
+WRITER_CONFLICTS = define("mcsdns_controller_writer_conflicts", "gauge",
+                          "Other controllers (writer identities) found writing this one's objects in the "
+                          "member, whose objects it leaves to them while they write.", (MEMBER,))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
          EVENTS, EVENTS_DROPPED, WRITES, WRITE_ATTEMPTS, REACHABLE, UNREACHABLE, LAST_CONTACT, LAST_SYNC,
-         UNSERVED, LOCALITY, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED)
+         UNSERVED, LOCALITY, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED,
+         WRITER_CONFLICTS)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -152,6 +156,8 @@ def publish(mgr: Manager, put: Put) -> None:
         if mc.last_ok is not None:
             put(LAST_CONTACT, time.time() - (mgr.clock() - mc.last_ok), member=m.name)
         put(LAST_SYNC, mc.last_sync, member=m.name)
+        if mgr.rec.writers is not None:
+            put(WRITER_CONFLICTS, mgr.rec.writers.conflicts(m.name), member=m.name)
         put(UNSERVED, sum(len(ports) for name, ports in per_member if name == m.name), member=m.name)
         publish_credential(m.name, m.client, put)
     if mgr.rec.events is not None:

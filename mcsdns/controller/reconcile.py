@@ -30,6 +30,7 @@ from .kinds import ENDPOINT_SLICES, MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
 from .member import MemberView
 from .merge import Merged, PortSpec, merge, serving_ports, unserved_message
 from .outage import held
+from .writers import Writers, conflict_event
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -58,6 +59,7 @@ class Reconciler:
         self.unserved: dict[Key, dict[str, list[PortSpec]]] = {}  # key -> member name -> ports
         self.unserved_lock = threading.Lock()
         self.events: Recorder | None = None  # Events on ServiceExports (set by the Manager)
+        self.writers: Writers | None = None  # our identity and the other writers (set by the cli)
 
     # --- which members count ------------------------------------------------------
     def live(self, mc: MemberView) -> bool:
@@ -122,6 +124,7 @@ class Reconciler:
         sync = self._hold_member if hold else self._sync_member
         r = Result()
         targets = [mc for mc in self.members if mc.synced and mc.reachable]
+        targets = [mc for mc in targets if not self._yields(mc, key, exports, r)]
         if len(targets) > 1:  # members in parallel
             list(self.pool.map(lambda mc: sync(mc, key, merged, exports, ips, r), targets))
         else:
@@ -129,7 +132,7 @@ class Reconciler:
                 sync(mc, key, merged, exports, ips, r)
         for mc, ex in exports:
             if mc in targets:
-                SERVICE_EXPORT.sync(Engine(mc, key, r), ex, merged)
+                SERVICE_EXPORT.sync(Engine(mc, key, r, self.writers), ex, merged)
                 if self.events is not None:
                     self.events.export(mc.member, ex.obj, mc.export(key), r.failed_in.get(mc.member.name, []))
         return r
@@ -150,11 +153,35 @@ class Reconciler:
             log.info("cluster %s: ServiceExport %s/%s: every port is served now", name, *key)
 
     # --- one member ---------------------------------------------------------------
+    def _yields(self, mc: MemberView, key: Key, exports: Exports, r: Result) -> bool:
+        """Whether another controller writes this service's objects in `mc` (`writers`): then
+        they are left to it, said once, and the key retried once that writer may be gone."""
+        if self.writers is None:
+            return False
+        si = mc.service_import(key)
+        objs = [*((("serviceimports", si),) if si is not None else ()),
+                *(("services", s) for s in mc.our_services(key)),
+                *(("endpointslices", s) for s in mc.our_slices(key))]
+        other = self.writers.holder(mc.member.name, objs)
+        if other is None:
+            return False
+        if self.writers.first(mc.member.name, other):
+            log.warning("cluster %s: another controller, writer %r, writes the objects of %s/%s (and "
+                        "maybe more); this one, writer %r, leaves them to it while it writes",
+                        mc.member.name, other, *key, self.writers.me,
+                        extra={"event": "writer_conflict", "cluster": mc.member.name, "writer": other})
+        if self.events is not None and self.writers.first_event(mc.member.name, key, other):
+            for emc, ex in exports:
+                if emc is mc:
+                    self.events.emit(mc.member, ex.obj, conflict_event(self.writers.me, other))
+        r.retry, r.wait = True, max(r.wait, self.writers.wait(other) + 1.0)
+        return True
+
     def _sync_member(self, mc: MemberView, key: Key, merged: Merged | None, exports: Exports,
                      ips: IPs | None, r: Result) -> None:
         """Each kind in order (a step may stop the rest); or, when nothing of the service
         belongs here, each kind's objects of ours deleted."""
-        eng = Engine(mc, key, r)
+        eng = Engine(mc, key, r, self.writers)
         if merged is None or not mc.has_namespace(key[0]):
             for remove in MEMBER_REMOVAL:
                 remove(eng)

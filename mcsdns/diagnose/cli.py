@@ -14,7 +14,7 @@ from ..kube.config import connect, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
 from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError
-from . import checks, dnsconfig, liveness, locality, report
+from . import checks, dnsconfig, liveness, locality, report, writers
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 from .credential import credential_checks
@@ -81,6 +81,7 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
         results += locality.checks(live, key, zones) if args.cluster else []
     results += checks.stale_slices(live, args.service)
     results += liveness.controller_checks(snaps, bool(args.cluster))
+    results += writers.writer_checks(live)
     for s in live:
         results += dnsconfig.dns_config_checks(s, args.zone)
     if targets:

@@ -1,8 +1,9 @@
 """Read one cluster for `mcsdns diagnose`: reachability, the identity's permissions
 (SelfSubjectAccessReview), served API versions, the cluster ID and the MCS objects; then,
 beyond the role checked (mcsdns.kube.permissions.DIAGNOSE), the controller's Leases and
-pods and the CoreDNS / NodeLocal DNSCache ConfigMaps. What could not be read is named in
-`unread` (`unread_kinds`: the collections), so the checks that need it are skipped.
+pods, the CoreDNS / NodeLocal DNSCache ConfigMaps and (best effort) WriterConflict Events.
+What could not be read is named in `unread` (`unread_kinds`: the collections), so the
+checks that need it are skipped.
 Only GET/LIST requests, and SelfSubjectAccessReview creates (which change nothing)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..controller.writers import REASON
 from ..kube.client import Client
 from ..kube.clusterid import find_cluster_id
 from ..kube.errors import ApiError, NotFound, Rejected, explain
@@ -21,6 +23,7 @@ from ..kube.resources import (
     ACCESS_REVIEWS,
     CONFIG_MAPS,
     ENDPOINT_SLICES,
+    EVENTS,
     LEASES,
     NAMESPACES,
     PODS,
@@ -64,6 +67,7 @@ class Snapshot:
     pods: list[Obj] = field(default_factory=list)  # the controller's, in LEASE_NAMESPACES
     configmaps: dict[str, Obj | None] = field(default_factory=dict)  # DNS_CONFIGMAPS read (None: absent)
     optional_unread: dict[str, str] = field(default_factory=dict)  # DIAGNOSE reads refused -> why
+    writer_events: list[Obj] = field(default_factory=list)  # WriterConflict Events (diagnose.writers)
 
     def read(self, *kinds: str) -> bool:
         """Whether every one of these collections was read."""
@@ -137,6 +141,11 @@ def _extras(c: Client, snap: Snapshot) -> None:
                 into += c.list(r.path(ns), selector)
             except ApiError as e:
                 snap.optional_unread.setdefault(r.plural, why(e))
+    try:  # best effort: the controller's word that another controller writes here
+        snap.writer_events = c.get(EVENTS.path(), {"fieldSelector": f"reason={REASON}",
+                                                   "limit": 500}).get("items") or []
+    except ApiError as e:
+        snap.optional_unread.setdefault(EVENTS.plural, why(e))
     for name in DNS_CONFIGMAPS:
         try:
             snap.configmaps[name] = c.get(CONFIG_MAPS.path(DNS_NAMESPACE, name))
