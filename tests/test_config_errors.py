@@ -113,6 +113,8 @@ CASES = [
     case("controller", "--clusterset-ip", "random", "expected one of derived, cidr"),
     case("controller", "--clusterset-cidr", "10.0.0.0/33", "address or CIDR"),
     case("controller", "--endpoint-ttl", "-1", "seconds above 0"),
+    case("controller", "--import-grace", "-1", "seconds 0 or more"),
+    case("controller", "--unreachable-after", "0", "seconds above 0"),
     case("controller", "--resync", "0", "seconds above 0"),
     case("controller", "--concurrent-reconciles", "0", "from 1 to"),
     case("controller", "--workers", "0", "from 1 to"),

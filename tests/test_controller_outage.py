@@ -154,7 +154,7 @@ def test_an_outage_past_the_ttl_keeps_names_and_clustersetips(clusters3: list[Cl
         eventually(lambda: a_records(srv, web) == set(before["b"]), what="the ClusterSetIP in DNS")
         eventually(lambda: a_records(srv, db) == {"10.1.0.7", "10.1.0.8"}, what="db in DNS")
         c.stop()
-        eventually(lambda: "cluster c unreachable for 2s (endpoint TTL)" in ctl.logs(), timeout=20,
+        eventually(lambda: "(endpoint TTL 2s): dropping its endpoints" in ctl.logs(), timeout=20,
                    what="c's TTL ran out")
         for cl in (a, b):
             eventually(lambda cl=cl: not cl.kube.source_clusters("shop", "web") and

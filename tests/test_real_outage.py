@@ -91,7 +91,7 @@ def test_an_outage_past_the_ttl_keeps_the_import_and_its_clustersetip(pair: tupl
         assert ips == cluster_ips
         stop(b)
         eventually(lambda: in_a(a)[2] == 0, timeout=60, what="b's endpoint gone from a after the TTL")
-        assert "cluster b unreachable for 3s (endpoint TTL)" in ctl.logs()
+        assert "(endpoint TTL 3s): dropping its endpoints" in ctl.logs()
         assert in_a(a)[:2] == (ips, cluster_ips)  # the import and its ClusterSetIP stay
         start(b)
         eventually(lambda: in_a(a)[2] == 1, timeout=60, what="b's endpoint back in a")
