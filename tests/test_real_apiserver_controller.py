@@ -59,17 +59,27 @@ def reals(tmp_path: Path) -> Iterator[list[Real]]:
             r.down()
 
 
-def populate(a: Real, b: Real) -> None:
-    """Cluster IDs a and b, namespace ns in both, N exported services in a."""
+def clusters(a: Real, b: Real) -> None:
+    """Cluster IDs a and b, namespace ns in both."""
     for r, cid in ((a, "a"), (b, "b")):
         r.create("/apis/about.k8s.io/v1alpha1/clusterproperties", {
             "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
             "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
         r.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+
+
+def service(r: Real, name: str) -> None:
+    """Service ns/`name`, one port (http 80/TCP)."""
+    r.create("/api/v1/namespaces/ns/services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+
+
+def populate(a: Real, b: Real) -> None:
+    """Cluster IDs a and b, namespace ns in both, N exported services in a."""
+    clusters(a, b)
     for i in range(N):
-        a.create("/api/v1/namespaces/ns/services", {
-            "apiVersion": "v1", "kind": "Service", "metadata": {"name": f"s{i}", "namespace": "ns"},
-            "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+        service(a, f"s{i}")
         a.create("/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices", {
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": f"s{i}-x", "namespace": "ns",

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controller_env import eventually, run_controller
 from realk8s import SKIP_REASON, RealK8s, script
-from test_real_apiserver_controller import MCS, Real
+from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 
 from mcsdns.kube.client import Client
 
@@ -38,27 +37,14 @@ def start(r: Real) -> None:
 
 
 @pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Real, Real]]:
-    out: list[Real] = []
-    try:
-        for name in ("a", "b"):
-            out.append(Real(tmp_path / f"realk8s-{name}", f"mcsdns-outage-{os.getpid()}-{name}"))
-        yield out[0], out[1]
-    finally:
-        for r in out:
-            r.down()
+def pair(reals: list[Real]) -> tuple[Real, Real]:  # noqa: F811 - uses the imported fixture
+    return reals[0], reals[1]
 
 
 def populate(a: Real, b: Real) -> None:
     """Cluster IDs a and b, namespace ns in both; b exports web (one endpoint)."""
-    for r, cid in ((a, "a"), (b, "b")):
-        r.create("/apis/about.k8s.io/v1alpha1/clusterproperties", {
-            "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-            "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
-        r.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
-    b.create("/api/v1/namespaces/ns/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "ns"},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    clusters(a, b)
+    service(b, "web")
     b.create(SLICES, {
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "web-x", "namespace": "ns", "labels": {"kubernetes.io/service-name": "web"}},

@@ -15,7 +15,7 @@ import pytest
 from controller_env import Controller, eventually, run_controller
 from realk8s import SKIP_REASON, script
 from test_controller_writes import writes_by_member
-from test_real_apiserver_controller import MCS, Real, reals  # noqa: F401 - the fixture
+from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 N = 3
@@ -25,15 +25,9 @@ WINDOW = 8.0
 
 def _populate(a: Real, b: Real) -> None:
     """Cluster IDs a and b, namespace ns in both, N services exported by b only."""
-    for r, cid in ((a, "a"), (b, "b")):
-        r.create("/apis/about.k8s.io/v1alpha1/clusterproperties", {
-            "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-            "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
-        r.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    clusters(a, b)
     for i in range(N):
-        b.create("/api/v1/namespaces/ns/services", {
-            "apiVersion": "v1", "kind": "Service", "metadata": {"name": f"s{i}", "namespace": "ns"},
-            "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+        service(b, f"s{i}")
         _slice(b, i, 0)
         b.create(f"/apis/{MCS}/namespaces/ns/serviceexports", {
             "apiVersion": MCS, "kind": "ServiceExport", "metadata": {"name": f"s{i}", "namespace": "ns"}})
