@@ -6,6 +6,8 @@ import asyncio
 import os
 import shutil
 import socket
+import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -285,3 +287,17 @@ class Prober:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+@contextmanager
+def serve_http(httpd: socketserver.TCPServer, scheme: str = "http",
+               ctx: ssl.SSLContext | None = None) -> Iterator[str]:
+    """Serve `httpd` (over TLS with `ctx`) on a thread while the block runs: its URL."""
+    if ctx is not None:
+        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"{scheme}://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -16,15 +16,14 @@ import socketserver
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from helpers import serve_http
 
 from mcsdns.kube.client import Client
 from mcsdns.kube.errors import Unreachable, describe
@@ -102,21 +101,10 @@ def _tls_server(crt: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLC
     return ctx
 
 
-@contextmanager
-def _serve(httpd: socketserver.TCPServer, scheme: str, ctx: ssl.SSLContext | None) -> Iterator[str]:
-    """Serve `httpd` (over TLS with `ctx`) while the test runs: its URL."""
-    if ctx is not None:
-        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    yield f"{scheme}://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
 @pytest.fixture(scope="module")
 def server(pki: dict[str, Path]) -> Iterator[str]:
     """An HTTPS server on 127.0.0.1 whose certificate the "system" CA signed: its URL."""
-    with _serve(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "https",
+    with serve_http(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "https",
                 _tls_server(pki["crt"], pki["key"])) as url:
         yield url
 
@@ -185,7 +173,7 @@ def test_sslkeylogfile_is_ignored(server: str, tmp_path: Path, monkeypatch: pyte
 @pytest.fixture
 def named_server(pki: dict[str, Path]) -> Iterator[str]:
     """An HTTPS server on 127.0.0.1 with a certificate for kube.example alone."""
-    with _serve(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "https",
+    with serve_http(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "https",
                 _tls_server(pki["named"], pki["named-key"])) as url:
         yield url
 
@@ -253,7 +241,7 @@ class _ProxyServer(socketserver.ThreadingTCPServer):
 @pytest.fixture
 def plain_server() -> Iterator[str]:
     """An HTTP server on 127.0.0.1."""
-    with _serve(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "http", None) as url:
+    with serve_http(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "http", None) as url:
         yield url
 
 
@@ -265,7 +253,7 @@ def test_through_a_proxy(proxy_scheme: str, server_scheme: str, server: str, pla
     """To an https server through a CONNECT tunnel (TLS inside TLS through an https proxy),
     to an http server by the proxy forwarding each request; connections kept as without."""
     proxy = _ProxyServer()
-    with _serve(proxy, proxy_scheme, _tls_server(pki["crt"], pki["key"])
+    with serve_http(proxy, proxy_scheme, _tls_server(pki["crt"], pki["key"])
                 if proxy_scheme == "https" else None) as proxy_url:
         url = server if server_scheme == "https" else plain_server
         c = _client(tmp_path, url, {"certificate-authority": str(pki["system"]), "proxy-url": proxy_url})
@@ -308,7 +296,7 @@ def test_the_proxy_of_the_environment_is_used_as_client_go_uses_it(
     request forwarded), with the proxy URL's user info as Proxy-Authorization; the server's
     name is one only the proxy resolves. Main ignored the environment (no such host)."""
     proxy = _ProxyServer()
-    with _serve(proxy, "http", None) as proxy_url:
+    with serve_http(proxy, "http", None) as proxy_url:
         port = urlsplit(server if scheme == "https" else plain_server).port
         url = f"{scheme}://{NAME}:{port}"
         monkeypatch.setenv("HTTPS_PROXY" if scheme == "https" else "http_proxy",
@@ -330,7 +318,7 @@ def test_the_proxy_of_the_environment_is_used_as_client_go_uses_it(
 def test_no_proxy_excludes_a_server(no_proxy: str, plain_server: str, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     proxy = _ProxyServer()
-    with _serve(proxy, "http", None) as proxy_url:
+    with serve_http(proxy, "http", None) as proxy_url:
         port = urlsplit(plain_server).port
         monkeypatch.setenv("HTTP_PROXY", proxy_url)
         monkeypatch.setenv("no_proxy", f"example.com, {no_proxy.replace('PORT', str(port))}")
@@ -345,7 +333,7 @@ def test_no_proxy_excludes_a_server(no_proxy: str, plain_server: str, tmp_path: 
 def test_proxy_url_of_the_kubeconfig_wins_over_the_environment(plain_server: str, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     ours, theirs = _ProxyServer(), _ProxyServer()
-    with _serve(ours, "http", None) as ours_url, _serve(theirs, "http", None) as theirs_url:
+    with serve_http(ours, "http", None) as ours_url, serve_http(theirs, "http", None) as theirs_url:
         monkeypatch.setenv("HTTP_PROXY", theirs_url)
         c = _client(tmp_path, plain_server.replace("127.0.0.1", NAME), {"proxy-url": ours_url})
         assert c.versions("multicluster.x-k8s.io") == ["v1beta1"]
@@ -356,7 +344,7 @@ def test_proxy_url_of_the_kubeconfig_wins_over_the_environment(plain_server: str
 @pytest.fixture
 def mutual_server(pki: dict[str, Path]) -> Iterator[str]:
     """An HTTPS server that asks for a client certificate the "kube" CA signed."""
-    with _serve(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "https",
+    with serve_http(ThreadingHTTPServer(("127.0.0.1", 0), _Group), "https",
                 _tls_server(pki["crt"], pki["key"], client_ca=pki["kube"])) as url:
         yield url
 

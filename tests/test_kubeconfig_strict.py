@@ -11,13 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import serve_http
 from kubeapi import KubeAPI
 
 from mcsdns.kube.client import Client
@@ -172,12 +172,9 @@ class _Headers(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def headers_server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Headers)
     _Headers.seen = []
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    yield f"127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_http(ThreadingHTTPServer(("127.0.0.1", 0), _Headers)) as url:
+        yield url.removeprefix("http://")
 
 
 def test_impersonation_is_sent_as_client_go_sends_it(headers_server: str, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 from controller_env import Cluster, eventually, run_controller, shop
+from helpers import serve_http
 from test_controller_members import mount
 
 from mcsdns.controller.membersdir import MembersDir
@@ -48,12 +48,9 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def recorder() -> Iterator[str]:
     """An API server of the attacker's: its URL; `_Recorder.seen` the credentials sent to it."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     _Recorder.seen = []
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_http(ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)) as url:
+        yield url
 
 
 def kubeconfig(server: str, user: dict[str, Any], cluster: dict[str, Any] | None = None) -> bytes:
