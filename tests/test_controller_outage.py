@@ -38,7 +38,7 @@ def setup(mode: str, headless: bool = False) -> tuple[Reconciler, Clock, list[Fa
     export_service(views[2], *KEY, headless=headless)
     clock = Clock()
     rec = Reconciler(views, mode, Allocator(["10.99.0.0/16"]) if mode == CIDR else None, TTL, clock=clock,
-                     workers=1, import_grace=GRACE)
+                     import_grace=GRACE)
     rec.reconcile(KEY)
     return rec, clock, views
 
@@ -107,7 +107,7 @@ def test_a_grace_under_the_ttl_is_the_ttl() -> None:
     views = [member("a", "east"), member("c", "north")]
     export_service(views[1], *KEY)
     clock = Clock()
-    rec = Reconciler(views, DERIVED, None, TTL, clock=clock, workers=1, import_grace=0.0)
+    rec = Reconciler(views, DERIVED, None, TTL, clock=clock, import_grace=0.0)
     rec.reconcile(KEY)
     lose(views[1], clock, TTL - 1)
     rec.reconcile(KEY)
@@ -194,7 +194,7 @@ def restarted(views: list[FakeView], clock: Clock) -> Reconciler:
     """A new controller (cidr mode) over a, b as they are and c unread; the gate open past the TTL."""
     c = Unread(member("c", "north").member)
     c.reachable, clock.now = False, TTL + 1
-    rec = Reconciler([*views[:2], c], CIDR, Allocator(["10.99.0.0/16"]), TTL, clock=clock, workers=1,
+    rec = Reconciler([*views[:2], c], CIDR, Allocator(["10.99.0.0/16"]), TTL, clock=clock,
                      import_grace=GRACE)
     rec.adopt()
     return rec
@@ -221,7 +221,7 @@ def test_a_restart_does_not_hold_an_import_a_read_member_stopped_exporting() -> 
     views = [member("a", "east"), member("b", "west"), member("c", "north")]
     export_service(views[0], *KEY)
     clock = Clock()
-    Reconciler(views, CIDR, Allocator(["10.99.0.0/16"]), TTL, clock=clock, workers=1).reconcile(KEY)
+    Reconciler(views, CIDR, Allocator(["10.99.0.0/16"]), TTL, clock=clock).reconcile(KEY)
     a, b = views[:2]
     assert ips(b)
     del a.caches["serviceexports"][KEY]  # un-exported while no controller ran

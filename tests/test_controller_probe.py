@@ -238,7 +238,7 @@ def test_a_member_found_unreachable_mid_reconcile_gets_no_more_of_its_writes() -
         raise Unreachable("b: read timed out after 10 s")
 
     b.member.request = slice_times_out  # type: ignore[method-assign]
-    r = Reconciler([a, b, c], DERIVED, None, 30.0, clock=lambda: 0.0, workers=1).reconcile(("shop", "web"))
+    r = Reconciler([a, b, c], DERIVED, None, 30.0, clock=lambda: 0.0).reconcile(("shop", "web"))
     assert r.retry and [w for w in b.member.writes if w[1] == "endpointslices"] == [
         ("timed out", "endpointslices", "")]
     for v in (a, c):  # each imports both exporters' slices

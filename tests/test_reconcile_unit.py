@@ -16,7 +16,7 @@ KEY = ("shop", "web")
 
 def reconciler(views: Sequence[FakeView], mode: str = DERIVED) -> Reconciler:
     return Reconciler(views, mode, Allocator(["10.99.0.0/16"]) if mode == CIDR else None, 30.0,
-                      clock=lambda: 0.0, workers=1)
+                      clock=lambda: 0.0)
 
 
 def pair() -> tuple[FakeView, FakeView]:

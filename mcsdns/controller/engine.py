@@ -28,6 +28,7 @@ class Result:
     wait: float = 0.0  # the longest Retry-After a failed write's answer asked for (capped)
     writes: int = 0
     failed_in: dict[str, list[str]] = field(default_factory=dict)  # member name -> its part of `failed`
+    changed: bool = False  # a member's failures differ from its last reconcile's (`reconcile_in`)
 
     def fail(self, member: str, why: str) -> None:
         """A reason the service is not imported everywhere, in `member`."""

@@ -1,7 +1,9 @@
-"""The controller's run loop: member caches -> work queue -> reconcile workers.
+"""The controller's run loop: member caches -> a work queue per member -> its workers.
 
-Events from every member's caches become (namespace, name) keys in one
-de-duplicating queue; worker threads reconcile one key at a time each. The
+Events from every member's caches become (namespace, name) keys, queued in every
+member's de-duplicating queue (`memberqueues`); each member's workers reconcile one key
+at a time each, writing only into their member, so a slow or hung member holds up only
+its own writes (an export's status follows when another member's failures change). The
 loop opens the gate to writing once every member is synced (or its Endpoint
 TTL has run out), follows leader election, re-queues every key on `resync`
 and when a member comes back, re-queues a lost member's keys when its TTL
@@ -26,8 +28,8 @@ from .events import LEASE, NORMAL, WARNING, Recorder
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
+from .memberqueues import MemberQueues
 from .probe import UNREACHABLE_AFTER
-from .queue import WorkQueue
 from .reconcile import CIDR, Reconciler
 
 log = logging.getLogger("mcsdns.controller")
@@ -36,11 +38,12 @@ TICK = 0.1  # seconds between two looks at leases, TTLs and resyncs
 
 
 class Manager:
-    """The controller's run loop: member caches → one work queue → reconcile workers.
+    """The controller's run loop: member caches → a work queue per member → its workers.
 
     Invariants: nothing is written before every member has synced (or its Endpoint TTL
-    ran out) and while this replica does not lead; each key is reconciled by one worker
-    at a time; `ready` is set after the first full pass, or at once on a healthy follower.
+    ran out) and while this replica does not lead; each key is reconciled in a member by
+    one worker at a time, and a member's writes wait only for that member; `ready` is set
+    after the first full pass, or at once on a healthy follower.
     """
 
     def __init__(self, members: list[Member], mode: str, cidrs: list[str], ttl: float, resync: float,
@@ -49,7 +52,7 @@ class Manager:
                  clock: Callable[[], float] = time.monotonic, import_grace: float = 0.0,
                  unreachable_after: float = UNREACHABLE_AFTER) -> None:
         self.stop = threading.Event()
-        self.queue = WorkQueue()
+        self.queue = MemberQueues()
         self.clock = clock
         self.watch_timeout = watch_timeout
         self.unreachable_after = unreachable_after
@@ -57,7 +60,7 @@ class Manager:
         self.pending: dict[str, MemberCaches] = {}  # joining members, until their caches sync
         self.tick: Callable[[], None] = lambda: None
         self.rec = Reconciler(self.caches, mode, Allocator(cidrs) if mode == CIDR else None, ttl, clock,
-                              workers, import_grace)
+                              import_grace)
         self.rec.events = Recorder()
         self.ttl, self.resync, self.nworkers = ttl, resync, workers
         self.elector, self.member_leases = elector, member_leases
@@ -121,9 +124,14 @@ class Manager:
                     log.info("cluster %s: last reached %.1fs ago (its Lease)", mc.member.name,
                              self.clock() - seen)
         for mc in self.caches:
+            self._workers(mc.member.name)
             mc.start()
+
+    def _workers(self, name: str) -> None:
+        """Member `name`'s queue and its workers (--concurrent-reconciles of them)."""
+        self.queue.open(name)
         for i in range(self.nworkers):
-            t = threading.Thread(target=self._work, daemon=True, name=f"reconcile-{i}")
+            t = threading.Thread(target=self._work, args=(name,), daemon=True, name=f"reconcile-{name}-{i}")
             t.start()
             self.threads.append(t)
 
@@ -163,28 +171,36 @@ class Manager:
                          self.rec.grace - (now - mc.last_ok))
 
     # --- workers ------------------------------------------------------------------------
-    def _work(self) -> None:
-        while not self.stop.is_set():
+    def _work(self, name: str) -> None:
+        """A worker of member `name`: its keys, written into it alone, until it leaves."""
+        q = self.queue.open(name)
+        while not self.stop.is_set() and not q.closed:
             if not self.active.wait(0.5):
                 continue
-            key = self.queue.get(timeout=0.5)
+            key = q.get(timeout=0.5)
             if key is None:
                 continue
             try:
-                r = self.rec.reconcile(key)
+                mc = next((c for c in self.caches if c.member.name == name), None)
+                if mc is None:
+                    continue
+                r = self.rec.reconcile_in(mc, key)
             except Exception:
-                log.exception("reconcile %s/%s failed", *key)
+                log.exception("cluster %s: reconcile %s/%s failed", name, *key)
                 self.results["error"] += 1
-                self.queue.retry(key)
+                q.retry(key)
             else:
+                if r.changed:  # the other members' exports of it name this one's failures
+                    self.queue.add_to((c.member.name for c in self.caches
+                                       if c is not mc and c.export(key) is not None), key)
                 if r.retry:
                     self.results["retry"] += 1
-                    self.queue.retry(key, r.wait)
+                    q.retry(key, r.wait)
                 else:
                     self.results["ok"] += 1
-                    self.queue.forget(key)
+                    q.forget(key)
             finally:
-                self.queue.done(key)
+                q.done(key)
 
     # --- the loop -----------------------------------------------------------------------
     def leading(self) -> bool:
@@ -277,7 +293,7 @@ class Manager:
         self.active.set()
         while self.clock() < deadline:
             if self.queue.idle():
-                return not self.queue.failures
+                return not self.queue.failing()
             self.stop.wait(TICK)
         return False
 
@@ -320,6 +336,9 @@ class Manager:
                 _halt(mc)
                 continue
             self._set_caches([*others, mc])
+            if old is None:
+                self.threads = [t for t in self.threads if t.is_alive()]
+                self._workers(name)
             keys = self.rec.all_keys() | (old.keys() if old is not None else set())
             if old is not None:
                 self._drop(old)
@@ -337,6 +356,8 @@ class Manager:
         if mc is None:
             return
         self._set_caches([c for c in self.caches if c is not mc])
+        self.queue.drop(name)
+        self.rec.forget_member(name)
         keys = mc.keys()
         self._drop(mc)
         self.expired.discard(name)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from ..flags import CIDR, DERIVED
 from ..kube.keys import Key
@@ -37,6 +38,17 @@ log = logging.getLogger("mcsdns.controller")
 Exports = list[tuple[MemberView, ExportState]]
 
 
+@dataclass(frozen=True)
+class Plan:
+    """One key's desired state, read once per reconcile: the exports, their merge, whether
+    the import is held (`outage`), and the strategy's ClusterSetIPs."""
+
+    exports: Exports
+    merged: Merged | None
+    hold: bool
+    ips: IPs | None
+
+
 class Reconciler:
     """Brings one service key to its desired state in every reachable member.
 
@@ -47,17 +59,17 @@ class Reconciler:
     """
 
     def __init__(self, members: Sequence[MemberView], mode: str, allocator: Allocator | None,
-                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic, workers: int = 16,
+                 endpoint_ttl: float, clock: Callable[[], float] = time.monotonic,
                  import_grace: float = 0.0) -> None:
         self.members = members
-        self.pool = ThreadPoolExecutor(max_workers=max(1, workers) * max(1, len(members)),
-                                       thread_name_prefix="member-write")
         self.strategy = strategy(mode, allocator)
         self.ttl = endpoint_ttl
         self.grace = import_grace
         self.clock = clock
         self.unserved: dict[Key, dict[str, list[PortSpec]]] = {}  # key -> member name -> ports
         self.unserved_lock = threading.Lock()
+        self.outcomes: dict[Key, dict[str, tuple[str, ...]]] = {}  # key -> member -> its failures
+        self.outcome_lock = threading.Lock()
         self.events: Recorder | None = None  # Events on ServiceExports (set by the Manager)
         self.writers: Writers | None = None  # our identity and the other writers (set by the cli)
 
@@ -115,27 +127,85 @@ class Reconciler:
                 ex.serving = serving_ports(merged.ports, ex.export.ports)
         return exports, merged
 
-    def reconcile(self, key: Key) -> Result:
-        """Bring one service to its desired state in every reachable member."""
+    def plan(self, key: Key) -> Plan:
+        """What every member should hold of `key`, from the caches now."""
         exports, merged = self.exports(key)
         self._note_unserved(key, exports, merged)
         hold = merged is None and held(self.members, key, self.clock, self.grace)
         ips = None if hold else self.strategy.for_key(key, merged)  # held: its ClusterSetIP kept
-        sync = self._hold_member if hold else self._sync_member
-        r = Result()
+        return Plan(exports, merged, hold, ips)
+
+    def reconcile(self, key: Key) -> Result:
+        """One service in every reachable member (in parallel), then each export's status."""
+        p, r = self.plan(key), Result()
         targets = [mc for mc in self.members if mc.synced and mc.reachable]
-        targets = [mc for mc in targets if not self._yields(mc, key, exports, r)]
-        if len(targets) > 1:  # members in parallel
-            list(self.pool.map(lambda mc: sync(mc, key, merged, exports, ips, r), targets))
+        targets = [mc for mc in targets if not self._yields(mc, key, p.exports, r)]
+        if len(targets) > 1:
+            with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="member-write") as pool:
+                list(pool.map(lambda mc: self._write(mc, key, p, r), targets))
         else:
             for mc in targets:
-                sync(mc, key, merged, exports, ips, r)
-        for mc, ex in exports:
-            if mc in targets:
-                SERVICE_EXPORT.sync(Engine(mc, key, r, self.writers), ex, merged)
-                if self.events is not None:
-                    self.events.export(mc.member, ex.obj, mc.export(key), r.failed_in.get(mc.member.name, []))
+                self._write(mc, key, p, r)
+        for mc in self.members:
+            self._outcome(key, mc.member.name, r.failed_in.get(mc.member.name, []) if mc in targets else [])
+        for mc in targets:
+            self._report(mc, key, p, r)
         return r
+
+    def reconcile_in(self, mc: MemberView, key: Key) -> Result:
+        """One service in one member: its writes, then its exports' status, which names every
+        member's last failures; `changed` when this member's failures changed (the other
+        members' statuses follow: the caller queues the key for them)."""
+        p, r, name = self.plan(key), Result(), mc.member.name
+        if not mc.synced or not mc.reachable or self._yields(mc, key, p.exports, r):
+            r.changed = self._outcome(key, name, [])
+            return r
+        self._write(mc, key, p, r)
+        r.changed = self._outcome(key, name, r.failed_in.get(name, []))
+        self._report(mc, key, p, r)
+        return r
+
+    # --- failures by member, for the exports' status -------------------------------
+    def _outcome(self, key: Key, name: str, failed: list[str]) -> bool:
+        """Record member `name`'s failures for `key`; whether they changed."""
+        now = tuple(sorted(set(failed)))
+        with self.outcome_lock:
+            by_member = self.outcomes.get(key, {})
+            if by_member.get(name, ()) == now:
+                return False
+            if now:
+                self.outcomes.setdefault(key, {})[name] = now
+            else:
+                by_member.pop(name, None)
+                if not by_member:
+                    self.outcomes.pop(key, None)
+            return True
+
+    def failures(self, key: Key) -> list[str]:
+        """Every current member's last failures for `key`."""
+        names = {mc.member.name for mc in self.members}
+        with self.outcome_lock:
+            by_member = dict(self.outcomes.get(key, {}))
+        return [why for name, whys in sorted(by_member.items()) if name in names for why in whys]
+
+    def forget_member(self, name: str) -> None:
+        """A member left: its failures no longer count."""
+        with self.outcome_lock:
+            for key in list(self.outcomes):
+                self.outcomes[key].pop(name, None)
+                if not self.outcomes[key]:
+                    del self.outcomes[key]
+
+    def _report(self, mc: MemberView, key: Key, p: Plan, r: Result) -> None:
+        """`mc`'s export of `key` gets its status (every member's failures) and its Events."""
+        for emc, ex in p.exports:
+            if emc is not mc:
+                continue
+            rs = Result(failed=self.failures(key))
+            SERVICE_EXPORT.sync(Engine(mc, key, rs, self.writers), ex, p.merged)
+            r.writes, r.retry, r.wait = r.writes + rs.writes, r.retry or rs.retry, max(r.wait, rs.wait)
+            if self.events is not None:
+                self.events.export(mc.member, ex.obj, mc.export(key), r.failed_in.get(mc.member.name, []))
 
     def _note_unserved(self, key: Key, exports: Exports, m: Merged | None) -> None:
         """Keep the count of each member's unserved ports; log when they change."""
@@ -177,25 +247,23 @@ class Reconciler:
         r.retry, r.wait = True, max(r.wait, self.writers.wait(other) + 1.0)
         return True
 
-    def _sync_member(self, mc: MemberView, key: Key, merged: Merged | None, exports: Exports,
-                     ips: IPs | None, r: Result) -> None:
-        """Each kind in order (a step may stop the rest); or, when nothing of the service
-        belongs here, each kind's objects of ours deleted."""
+    def _write(self, mc: MemberView, key: Key, p: Plan, r: Result) -> None:
+        """Each kind in order (a step may stop the rest); when nothing of the service belongs
+        here, each kind's objects of ours deleted; a held import (`outage`) keeps its
+        ServiceImport and derived Service, its slices go."""
         eng = Engine(mc, key, r, self.writers)
-        if merged is None or not mc.has_namespace(key[0]):
+        if p.hold:
+            ENDPOINT_SLICES.remove(eng)
+            return
+        if p.merged is None or not mc.has_namespace(key[0]):
             for remove in MEMBER_REMOVAL:
                 remove(eng)
             return
-        t = Target(merged, [ex for _, ex in exports], ips)
+        t = Target(p.merged, [ex for _, ex in p.exports], p.ips)
         self.strategy.plan(mc, key, t)
         for step in MEMBER_SYNC:
             if not step(eng, t):
                 return
-
-    def _hold_member(self, mc: MemberView, key: Key, merged: Merged | None, exports: Exports,
-                     ips: IPs | None, r: Result) -> None:
-        """A held import (`outage`): our slices go, the import and its derived Service stay."""
-        ENDPOINT_SLICES.remove(Engine(mc, key, r))
 
 
 __all__ = ["Reconciler", "DERIVED", "CIDR"]
