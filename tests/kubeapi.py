@@ -320,6 +320,9 @@ class KubeAPI:
         if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
             with self.cond:
                 return 201, self.rbac.review(body, user)
+        if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]:
+            with self.cond:
+                return 201, self.rbac.review_for(body, user)
         route = self.catalog.route(parts)
         if route is None:
             if method != "GET":
