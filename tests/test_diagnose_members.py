@@ -74,7 +74,8 @@ def test_the_lease_cluster_alone_sees_an_export_imported_nowhere(clusters3: list
         assert perms["b"].endswith("checked for the controller's own credential for this member"), perms
 
 
-def test_a_slice_from_no_member_fails_only_with_every_member(clusters3: list[Cluster], tmp_path: Path) -> None:
+def test_a_slice_from_no_member_fails_only_with_every_member(clusters3: list[Cluster],
+                                                            tmp_path: Path) -> None:
     a, b, c = clusters3
     shop(a, clusters3, db=False)
     installed(a, b, c)

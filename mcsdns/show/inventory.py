@@ -92,7 +92,7 @@ def _member(name: str, c: Client, probed: tuple[bool, str], s: Snapshot | None,
             cred: Result | None) -> Member:
     m = Member(name, c.host, probed[0] and s is not None and s.error is None, probed[1])
     if cred is not None:
-        m.credential, m.credential_due = cred.message.split(":")[0], cred.status != checks.OK
+        m.credential, m.credential_due = cred.message.split(": ")[0], cred.status != checks.OK
     if s is None:
         return m
     if s.error is not None:

@@ -12,7 +12,7 @@ from .inventory import Inventory, Member, Service
 
 def _short(message: str) -> str:
     """A verdict's first clause: `Conflict=True (PortConflict)`, `active`, `not active`."""
-    return message.split(":")[0].strip()
+    return message.split(": ")[0].strip()
 
 
 def _table(head: Sequence[str], rows: list[list[str]]) -> list[str]:
