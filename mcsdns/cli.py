@@ -1,5 +1,5 @@
-"""Command line: `mcsdns serve` and `mcsdns records` here; `controller` and `diagnose` from
-cli_controller and cli_diagnose (their packages are imported only when they run)."""
+"""Command line: `mcsdns serve` and `mcsdns records` here; `controller`, `diagnose` and `show`
+from cli_controller, cli_diagnose and cli_show (their packages are imported only when they run)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from .app import Config
 from .cli_controller import add_parser as add_controller
 from .cli_diagnose import add_parser as add_diagnose
 from .cli_join import add_parsers as add_join
+from .cli_show import add_parser as add_show
 from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for the first sync, then exit 1 (default 30)")
     add_controller(sub)
     add_diagnose(sub)
+    add_show(sub)
     add_join(sub)
     return p
 

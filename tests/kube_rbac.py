@@ -5,7 +5,8 @@ gone (or was made again: another uid), else authorized as kube-apiserver's RBAC 
 does, by the rules of the ClusterRoles and Roles bound to it (ClusterRoleBindings
 cluster-wide, RoleBindings in their namespace; apiGroups, resources[/subresource], verbs,
 resourceNames, "*"). Refusals are kube-apiserver's 403 `Status`; SelfSubjectAccessReviews
-are answered by the same rules."""
+are answered by the same rules, and SubjectAccessReviews (create subjectaccessreviews, as
+any request) about a ServiceAccount user by its bindings."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from kube_resources import Resource, is_watch
 from kube_status import HTTPError, Obj
 
 _VERB = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+SUBJECT_ACCESS_REVIEWS = Resource("subjectaccessreviews", "SubjectAccessReview", "authorization.k8s.io",
+                                  ("v1",), namespaced=False, status=False, generation="")
 Lookup = Callable[[str], list[Obj]]  # kind -> its stored objects
 
 
@@ -99,6 +102,15 @@ class RBAC:
                       f'User "{who}" cannot {verb} resource "{res}" in API group "{r.group}" {scope}')
         e.body["details"] = {"group": r.group, "kind": r.plural, **({"name": name} if name else {})}
         raise e
+
+    def review_for(self, body: Any, user: str | None = None) -> Obj:
+        """A SubjectAccessReview by `user` (None: the admin) about its `spec.user`."""
+        self.authorize("POST", SUBJECT_ACCESS_REVIEWS, None, None, None, {}, user)
+        spec = (body or {}).get("spec") if isinstance(body, dict) else None
+        subject = str((spec or {}).get("user") or "")
+        if not subject.startswith("system:serviceaccount:") or subject.count(":") != 3:
+            raise HTTPError(422, "Invalid", "spec.user: a ServiceAccount user is all this server answers for")
+        return dict(self.review(body, subject), kind="SubjectAccessReview")
 
     def review(self, body: Any, user: str | None = None) -> Obj:
         """A SelfSubjectAccessReview, answered by the rules `authorize` enforces."""

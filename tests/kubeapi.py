@@ -19,7 +19,7 @@ against a real one by tests/realk8s_probe.py and tests/test_real_parity.py; the 
 left are listed in docs/testing.md).
 
 Served API (what is served is configurable):
-- discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/G`, `/apis/G/V`
+- `/readyz` (always ready); discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/G`, `/apis/G/V`
   (APIResourceList with `<plural>` and `<plural>/status`). `KubeAPI(groups={G: (V, ...)})`
   overrides the versions served for a group (first = preferred; `()` = group absent).
   `register(Resource(...))` adds any resource type; defaults are in `RESOURCES`.
@@ -313,6 +313,8 @@ class KubeAPI:
             if self._fail:
                 raise HTTPError(*self._fail.pop(0))
             user = self.rbac.authenticate(auth.removeprefix("Bearer ").strip(), self.tokens.issued)
+        if method == "GET" and parts == ["readyz"]:
+            return 200, "ok"  # kube-apiserver's readiness (text there, a JSON string here)
         if method == "GET":
             d = self.catalog.discovery(parts)
             if d is not None:
@@ -320,6 +322,9 @@ class KubeAPI:
         if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
             with self.cond:
                 return 201, self.rbac.review(body, user)
+        if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]:
+            with self.cond:
+                return 201, self.rbac.review_for(body, user)
         route = self.catalog.route(parts)
         if route is None:
             if method != "GET":

@@ -28,13 +28,18 @@ class Membership:
         self.allow_exec = allow_exec  # --members-allow-exec
         self.refused: dict[str, str] = {}  # member -> the field its file was refused for
 
-    def member(self, name: str) -> Member | None:
-        """Member `name` connected from its file; None (logged) when it cannot be loaded."""
+    def load(self, name: str) -> Member:
+        """Member `name` connected from its file; ConfigError when it cannot be loaded."""
         path = self.dir.file(name)
         m = Member(name=name, kubeconfig=path, origin=f"--members-dir {path}", member_file=True,
                    allow_exec=self.allow_exec)
+        m.connect(pool=self.pool)
+        return m
+
+    def member(self, name: str) -> Member | None:
+        """Member `name` connected from its file; None (logged) when it cannot be loaded."""
         try:
-            m.connect(pool=self.pool)
+            m = self.load(name)
         except ConfigError as e:
             field = e.__cause__.refused if isinstance(e.__cause__, KubeconfigError) else ""
             if field:

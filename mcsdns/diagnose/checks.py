@@ -44,10 +44,12 @@ def cluster_checks(s: Snapshot, role: str, fix: str = "bind the ClusterRole of d
     skipped = f"; skipped the checks that need {', '.join(refused)}" if refused else ""
     if s.missing:
         yield Result(FAIL, "permissions", s.name, "",
-                     f"this identity lacks {len(s.missing)} of the {s.checked} permissions {role} needs: "
-                     f"{', '.join(s.missing)}; {fix}{skipped}")
+                     f"{s.subject.text()} lacks {len(s.missing)} of the {s.checked} permissions {role} "
+                     f"needs: {', '.join(s.missing)}; {fix}{skipped}"
+                     + ("" if s.subject.account else f" (checked for {s.subject.about()})"))
     elif s.checked:
-        yield Result(OK, "permissions", s.name, "", f"all {s.checked} permissions {role} needs")
+        yield Result(OK, "permissions", s.name, "", f"all {s.checked} permissions {role} needs, checked for "
+                     f"{s.subject.about()}")
     yield from _reads(s, role, refused)
     if not s.mcs_versions:
         yield Result(FAIL, "crds", s.name, "", "multicluster.x-k8s.io is not served: install the "
@@ -281,8 +283,9 @@ def name_checks(snaps: list[Snapshot], key: Key, zone: bytes) -> Iterator[Result
                          "clients need every endpoint")
 
 
-def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:
-    """Imported slices whose source cluster no longer exports the service (or is no member)."""
+def stale_slices(snaps: list[Snapshot], only: Key | None, complete: bool = False) -> Iterator[Result]:
+    """Imported slices whose source cluster no longer exports the service, or (when `snaps`
+    are every member: `complete`) is no member; a subset named by hand is not the clusterset."""
     ids = {s.cluster_id for s in snaps if s.cluster_id}
     for s in snaps:
         if not s.mcs_versions or not s.read("endpointslices", "serviceimports"):
@@ -302,6 +305,7 @@ def stale_slices(snaps: list[Snapshot], only: Key | None) -> Iterator[Result]:
                 yield Result(FAIL, "stale-slices", s.name, f"{key[0]}/{key[1]}",
                              f"EndpointSlice {name} from {src or '?'} is left over: its cluster no longer "
                              "exports the service; the controller removes it when it runs (or delete it)")
-            elif len(snaps) > 1 and src not in ids:
+            elif complete and src not in ids:
                 yield Result(FAIL, "stale-slices", s.name, f"{key[0]}/{key[1]}",
-                             f"EndpointSlice {name} comes from {src}, which is not a member given here")
+                             f"EndpointSlice {name} comes from {src}, which is no member of the clusterset "
+                             "(its members Secret or directory): the controller removes it when it runs")

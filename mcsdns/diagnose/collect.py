@@ -1,10 +1,10 @@
-"""Read one cluster for `mcsdns diagnose`: reachability, the identity's permissions
-(SelfSubjectAccessReview), served API versions, the cluster ID and the MCS objects; then,
+"""Read one cluster for `mcsdns diagnose`: reachability, the permissions of the
+identity that runs the component (`identity`), served API versions, the cluster ID and the MCS objects; then,
 beyond the role checked (mcsdns.kube.permissions.DIAGNOSE), the controller's Leases and
 pods, the CoreDNS / NodeLocal DNSCache ConfigMaps and (best effort) WriterConflict Events.
 What could not be read is named in `unread` (`unread_kinds`: the collections), so the
 checks that need it are skipped.
-Only GET/LIST requests, and SelfSubjectAccessReview creates (which change nothing)."""
+Only GET/LIST requests, and access review creates (which change nothing)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from ..kube.keys import Key, key_of
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED
 from ..kube.permissions import Rule, show
 from ..kube.resources import (
-    ACCESS_REVIEWS,
     CONFIG_MAPS,
     ENDPOINT_SLICES,
     EVENTS,
@@ -31,6 +30,7 @@ from ..kube.resources import (
     SERVICE_IMPORTS,
     SERVICES,
 )
+from .identity import Account, Reviewer, Subject, choose
 
 Obj = dict[str, Any]
 
@@ -48,6 +48,7 @@ class Snapshot:
     error: str | None = None
     version: str = ""
     checked: int = 0  # permissions asked about
+    subject: Subject = Subject(None, "")  # whose
     missing: list[str] = field(default_factory=list)  # permissions the identity lacks
     missing_rules: set[tuple[str, str]] = field(default_factory=set)  # (resource, verb) of those
     mcs_versions: list[str] = field(default_factory=list)
@@ -88,34 +89,26 @@ def why(e: Exception) -> str:
     return m.group(0).removeprefix("Failed to establish a new connection: ") if m else text
 
 
-def allowed(c: Client, group: str, resource: str, verb: str) -> bool:
-    """SelfSubjectAccessReview: may this kubeconfig's identity do `verb` on `resource`?"""
-    res, _, sub = resource.partition("/")
-    attrs = {"group": group, "resource": res, "verb": verb}
-    if sub:
-        attrs["subresource"] = sub
-    review = {"apiVersion": ACCESS_REVIEWS.api_version(), "kind": ACCESS_REVIEWS.kind,
-              "spec": {"resourceAttributes": attrs}}
-    out = c.request("POST", ACCESS_REVIEWS.path(), body=review)
-    return bool((out.get("status") or {}).get("allowed"))
-
-
-def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
-    """Everything the checks look at in cluster `name`, read through `c`."""
+def collect(name: str, c: Client, needs: tuple[Rule, ...], accounts: tuple[Account, ...] = (),
+            given: Account | None = None) -> Snapshot:
+    """Everything the checks look at in cluster `name`, read through `c`; the permissions
+    `needs` of the identity `identity.choose` picks from `accounts` and `given`."""
     snap = Snapshot(name, role_kinds={resource.split("/")[0] for _, resource, _ in needs})
     try:
         snap.version = str(c.get("/version").get("gitVersion") or "")
     except ApiError as e:
         snap.error = f"{c.host}: {why(e)}"
         return snap
+    reviewer = Reviewer(c, choose(c, accounts, given) if needs else Subject(None, ""))
     for group, resource, verbs in needs:
         for verb in verbs:
             snap.checked += 1
             try:
-                ok = allowed(c, group, resource, verb)
+                ok = reviewer.allowed(group, resource, verb)
             except ApiError as e:
-                snap.unread.append(f"SelfSubjectAccessReview: {why(e)}")
+                snap.unread.append(f"{reviewer.subject.text()}'s access review: {why(e)}")
                 return snap
+            snap.subject = reviewer.subject
             if not ok:
                 snap.missing.append(show(group, resource, verb))
                 snap.missing_rules.add((resource, verb))

@@ -1,8 +1,10 @@
-"""Is a controller running? Checked when any member exports something: a controller keeps
-its Leases fresh (leader election `mcsdns-controller`, and `mcsdns-member-<name>` per
-member: mcsdns.controller.lease) in its Lease namespace, and in the cluster running it
-its pods (deploy/'s labels) are Running and Ready. Exports with neither: FAIL, since
-nothing will bring their imports up to date (their conditions may be old)."""
+"""Is a controller running? Checked when any member exports something. A running controller
+holds its leader Lease (`mcsdns-controller` of `--leader-elect`: mcsdns.controller.lease)
+and keeps it fresh: a holder is named and renewTime + leaseDurationSeconds is not past. The
+member Leases (`mcsdns-member-<name>`, the Endpoint TTL clock) outlive the controller and
+never count. A released Lease (no holder: a clean stop, no other replica took it) and an
+expired one are "not running"; so are deploy/'s controller pods when none is Running and
+Ready. A controller without `--leader-elect` holds no Lease: only its pods can tell."""
 
 from __future__ import annotations
 
@@ -15,28 +17,43 @@ from ..kube.permissions import needed
 from .checks import FAIL, OK, WARN, Obj, Result
 from .collect import LEASE_NAMESPACES, Snapshot
 
-ELECTION = "mcsdns-controller"  # the controller's default --lease-name
-SLACK = 30.0  # seconds a renewal may be late (clocks, a busy controller)
+ELECTION = "mcsdns-controller"  # the controller's default --lease-name (cli_controller)
+
+
+def _spec(lease: Obj) -> Obj:
+    spec = lease.get("spec")
+    return spec if isinstance(spec, dict) else {}
 
 
 def _renewed(lease: Obj) -> float | None:
     """Unix time of the Lease's renewTime."""
-    ts = str((lease.get("spec") or {}).get("renewTime") or "")
+    ts = str(_spec(lease).get("renewTime") or "")
     try:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
 
 
-def _fresh(lease: Obj, now: float) -> bool:
-    t = _renewed(lease)
-    duration = float((lease.get("spec") or {}).get("leaseDurationSeconds") or 15)
-    return t is not None and now - t <= max(SLACK, 2 * duration)
+def _expires(lease: Obj) -> float | None:
+    """Unix time the holder's claim ends: renewTime + leaseDurationSeconds."""
+    t, d = _renewed(lease), _spec(lease).get("leaseDurationSeconds")
+    if t is None or isinstance(d, bool) or not isinstance(d, int | float):
+        return None
+    return t + float(d)
 
 
-def _ours(lease: Obj) -> bool:
-    name = str((lease.get("metadata") or {}).get("name") or "")
-    return name == ELECTION or name.startswith(MemberLeases.PREFIX)
+def _holder(lease: Obj) -> str:
+    return str(_spec(lease).get("holderIdentity") or "")
+
+
+def _held(lease: Obj, now: float) -> bool:
+    """Held and fresh: a holder, and its claim not past."""
+    end = _expires(lease)
+    return bool(_holder(lease)) and end is not None and now <= end
+
+
+def _name(lease: Obj) -> str:
+    return str((lease.get("metadata") or {}).get("name") or "")
 
 
 def _running(pod: Obj) -> bool:
@@ -53,12 +70,27 @@ def _pod_text(pod: Obj) -> str:
     return f"{(pod.get('metadata') or {}).get('name')} {why or status.get('phase') or 'Unknown'}"
 
 
+def _ago(t: float | None, now: float) -> str:
+    return f"{now - t:.0f}s ago" if t is not None else "never"
+
+
 def _lease_text(lease: Obj, now: float) -> str:
-    meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
-    t = _renewed(lease)
-    age = f"{now - t:.0f}s ago" if t is not None else "never"
-    holder = spec.get("holderIdentity") or "-"
-    return f"Lease {meta.get('namespace')}/{meta.get('name')} renewed {age} by {holder}"
+    meta = lease.get("metadata") or {}
+    where = f"Lease {meta.get('namespace')}/{meta.get('name')}"
+    holder, t, end = _holder(lease), _renewed(lease), _expires(lease)
+    if not holder:
+        return f"{where} released {_ago(t, now)} (no holder: the controller stopped and no replica took it)"
+    if end is not None and now <= end:
+        return f"{where} held by {holder}, renewed {_ago(t, now)} (expires in {end - now:.0f}s)"
+    past = f"expired {now - end:.0f}s ago" if end is not None else "no valid renewTime"
+    return f"{where} held by {holder}, renewed {_ago(t, now)}: {past}"
+
+
+def _fresh_member(live: list[Snapshot], now: float) -> tuple[Snapshot, Obj] | None:
+    """The last renewed member Lease still within its TTL, if any."""
+    found = [(s, ls) for s in live for ls in s.leases
+             if _name(ls).startswith(MemberLeases.PREFIX) and _held(ls, now)]
+    return max(found, key=lambda x: _renewed(x[1]) or 0.0, default=None)
 
 
 def controller_checks(snaps: list[Snapshot], clusterset: bool, now: float | None = None) -> Iterator[Result]:
@@ -67,35 +99,41 @@ def controller_checks(snaps: list[Snapshot], clusterset: bool, now: float | None
     if not any(s.exports for s in live):
         return
     now = time.time() if now is None else now
-    leases = sorted(((s, ls) for s in live for ls in s.leases if _ours(ls)),
-                    key=lambda x: -(_renewed(x[1]) or 0.0))
-    fresh = [(s, ls) for s, ls in leases if _fresh(ls, now)]
+    leases = sorted(((s, ls) for s in live for ls in s.leases if _name(ls) == ELECTION),
+                    key=lambda x: (_held(x[1], now), _renewed(x[1]) or 0.0), reverse=True)
     pods = [(s, p) for s in live for p in s.pods]
-    down = not any(_running(p) for _, p in pods)
+    up = any(_running(p) for _, p in pods)
     pod_line = f"; controller pods: {', '.join(_pod_text(p) for _, p in pods)}" if pods else ""
-    if fresh and not (pods and down):
-        s, lease = fresh[0]
+    if leases and _held(leases[0][1], now) and (up or not pods):
+        s, lease = leases[0]
         yield Result(OK, "controller", s.name, "", f"running: {_lease_text(lease, now)}{pod_line}")
-    elif fresh:
+    elif pods and not up:
         s, _ = pods[0]
-        yield Result(FAIL, "controller", s.name, "", f"no controller pod is running and ready{pod_line}")
+        yield Result(FAIL, "controller", s.name, "", f"not running: no controller pod is running and "
+                     f"ready{pod_line}")
     elif leases:
         s, lease = leases[0]
-        yield Result(FAIL, "controller", s.name, "", "no controller: exports exist but its "
-                     f"{_lease_text(lease, now)} (stale){pod_line}: nothing brings the imports up to date")
-    elif pods and down:
+        yield Result(FAIL, "controller", s.name, "", f"not running: {_lease_text(lease, now)}{pod_line}; "
+                     "nothing brings the imports up to date")
+    elif up:
         s, _ = pods[0]
-        yield Result(FAIL, "controller", s.name, "", f"no controller pod is running and ready{pod_line}")
+        yield Result(OK, "controller", s.name, "", f"running (no leader Lease {ELECTION}: "
+                     f"without --leader-elect only its pods tell){pod_line}")
     elif all("leases" in s.optional_unread for s in live):
         s = live[0]
         yield Result(WARN, "controller", s.name, "", f"cannot read Leases ({s.optional_unread['leases']}): "
                      f"whether a controller runs is not checked (needs {needed('leases')} in "
                      f"{' and '.join(LEASE_NAMESPACES)})")
+    elif clusterset and (fresh := _fresh_member(live, now)) is not None:
+        s, lease = fresh
+        yield Result(WARN, "controller", s.name, "", f"not known: no leader Lease {ELECTION}, and the member "
+                     f"{_lease_text(lease, now)} outlives the controller (its Endpoint TTL): run the "
+                     "controller with --leader-elect so that its Lease tells")
     elif clusterset:
-        yield Result(FAIL, "controller", "", "", "no controller: exports exist but no member has its Leases "
-                     f"({ELECTION}, {MemberLeases.PREFIX}*) in {' or '.join(LEASE_NAMESPACES)}: nothing "
-                     "imports them or keeps their imports up to date")
+        yield Result(FAIL, "controller", "", "", f"not running: exports exist but no member has the leader "
+                     f"Lease {ELECTION} in {' or '.join(LEASE_NAMESPACES)}: nothing imports them or keeps "
+                     "their imports up to date")
     else:
         yield Result(WARN, "controller", live[0].name, "", "no controller Lease in this cluster: they are in "
-                     "the controller's --lease-cluster; diagnose every member with --cluster to see it "
-                     "runs")
+                     "the controller's --lease-cluster; diagnose every member with --cluster (or give "
+                     "--members-secret) to see it runs")

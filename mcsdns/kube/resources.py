@@ -66,4 +66,6 @@ ROLES = Resource("rbac.authorization.k8s.io", "roles", "Role", version="v1")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", version="v1")
 ACCESS_REVIEWS = Resource("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
                           namespaced=False, version="v1")
+SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview",
+                                  namespaced=False, version="v1")
 MCS = {r.plural: r for r in (SERVICE_EXPORTS, SERVICE_IMPORTS)}  # the discovered-version MCS kinds
