@@ -18,7 +18,7 @@ from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define, put_histogram
 from .kinds import ENDPOINT_SLICES
-from .locality import WARNINGS
+from .locality import NAMED, OTHERS
 from .manager import Manager
 from .queue import BOUNDS
 
@@ -72,8 +72,13 @@ EVENTS_DROPPED = define("mcsdns_controller_events_dropped_total", "counter",
                         "(the writer's queue full), error (the API refused it).", (MEMBER, "why"))
 LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
                   "Services that set trafficDistribution but get no locality hints in the member, by why "
-                  "(unlabeled-nodes, too-many-zones, endpoints-without-zone, nodes-unreadable).",
-                  (MEMBER, "reason"))
+                  "(too-many-zones, nodes-unreadable) and service (namespace/name): 1 for each of the first "
+                  f"{NAMED} per member and why, the rest counted under service=\"{OTHERS}\"; absent: none.",
+                  (MEMBER, "reason", "service"))
+UNLABELED_NODES = define("mcsdns_controller_locality_unlabeled_nodes", "gauge",
+                         "The member's Nodes without a topology.kubernetes.io/zone label: each spreads over "
+                         "every cluster (kube-proxy ignores hints there); the others keep their hints.",
+                         (MEMBER,))
 CREDENTIAL_EXPIRES = define("mcsdns_controller_member_credential_expiry_timestamp_seconds", "gauge",
                             "Unix time the member's credential stops working: its JWT token's exp or its "
                             "client certificate's notAfter, the earlier (absent when neither says).",
@@ -92,8 +97,8 @@ WRITER_CONFLICTS = define("mcsdns_controller_writer_conflicts", "gauge",
                           "member, whose objects it leaves to them while they write.", (MEMBER,))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
          EVENTS, EVENTS_DROPPED, WRITES, WRITE_ATTEMPTS, REACHABLE, UNREACHABLE, LAST_CONTACT, LAST_SYNC,
-         UNSERVED, LOCALITY, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED,
-         WRITER_CONFLICTS)
+         UNSERVED, LOCALITY, UNLABELED_NODES, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY,
+         FILE_REFUSED, WRITER_CONFLICTS)
 
 
 def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
@@ -167,10 +172,12 @@ def publish(mgr: Manager, put: Put) -> None:
         for mc in mgr.caches:
             for why in ("rate", "queue", "error"):
                 put(EVENTS_DROPPED, dropped.get((mc.member.name, why), 0), member=mc.member.name, why=why)
-    degraded = ENDPOINT_SLICES.verdicts.degraded()
+    for (member, reason, service), n in sorted(ENDPOINT_SLICES.verdicts.degraded().items()):
+        put(LOCALITY, n, member=member, reason=reason, service=service)
     for mc in mgr.caches:
-        for reason in WARNINGS:
-            put(LOCALITY, degraded.get((mc.member.name, reason), 0), member=mc.member.name, reason=reason)
+        z = mc.zones()
+        if z is not None and z.error is None:
+            put(UNLABELED_NODES, len(z.unlabeled), member=mc.member.name)
     put(LEADER, 1.0 if mgr.leading() else 0.0)
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 
