@@ -17,6 +17,7 @@ from ..kube.expiry import Validity, of_identity
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define, put_histogram
+from .carry import Carry
 from .kinds import ENDPOINT_SLICES
 from .locality import NAMED, OTHERS
 from .manager import Manager
@@ -101,16 +102,6 @@ NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUE
          FILE_REFUSED, WRITER_CONFLICTS)
 
 
-def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
-    """The client's request counts ((method, code) -> n), read while its threads add to them."""
-    for _ in range(10):
-        try:
-            return sorted((c.counts if c is not None else {}).items())
-        except RuntimeError:  # a new (method, code) was added during the copy
-            continue
-    return []
-
-
 _VALIDITY: weakref.WeakKeyDictionary[Client, Validity | None] = weakref.WeakKeyDictionary()
 
 
@@ -140,8 +131,22 @@ def publish_queue(mgr: Manager, put: Put) -> None:
     put_histogram(put, RECONCILE_TIME, BOUNDS, worked.buckets, worked.total)
 
 
-def publish(mgr: Manager, put: Put) -> None:
-    """The controller's samples, read from `mgr` now."""
+def publish_counts(counts: dict[tuple[str, ...], int], name: str, put: Put) -> None:
+    """A member's counters (`carry.Carry.counts`): writes tried and landed, API requests, probes
+    that found it unreachable."""
+    for k, n in sorted(counts.items()):
+        if k[0] == "attempt":
+            put(WRITE_ATTEMPTS, n, member=name, resource=k[1], verb=k[2])
+        elif k[0] == "landed":
+            put(WRITES, n, member=name, resource=k[1], verb=k[2])
+        elif k[0] == "api":
+            put(API_REQUESTS, n, member=name, method=k[1], code=k[2])
+    put(UNREACHABLE, counts.get(("unreachable",), 0), member=name)
+
+
+def publish(mgr: Manager, put: Put, carry: Carry | None = None) -> None:
+    """The controller's samples, read from `mgr` now (the members' counters through `carry`)."""
+    carry = carry if carry is not None else Carry()
     for result in ("ok", "retry", "error"):
         put(RECONCILES, mgr.results[result], result=result)
     publish_queue(mgr, put)
@@ -149,15 +154,8 @@ def publish(mgr: Manager, put: Put) -> None:
         per_member = [u for by_member in mgr.rec.unserved.values() for u in by_member.items()]
     for mc in mgr.caches:
         m = mc.member
-        with m.lock:
-            tried, landed = sorted(m.write_counts.items()), dict(m.landed_counts)
-        for (resource, verb), n in tried:
-            put(WRITE_ATTEMPTS, n, member=m.name, resource=resource, verb=verb)
-            put(WRITES, landed.get((resource, verb), 0), member=m.name, resource=resource, verb=verb)
-        for (method, code), n in api_counts(m.client):
-            put(API_REQUESTS, n, member=m.name, method=method, code=code)
+        publish_counts(carry.counts(mc), m.name, put)
         put(REACHABLE, 1.0 if mc.reachable else 0.0, member=m.name)
-        put(UNREACHABLE, mc.probe.unreachable, member=m.name)
         if mc.last_ok is not None:
             put(LAST_CONTACT, time.time() - (mgr.clock() - mc.last_ok), member=m.name)
         put(LAST_SYNC, mc.last_sync, member=m.name)
@@ -192,7 +190,7 @@ def registry(mgr: Manager, refused: dict[str, str] | None = None) -> CollectorRe
     """The controller's series, then mcsdns_build_info and process_* (mcsdns.ops.process)."""
     reg = CollectorRegistry(auto_describe=False)
     stats = Stats()
-    stats.register(partial(publish, mgr))
+    stats.register(partial(publish, mgr, carry=Carry()))
     stats.register(partial(publish_refused, refused if refused is not None else {}))
     stats.register(process.publish)
     reg.register(SnapshotCollector(stats.snapshot, NAMES + process.NAMES))
