@@ -49,6 +49,14 @@ class Handler(BaseHTTPRequestHandler):
         with conns.lock:
             conns.open.add(self.connection)
 
+    def handle(self) -> None:
+        """The connection's requests; a client that resets it or stops reading (a controller
+        stopped mid-request or mid-watch) ends it quietly, as a real API server does."""
+        try:
+            super().handle()
+        except ConnectionError:  # reset, broken pipe, aborted
+            self.close_connection = True
+
     def finish(self) -> None:
         conns = self.api.connections
         with conns.lock:

@@ -113,10 +113,12 @@ def probe(ns: str, vip: str, port: int, n: int = 30) -> Counter[str]:
 
 
 def kube_proxy(exe: str, ns: str, kubeconfig: Path, node: str, mode: str,
-               log: Path) -> subprocess.Popen[bytes]:
-    """kube-proxy for Node `node` in `ns` (`mode`: iptables or nftables)."""
+               log: Path, min_sync: str | None = None) -> subprocess.Popen[bytes]:
+    """kube-proxy for Node `node` in `ns` (`mode`: iptables or nftables; `min_sync`: its
+    --iptables-min-sync-period, else its default, 1s; v1.36 has no --nftables-min-sync-period)."""
+    extra = ["--iptables-min-sync-period", min_sync] if min_sync else []
     with open(log, "wb") as out:
         return subprocess.Popen(["ip", "netns", "exec", ns, exe, "--kubeconfig", str(kubeconfig),
                                  "--hostname-override", node, "--proxy-mode", mode,
-                                 "--conntrack-max-per-core", "0", "--v", "2"],
+                                 "--conntrack-max-per-core", "0", "--v", "2", *extra],
                                 stdout=out, stderr=subprocess.STDOUT)

@@ -146,18 +146,26 @@ def _zone_changes(b: Cluster) -> None:
 
 
 def _unlabeled_then_nine_zones(b: Cluster, ctl: Any) -> None:
-    """No hints in b with an unlabeled Node, then with nine zones; back when they go."""
+    """An unlabeled Node keeps b's hints; nine zones too, until one endpoint would need nine."""
     b.api.put(node("b-4", None))
-    eventually(lambda: no_hints(b), what="no hints with an unlabeled node")
-    b.api.delete("Node", "", "b-4")
-    eventually(lambda: hints(b) == B_HINTS)
+    eventually(lambda: ctl.metrics().get('mcsdns_controller_locality_unlabeled_nodes{member="b"}') == 1)
+    assert "cluster b: Node b-4 has no topology.kubernetes.io/zone label: it spreads" in ctl.logs()
+    assert hints(b) == B_HINTS and used(slices_of(b, "shop", "web"), "b-4", None) == {
+        "10.1.0.1", "10.2.0.1", "10.2.0.2", "10.3.0.1"}
     for i in range(4, 10):
-        b.api.put(node(f"b-{i}", f"z{i}"))
-    eventually(lambda: no_hints(b), what="no hints with nine zones")
-    assert "cluster b: Service shop/web: no locality hints: 9 zones" in ctl.logs()
-    assert ctl.metrics()['mcsdns_controller_locality_degraded{member="b",reason="too-many-zones"}'] == 1
-    b.api.delete("Node", "", "b-9")
-    eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", "z3", "z4", "z5", "z6", "z7", "z8"]})
+        b.api.put(node(f"b-{i}", f"z{i}"))  # b-4 labelled z4: nine zones
+    rest = [f"z{i}" for i in range(3, 10)]
+    eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", *rest]}, what="eight hints, nine zones")
+    b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.2": False}))  # 10.2.0.1 would need nine
+    eventually(lambda: no_hints(b), what="no hints for an endpoint that would need nine")
+    assert "cluster b: Service shop/web: no locality hints: an endpoint would need 9 zone hints" in ctl.logs()
+    assert ctl.metrics()['mcsdns_controller_locality_degraded{member="b",reason="too-many-zones",'
+                         'service="shop/web"}'] == 1
+    b.api.put(source("web", ENDPOINTS["b"]))
+    eventually(lambda: hints(b)["10.2.0.2"] == {"forZones": ["z2", *rest]})
+    assert not any(k.startswith("mcsdns_controller_locality_degraded") for k in ctl.metrics())
+    for i in range(4, 10):
+        b.api.delete("Node", "", f"b-{i}")
 
 
 def _field_removed(a: Cluster, b: Cluster, c: Cluster) -> None:
@@ -188,15 +196,15 @@ def test_hints_for_every_case_and_which_endpoints_each_node_uses(fleet: dict[str
                                         "10.2.0.2": {"forZones": ELSEWHERE},
                                         "10.3.0.1": {"forZones": ELSEWHERE}})
         assert used(slices_of(a, "shop", "web"), "a-1", "z1") == {"10.1.0.1"}
-        # a node without a zone label: no hints in c, a warning and a metric; every endpoint used
-        everyone = dict.fromkeys(("10.1.0.1", "10.2.0.1", "10.2.0.2", "10.3.0.1"))
-        eventually(lambda: hints(c) == everyone, what=f"c's hints {everyone}")
+        # a node without a zone label: hints in c all the same, and c-1 uses every endpoint
+        c_hints = {"10.1.0.1": {"forZones": ELSEWHERE}, "10.2.0.1": {"forZones": ELSEWHERE},
+                   "10.2.0.2": {"forZones": ELSEWHERE}, "10.3.0.1": {"forZones": ["zc"]}}
+        eventually(lambda: hints(c) == c_hints, what=f"c's hints {c_hints}")
         assert used(slices_of(c, "shop", "web"), "c-1", None) == {"10.1.0.1", "10.2.0.1", "10.2.0.2",
                                                                     "10.3.0.1"}
-        eventually(lambda: ctl.metrics().get(
-            'mcsdns_controller_locality_degraded{member="c",reason="unlabeled-nodes"}') == 1)
-        assert "cluster c: Service shop/web: no locality hints: 1 Node(s) without the " \
-               "topology.kubernetes.io/zone label (e.g. c-1)" in ctl.logs()
+        eventually(lambda: ctl.metrics().get('mcsdns_controller_locality_unlabeled_nodes{member="c"}') == 1)
+        assert "cluster c: Node c-1 has no topology.kubernetes.io/zone label: it spreads over every " \
+               "cluster" in ctl.logs()
         svc = b.api.get("Service", "shop", derived("shop", "web"))
         assert svc is not None and svc["spec"]["trafficDistribution"] == "PreferSameZone"
         _readiness_flips(b)
@@ -240,8 +248,9 @@ def test_diagnose_says_where_locality_is_active_and_why_not(fleet: dict[str, Clu
     assert lines["b"] == ("OK", "active: a node uses this cluster's ready endpoints in its zone; zones "
                           "without a local endpoint (z3) use every local one; other clusters' only when this "
                           "one has none ready")
-    assert lines["c"] == ("WARN", "not active: 1 Node(s) without the topology.kubernetes.io/zone label "
-                          "(e.g. c-1); every node spreads over every cluster")
+    assert lines["c"] == ("WARN", "active: a node uses this cluster's ready endpoints in its zone; other "
+                          "clusters' only when this one has none ready; 1 Node(s) without the "
+                          "topology.kubernetes.io/zone label (e.g. c-1) spread over every cluster")
     update(b, "Service", "web", lambda s: s["spec"].pop("trafficDistribution"))  # not the oldest: a conflict
     assert locality_lines(a, b, c)[""][1] == ('Conflicting traffic distribution. Using "PreferSameZone" from '
                                               'oldest service export in "east". 1/3 clusters disagree.')
@@ -255,8 +264,8 @@ def test_nodes_that_cannot_be_read_cost_locality_not_the_member(fleet: dict[str,
     b.api.deny("nodes", ("list", "watch"))
     with run_controller(args_for(a, b, c), tmp_path) as ctl:
         eventually(lambda: len(hints(b)) == 4 and no_hints(b), what="b imports everything, without hints")
-        eventually(lambda: ctl.metrics().get(
-            'mcsdns_controller_locality_degraded{member="b",reason="nodes-unreadable"}') == 1)
+        eventually(lambda: ctl.metrics().get('mcsdns_controller_locality_degraded{member="b",'
+                                             'reason="nodes-unreadable",service="shop/web"}') == 1)
         assert ctl.metrics()['mcsdns_controller_member_reachable{member="b"}'] == 1
         assert "cluster b: cannot read the Nodes' zones (locality hints): " in ctl.logs()
         b.api.allow()

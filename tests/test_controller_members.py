@@ -5,6 +5,7 @@ no write; a removed member's exports go from the others as when it unexports the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -136,3 +137,44 @@ def test_controller_needs_a_cluster_or_a_members_dir(tmp_path: Path) -> None:
 
 
 __all__ = ["Controller"]
+
+
+def member_counters(ctl: Controller, member: str) -> dict[str, float]:
+    """The controller's counter series of `member` (writes, attempts, API requests, unreachable)."""
+    names = ("mcsdns_controller_writes_total", "mcsdns_controller_write_attempts_total",
+             "mcsdns_controller_api_requests_total", "mcsdns_controller_member_unreachable_total")
+    return {k: v for k, v in ctl.metrics().items()
+            if k.startswith(names) and f'member="{member}"' in k}
+
+
+def test_a_members_counters_survive_the_rotation_of_its_credential(clusters3: list[Cluster],
+                                                                  tmp_path: Path) -> None:
+    """b's kubeconfig in --members-dir gets a new token (a rotated credential): b is reloaded (a
+    new client) and no counter series of b's drops or disappears."""
+    a, b, _ = clusters3
+    shop(a, clusters3, db=False)
+    d = tmp_path / "members"
+    cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in (a, b)}
+    mount(d, cfg)
+    with run_controller(["--members-dir", str(d), "--resync", "600"], tmp_path) as ctl:
+        eventually(ctl.ready, 60, "first sync")
+        eventually(lambda: b.kube.serviceimport("shop", "web"), 30, "web imported in b")
+        before = eventually(lambda: (c := member_counters(ctl, "b")) and any(
+            "writes_total" in k and v > 0 for k, v in c.items()) and c, 30, "b's writes counted")
+        rotated = json.loads(cfg["b"])
+        rotated["users"][0]["user"]["token"] = "rotated-token-2"
+        mount(d, {"a": cfg["a"], "b": json.dumps(rotated).encode()})
+        eventually(lambda: "cluster b (west) reloaded" in ctl.logs(), 30, "b reloaded")
+        a.kube.service("shop", "api")  # writes to b through its new client
+        a.kube.endpoints("shop", "api", "api-x", [("10.1.0.9", None)])
+        a.kube.export("shop", "api")
+        eventually(lambda: b.kube.imported_slices("shop", "api"), 30, "api imported in b")
+        time.sleep(1.0)
+        after = member_counters(ctl, "b")
+    print("b's counters before / after the rotation:",
+          {k.split("{")[0].removeprefix("mcsdns_controller_") + k[k.index("{"):]: (v, after.get(k))
+           for k, v in before.items() if v})
+    dropped = {k: (v, after.get(k)) for k, v in before.items() if after.get(k, -1) < v}
+    assert not dropped, f"counters that dropped or vanished: {dropped}"
+    key = 'mcsdns_controller_writes_total{member="b",resource="endpointslices",verb="create"}'
+    assert after[key] == before[key] + 1  # api's slice, written by the new client, added to the old count

@@ -195,6 +195,11 @@ def test_server_only_install_loads_no_controller_alert_or_scrape() -> None:
     assert "MCSDNSAbsent" in loaded and "coredns_dns_requests_total" in loaded
     assert not {a for a in loaded if "Controller" in a}, loaded
     assert "MCSDNSControllerAbsent" in {r["alert"] for r in rules(CONTROLLER_RULES)}
+    panels = json.loads(one(objs, "ConfigMap", "mcsdns-dashboard")["data"]["mcsdns.json"])["panels"]
+    exprs = [t["expr"] for p in panels for t in p.get("targets") or []]
+    assert exprs and not [e for e in exprs if "mcsdns_controller" in e]  # no empty controller panel
+    assert not [p for p in panels if p["title"] == "Controller"]
+    assert {p["title"] for p in panels} < {p["title"] for p in json.loads(DASHBOARD.read_text())["panels"]}
 
 
 def test_gen_monitoring_writes_copies_for_other_jobs(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dns.exception
@@ -106,39 +108,79 @@ def coredns_binary(tmp: Path) -> str:
     return str(out)
 
 
-def test_real_coredns_with_the_snippet_counts_the_zone_as_the_compat_rules_name_it(tmp_path: Path) -> None:
+@contextmanager
+def coredns(tmp: Path, mcsdns_port: int) -> Iterator[tuple[int, int]]:
     """CoreDNS running deploy/coredns/Corefile.snippet (ports made free, the Service IP the local
-    mcsdns): its `prometheus` line exports the zone's queries, and on one Prometheus CoreDNS's
-    own series (job kube-dns) and mcsdns's recorded ones (job mcsdns) carry the same zone."""
-    binary = coredns_binary(tmp_path)
+    mcsdns), once it answers: (its DNS port, its metrics port)."""
+    binary = coredns_binary(tmp)
     port, mport = free_port(), free_port()
-    with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv:
-        snippet = (REPO / "deploy" / "coredns" / "Corefile.snippet").read_text()
-        assert "    prometheus :9153\n" in snippet
-        corefile = (snippet.replace("clusterset.local:53", f"clusterset.local:{port}")
-                    .replace("MCSDNS_SERVICE_IP", f"127.0.0.1:{srv.port}")
-                    .replace("prometheus :9153", f"prometheus 127.0.0.1:{mport}"))
-        (tmp_path / "Corefile").write_text(corefile)
-        with open(tmp_path / "coredns.log", "wb") as log:
-            proc = subprocess.Popen([binary, "-conf", str(tmp_path / "Corefile")], stdout=log,
-                                    stderr=subprocess.STDOUT, cwd=tmp_path)
-        try:
-            q = dns.message.make_query("api.shop.svc.clusterset.local.", "A")
-            started = wait_for(lambda: _answer(q, port) == dns.rcode.NOERROR, 20)
-            assert started, (tmp_path / "coredns.log").read_text()
-            query = 'sum by (job, zone) (rate(coredns_dns_requests_total{job=~"kube-dns|mcsdns"}[5m]))'
+    snippet = (REPO / "deploy" / "coredns" / "Corefile.snippet").read_text()
+    assert "    prometheus :9153\n" in snippet
+    corefile = (snippet.replace("clusterset.local:53", f"clusterset.local:{port}")
+                .replace("MCSDNS_SERVICE_IP", f"127.0.0.1:{mcsdns_port}")
+                .replace("prometheus :9153", f"prometheus 127.0.0.1:{mport}"))
+    (tmp / "Corefile").write_text(corefile)
+    with open(tmp / "coredns.log", "wb") as log:
+        proc = subprocess.Popen([binary, "-conf", str(tmp / "Corefile")], stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tmp)
+    try:
+        q = dns.message.make_query("api.shop.svc.clusterset.local.", "A")
+        assert wait_for(lambda: _answer(q, port) == dns.rcode.NOERROR, 20), (tmp / "coredns.log").read_text()
+        yield port, mport
+    finally:
+        stop_process(proc)
 
-            def both() -> set[tuple[str, str]]:
-                _answer(q, port)  # CoreDNS's counter grows too
-                got = prom.api("query", query=query)["result"]
-                return {(r["metric"]["job"], r["metric"]["zone"]) for r in got}
 
-            targets = {"mcsdns": srv.http_port, "kube-dns": mport}
-            with prometheus(tmp_path, targets, (COMPAT_RULES,)) as prom, traffic(srv):
-                want = {("kube-dns", "clusterset.local."), ("mcsdns", "clusterset.local.")}
-                assert wait_for(lambda: both() == want, 30, interval=0.5), both()
-        finally:
-            stop_process(proc)
+def test_real_coredns_with_the_snippet_counts_the_zone_as_the_compat_rules_name_it(tmp_path: Path) -> None:
+    """CoreDNS's `prometheus` line exports the zone's queries, and on one Prometheus CoreDNS's
+    own series (job kube-dns) and mcsdns's recorded ones (job mcsdns) carry the same zone."""
+    with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv, \
+            coredns(tmp_path, srv.port) as (port, mport):
+        q = dns.message.make_query("api.shop.svc.clusterset.local.", "A")
+        query = 'sum by (job, zone) (rate(coredns_dns_requests_total{job=~"kube-dns|mcsdns"}[5m]))'
+
+        def both() -> set[tuple[str, str]]:
+            _answer(q, port)  # CoreDNS's counter grows too
+            got = prom.api("query", query=query)["result"]
+            return {(r["metric"]["job"], r["metric"]["zone"]) for r in got}
+
+        targets = {"mcsdns": srv.http_port, "kube-dns": mport}
+        with prometheus(tmp_path, targets, (COMPAT_RULES,)) as prom, traffic(srv):
+            want = {("kube-dns", "clusterset.local."), ("mcsdns", "clusterset.local.")}
+            assert wait_for(lambda: both() == want, 30, interval=0.5), both()
+
+
+ZONE = 'coredns_dns_requests_total{zone="clusterset.local."'
+SERIES = {"client": ZONE + ',server!="mcsdns"}', "mcsdns": ZONE + ',server="mcsdns"}', "all": ZONE + "}",
+          "misses": 'coredns_cache_misses_total{job="kube-dns"}'}
+
+
+def test_with_coredns_caching_in_front_each_client_query_is_counted_once(tmp_path: Path) -> None:
+    """1,200 client queries through CoreDNS (cache 5) to mcsdns: CoreDNS's series count 1,200,
+    mcsdns's (server="mcsdns") CoreDNS's cache misses; the zone's client count takes one source."""
+    def totals() -> dict[str, float]:
+        out = {}
+        for k, e in SERIES.items():
+            got = prom.api("query", query=f"sum({e})")["result"]
+            out[k] = float(got[0]["value"][1]) if got else 0.0
+        return out
+
+    names = [dns.message.make_query(f"{n}.shop.svc.clusterset.local.", "A") for n in ("api", "web", "nope")]
+    with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv, \
+            coredns(tmp_path, srv.port) as (port, mport), \
+            prometheus(tmp_path, {"mcsdns": srv.http_port, "kube-dns": mport}, (COMPAT_RULES,)) as prom:
+        assert wait_for(lambda: totals()["mcsdns"] > 0, 30)
+        time.sleep(2)
+        base = totals()
+        for i in range(1200):
+            assert _answer(names[i % 3], port) is not None
+        assert wait_for(lambda: totals()["client"] - base["client"] == 1200, 30, interval=0.5)
+        time.sleep(2.5)  # a scrape of mcsdns after the last query
+        got = {k: v - base[k] for k, v in totals().items()}
+        print("1200 client queries through CoreDNS:", got)
+        assert got["client"] == 1200 and 0 < got["mcsdns"] == got["misses"] < 1200
+        assert got["all"] == 1200 + got["mcsdns"]  # both sources summed: each miss twice
+        assert prom.api("query", query="clusterset:dns_requests:rate5m")["result"]
 
 
 def _answer(q: dns.message.Message, port: int) -> int | None:

@@ -97,7 +97,7 @@ class MemberCaches:
         self._health = threading.Lock()
         self.informers: Informers | None = None  # once started
         self.thread: threading.Thread | None = None
-        self.nodes = ZoneTracker()  # the Nodes' zones, from the Node cache
+        self.nodes = ZoneTracker(member.name)  # the Nodes' zones, from the Node cache
         self.nodes_error: str | None = None  # why the Nodes cannot be listed/watched now
         self.nodes_synced = False  # the Nodes have been listed (and the services re-queued for them)
 

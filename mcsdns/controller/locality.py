@@ -15,9 +15,13 @@ those; else all ready endpoints. So in member M, for a Service that opts in:
 - `PreferSameNode` adds node hints (M's endpoints: their `nodeName`; others: `elsewhere`),
   which kube-proxy uses only when every ready endpoint has one, else the zone hints hold.
 
-A member whose Nodes are not all labelled with a zone, that has more than 8 zones (the API's
-limit of zone hints per endpoint), or whose ready endpoints lack a zone, gets no hints for
-the service (`Plan.why`): every node then spreads over every cluster, as without the opt-in.
+Degrading is per node and per service, never per member: a Node without a zone label has no
+zone to match, so kube-proxy spreads that node over every ready endpoint while the labelled
+ones keep their hints; an own ready endpoint without a zone (on such a Node) hints the zones
+of M with no zoned ready own endpoint (else `elsewhere`), so it is used where M's other own
+endpoints would be. A service gets no hints in M (`Plan.why`; every node spreads) only when
+one of its endpoints would need more than 8 zone hints (the API's limit per endpoint), or
+when M's Nodes cannot be read.
 """
 
 from __future__ import annotations
@@ -39,10 +43,11 @@ ELSEWHERE = "mcsdns-elsewhere"  # the zone (and node) hinted on other clusters' 
 # Why a member gets no hints although the service opts in; those that are a warning.
 NO_NODES = "no Nodes"
 NOT_KNOWN = "the Nodes' zones are not known yet"
-UNLABELED, TOO_MANY, NO_ZONE = "unlabeled-nodes", "too-many-zones", "endpoints-without-zone"
-UNREADABLE = "nodes-unreadable"
+TOO_MANY, UNREADABLE = "too-many-zones", "nodes-unreadable"
 NOT_EXPORTED = "this cluster exports no endpoints of it"
-WARNINGS = (UNLABELED, TOO_MANY, NO_ZONE, UNREADABLE)
+WARNINGS = (TOO_MANY, UNREADABLE)
+NAMED = 10  # services named per member and reason in the metric; the rest are counted as OTHERS
+OTHERS = "(others)"
 
 Obj = dict[str, Any]
 
@@ -73,18 +78,19 @@ class NodeZones:
 
 class ZoneTracker:
     """A member's Nodes' zones kept from Node events, in O(1) per event; `update` says whether
-    what the hints depend on changed (the zones, whether any Node is unlabeled, whether there
-    are Nodes), so a busy fleet's Node updates re-queue nothing."""
+    what the hints depend on changed (the zones, whether there are Nodes), so a busy fleet's
+    Node updates re-queue nothing. A Node that turns unlabeled is logged, by name: it spreads."""
 
-    def __init__(self) -> None:
+    def __init__(self, member: str = "") -> None:
+        self.member = member
         self.zone_of: dict[str, str | None] = {}
         self.counts: dict[str, int] = {}
         self.unlabeled = 0
         self._current: NodeZones | None = None
         self.lock = threading.Lock()
 
-    def _summary(self) -> tuple[frozenset[str], bool, bool]:
-        return frozenset(self.counts), self.unlabeled > 0, bool(self.zone_of)
+    def _summary(self) -> tuple[frozenset[str], bool]:
+        return frozenset(self.counts), bool(self.zone_of)
 
     def _count(self, zone: str | None, d: int) -> None:
         if zone is None:
@@ -97,8 +103,10 @@ class ZoneTracker:
     def update(self, name: str, node: Obj | None) -> bool:
         """Node `name` is now `node` (None: deleted); True when the summary changed."""
         zone = None if node is None else ((node.get("metadata") or {}).get("labels") or {}).get(ZONE_LABEL)
+        zone = str(zone) if zone else None
         with self.lock:
             had = name in self.zone_of
+            was_unlabeled = had and self.zone_of[name] is None
             if node is not None and had and self.zone_of[name] == zone:
                 return False
             if node is None and not had:
@@ -107,10 +115,17 @@ class ZoneTracker:
             if had:
                 self._count(self.zone_of.pop(name), -1)
             if node is not None:
-                self.zone_of[name] = zone or None
-                self._count(zone or None, 1)
+                self.zone_of[name] = zone
+                self._count(zone, 1)
             self._current = None
-            return self._summary() != before
+            changed = self._summary() != before
+        if node is not None and not zone:
+            log.warning("cluster %s: Node %s has no %s label: it spreads over every cluster (kube-proxy "
+                        "ignores hints there); the other Nodes keep their locality hints", self.member, name,
+                        ZONE_LABEL)
+        elif node is not None and was_unlabeled:
+            log.info("cluster %s: Node %s is in zone %s", self.member, name, zone)
+        return changed
 
     def current(self) -> NodeZones:
         with self.lock:
@@ -160,11 +175,16 @@ class Plan:
             if self.nodes:
                 out["forNodes"] = [{"name": self.other}]
             return out
-        zones = sorted({str(e["zone"])} | set(self.extra) if e.get("zone") else set(self.extra))
-        out = {"forZones": [{"name": z} for z in zones]} if zones else {}
+        zones = zone_hints(e, self.extra) or [self.other]
+        out = {"forZones": [{"name": z} for z in zones]}
         if self.nodes and e.get("nodeName"):
             out["forNodes"] = [{"name": str(e["nodeName"])}]
         return out or None
+
+
+def zone_hints(e: Obj, extra: Iterable[str]) -> list[str]:
+    """An own endpoint's zone hints: its zone and the `extra` ones (may be none)."""
+    return sorted({str(e["zone"]), *extra} if e.get("zone") else set(extra))
 
 
 def off(why: str, detail: str) -> Plan:
@@ -184,29 +204,22 @@ def plan(td: str | None, own: str, nodes: NodeZones | None, own_slices: list[Obj
         return off(UNREADABLE, f"cannot read the Nodes: {nodes.error}")
     if not nodes.names:
         return off(NO_NODES, "the cluster has no Nodes")
-    if nodes.unlabeled:
-        return off(UNLABELED, f"{len(nodes.unlabeled)} Node(s) without the {ZONE_LABEL} label "
-                              f"(e.g. {nodes.unlabeled[0]})")
-    if len(nodes.zones) > MAX_ZONE_HINTS:
-        return off(TOO_MANY, f"{len(nodes.zones)} zones; kube-proxy's hints name at most {MAX_ZONE_HINTS}")
     if own_slices is None:
         return off(NOT_EXPORTED, NOT_EXPORTED)
     eps = [e for s in own_slices for e in s.get("endpoints") or []]
-    bare = [e for e in eps if ready(e) and not e.get("zone")]
-    if bare:
-        return off(NO_ZONE, f"{len(bare)} ready endpoint(s) of this cluster without a zone "
-                            f"(e.g. {(bare[0].get('addresses') or ['?'])[0]})")
-    covered = {str(e["zone"]) for e in eps if ready(e)}
+    covered = {str(e["zone"]) for e in eps if ready(e) and e.get("zone")}
     extra = tuple(sorted(nodes.zones - covered))
-    if any(len({str(e.get("zone") or "")} | set(extra)) > MAX_ZONE_HINTS for e in eps):
-        return off(TOO_MANY, f"an endpoint would need more than {MAX_ZONE_HINTS} zone hints")
+    most = max((len(zone_hints(e, extra)) for e in eps), default=0)
+    if most > MAX_ZONE_HINTS:
+        return off(TOO_MANY, f"an endpoint would need {most} zone hints; the API takes at most "
+                             f"{MAX_ZONE_HINTS}")
     return Plan(own=own, extra=extra, other=elsewhere(nodes.zones | nodes.names), nodes=td == SAME_NODE)
 
 
 @dataclass
 class Verdicts:
-    """Each member's last verdict per service: a warning logged when it turns into one, and
-    counted for `mcsdns_controller_locality_degraded{member,reason}`."""
+    """Each member's last verdict per service: a warning logged when it turns into one;
+    `degraded` for the metric."""
 
     by_member: dict[str, dict[tuple[str, str], Plan]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -228,12 +241,20 @@ class Verdicts:
         elif not p.active and before is not None and before.active:
             log.info("cluster %s: Service %s/%s: no locality hints: %s", member, *key, p.detail)
 
-    def degraded(self) -> dict[tuple[str, str], int]:
-        """(member, reason) -> services that opt in but get no hints there for that reason."""
-        out: dict[tuple[str, str], int] = {}
+    def degraded(self) -> dict[tuple[str, str, str], int]:
+        """(member, reason, service) -> services that opt in but get no hints there: 1 for each of
+        the first NAMED per member and reason by name, the rest counted under service OTHERS
+        (so the series stay bounded however many services degrade)."""
+        by: dict[tuple[str, str], list[str]] = {}
         with self.lock:
             for member, held in self.by_member.items():
-                for p in held.values():
+                for key, p in held.items():
                     if p.why in WARNINGS:
-                        out[(member, p.why)] = out.get((member, p.why), 0) + 1
+                        by.setdefault((member, p.why), []).append(f"{key[0]}/{key[1]}")
+        out: dict[tuple[str, str, str], int] = {}
+        for (member, why), names in by.items():
+            names.sort()
+            out.update({(member, why, n): 1 for n in names[:NAMED]})
+            if len(names) > NAMED:
+                out[(member, why, OTHERS)] = len(names) - NAMED
         return out

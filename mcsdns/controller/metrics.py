@@ -17,8 +17,9 @@ from ..kube.expiry import Validity, of_identity
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define, put_histogram
+from .carry import Carry
 from .kinds import ENDPOINT_SLICES
-from .locality import WARNINGS
+from .locality import NAMED, OTHERS
 from .manager import Manager
 from .queue import BOUNDS
 
@@ -72,8 +73,13 @@ EVENTS_DROPPED = define("mcsdns_controller_events_dropped_total", "counter",
                         "(the writer's queue full), error (the API refused it).", (MEMBER, "why"))
 LOCALITY = define("mcsdns_controller_locality_degraded", "gauge",
                   "Services that set trafficDistribution but get no locality hints in the member, by why "
-                  "(unlabeled-nodes, too-many-zones, endpoints-without-zone, nodes-unreadable).",
-                  (MEMBER, "reason"))
+                  "(too-many-zones, nodes-unreadable) and service (namespace/name): 1 for each of the first "
+                  f"{NAMED} per member and why, the rest counted under service=\"{OTHERS}\"; absent: none.",
+                  (MEMBER, "reason", "service"))
+UNLABELED_NODES = define("mcsdns_controller_locality_unlabeled_nodes", "gauge",
+                         "The member's Nodes without a topology.kubernetes.io/zone label: each spreads over "
+                         "every cluster (kube-proxy ignores hints there); the others keep their hints.",
+                         (MEMBER,))
 CREDENTIAL_EXPIRES = define("mcsdns_controller_member_credential_expiry_timestamp_seconds", "gauge",
                             "Unix time the member's credential stops working: its JWT token's exp or its "
                             "client certificate's notAfter, the earlier (absent when neither says).",
@@ -92,18 +98,8 @@ WRITER_CONFLICTS = define("mcsdns_controller_writer_conflicts", "gauge",
                           "member, whose objects it leaves to them while they write.", (MEMBER,))
 NAMES = (RECONCILES, RECONCILE_TIME, QUEUE_DEPTH, QUEUE_ADDS, QUEUE_RETRIES, QUEUE_WAIT, API_REQUESTS,
          EVENTS, EVENTS_DROPPED, WRITES, WRITE_ATTEMPTS, REACHABLE, UNREACHABLE, LAST_CONTACT, LAST_SYNC,
-         UNSERVED, LOCALITY, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY, FILE_REFUSED,
-         WRITER_CONFLICTS)
-
-
-def api_counts(c: Client | None) -> list[tuple[tuple[str, str], int]]:
-    """The client's request counts ((method, code) -> n), read while its threads add to them."""
-    for _ in range(10):
-        try:
-            return sorted((c.counts if c is not None else {}).items())
-        except RuntimeError:  # a new (method, code) was added during the copy
-            continue
-    return []
+         UNSERVED, LOCALITY, UNLABELED_NODES, CREDENTIAL_EXPIRES, CREDENTIAL_ISSUED, LEADER, READY,
+         FILE_REFUSED, WRITER_CONFLICTS)
 
 
 _VALIDITY: weakref.WeakKeyDictionary[Client, Validity | None] = weakref.WeakKeyDictionary()
@@ -135,8 +131,22 @@ def publish_queue(mgr: Manager, put: Put) -> None:
     put_histogram(put, RECONCILE_TIME, BOUNDS, worked.buckets, worked.total)
 
 
-def publish(mgr: Manager, put: Put) -> None:
-    """The controller's samples, read from `mgr` now."""
+def publish_counts(counts: dict[tuple[str, ...], int], name: str, put: Put) -> None:
+    """A member's counters (`carry.Carry.counts`): writes tried and landed, API requests, probes
+    that found it unreachable."""
+    for k, n in sorted(counts.items()):
+        if k[0] == "attempt":
+            put(WRITE_ATTEMPTS, n, member=name, resource=k[1], verb=k[2])
+        elif k[0] == "landed":
+            put(WRITES, n, member=name, resource=k[1], verb=k[2])
+        elif k[0] == "api":
+            put(API_REQUESTS, n, member=name, method=k[1], code=k[2])
+    put(UNREACHABLE, counts.get(("unreachable",), 0), member=name)
+
+
+def publish(mgr: Manager, put: Put, carry: Carry | None = None) -> None:
+    """The controller's samples, read from `mgr` now (the members' counters through `carry`)."""
+    carry = carry if carry is not None else Carry()
     for result in ("ok", "retry", "error"):
         put(RECONCILES, mgr.results[result], result=result)
     publish_queue(mgr, put)
@@ -144,15 +154,8 @@ def publish(mgr: Manager, put: Put) -> None:
         per_member = [u for by_member in mgr.rec.unserved.values() for u in by_member.items()]
     for mc in mgr.caches:
         m = mc.member
-        with m.lock:
-            tried, landed = sorted(m.write_counts.items()), dict(m.landed_counts)
-        for (resource, verb), n in tried:
-            put(WRITE_ATTEMPTS, n, member=m.name, resource=resource, verb=verb)
-            put(WRITES, landed.get((resource, verb), 0), member=m.name, resource=resource, verb=verb)
-        for (method, code), n in api_counts(m.client):
-            put(API_REQUESTS, n, member=m.name, method=method, code=code)
+        publish_counts(carry.counts(mc), m.name, put)
         put(REACHABLE, 1.0 if mc.reachable else 0.0, member=m.name)
-        put(UNREACHABLE, mc.probe.unreachable, member=m.name)
         if mc.last_ok is not None:
             put(LAST_CONTACT, time.time() - (mgr.clock() - mc.last_ok), member=m.name)
         put(LAST_SYNC, mc.last_sync, member=m.name)
@@ -167,10 +170,12 @@ def publish(mgr: Manager, put: Put) -> None:
         for mc in mgr.caches:
             for why in ("rate", "queue", "error"):
                 put(EVENTS_DROPPED, dropped.get((mc.member.name, why), 0), member=mc.member.name, why=why)
-    degraded = ENDPOINT_SLICES.verdicts.degraded()
+    for (member, reason, service), n in sorted(ENDPOINT_SLICES.verdicts.degraded().items()):
+        put(LOCALITY, n, member=member, reason=reason, service=service)
     for mc in mgr.caches:
-        for reason in WARNINGS:
-            put(LOCALITY, degraded.get((mc.member.name, reason), 0), member=mc.member.name, reason=reason)
+        z = mc.zones()
+        if z is not None and z.error is None:
+            put(UNLABELED_NODES, len(z.unlabeled), member=mc.member.name)
     put(LEADER, 1.0 if mgr.leading() else 0.0)
     put(READY, 1.0 if mgr.ready.is_set() else 0.0)
 
@@ -185,7 +190,7 @@ def registry(mgr: Manager, refused: dict[str, str] | None = None) -> CollectorRe
     """The controller's series, then mcsdns_build_info and process_* (mcsdns.ops.process)."""
     reg = CollectorRegistry(auto_describe=False)
     stats = Stats()
-    stats.register(partial(publish, mgr))
+    stats.register(partial(publish, mgr, carry=Carry()))
     stats.register(partial(publish_refused, refused if refused is not None else {}))
     stats.register(process.publish)
     reg.register(SnapshotCollector(stats.snapshot, NAMES + process.NAMES))

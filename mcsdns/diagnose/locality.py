@@ -11,7 +11,7 @@ from typing import Any
 
 from ..controller.exports import SERVICE_NAME, is_ours, labels, read_export
 from ..controller.informers import slice_index
-from ..controller.locality import WARNINGS, NodeZones, Plan, plan
+from ..controller.locality import WARNINGS, ZONE_LABEL, NodeZones, Plan, plan
 from ..controller.merge import CLUSTERSET_IP, Merged, merge
 from ..kube.client import METADATA_ONLY, PAGE, Client
 from ..kube.errors import ApiError
@@ -83,18 +83,22 @@ def checks(snaps: list[Snapshot], key: Key, zones: Zones) -> Iterator[Result]:
         if isinstance(z, str):
             yield Result(WARN, "locality", s.name, subject, f"not known: {z}")
             continue
-        yield _verdict(s, key, subject, plan(m.traffic_distribution, s.cluster_id, z, own_slices(s, key)))
+        p = plan(m.traffic_distribution, s.cluster_id, z, own_slices(s, key))
+        yield _verdict(s, key, subject, p, () if z is None else z.unlabeled)
 
 
-def _verdict(s: Snapshot, key: Key, subject: str, p: Plan) -> Result:
+def _verdict(s: Snapshot, key: Key, subject: str, p: Plan, spread: tuple[str, ...]) -> Result:
     if p.active:
         if not hinted(s, key):
             return Result(WARN, "locality", s.name, subject, "should be active, but the imported "
                           "EndpointSlices carry no hints: is the controller running?")
         fallback = f"; zones without a local endpoint ({', '.join(p.extra)}) use every local one" \
             if p.extra else ""
-        return Result(OK, "locality", s.name, subject, "active: a node uses this cluster's ready endpoints "
-                      f"in its zone{fallback}; other clusters' only when this one has none ready")
+        unlabeled = f"; {len(spread)} Node(s) without the {ZONE_LABEL} label (e.g. {spread[0]}) spread " \
+            "over every cluster" if spread else ""
+        return Result(WARN if spread else OK, "locality", s.name, subject, "active: a node uses this "
+                      f"cluster's ready endpoints in its zone{fallback}; other clusters' only when this one "
+                      f"has none ready{unlabeled}")
     status = WARN if p.why in WARNINGS or hinted(s, key) else OK
     stale = "; yet the imported EndpointSlices carry hints" if hinted(s, key) else ""
     return Result(status, "locality", s.name, subject, f"not active: {p.detail}{stale}; every node "
