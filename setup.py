@@ -3,8 +3,6 @@
 - `mcsdns.server._batchio`: batched UDP I/O and cache hits (the query path);
 - `mcsdns.data._keep`: JSON decoded keeping only a model's declared fields (the load path);
 - `mcsdns.data._parse`: plain valid ServiceImports and EndpointSlices parsed (the load path);
-- `mcsdns.zone._digest`: the text a service's digest hashes (the load path);
-- `mcsdns.zone._records`: the records of the common services (the load path).
 
 `optional=True`: where one cannot be compiled (no compiler, not Linux) the install
 still succeeds and the server uses its pure-Python mirror.
@@ -17,9 +15,5 @@ setup(ext_modules=[
     Extension("mcsdns.server._batchio", ["mcsdns/server/_batchio.c"], optional=True, extra_compile_args=FLAGS),
     Extension("mcsdns.data._keep", ["mcsdns/data/_keep.c"], optional=True, extra_compile_args=FLAGS),
     Extension("mcsdns.data._parse", ["mcsdns/data/_parse.c"], optional=True, extra_compile_args=FLAGS,
-              depends=["mcsdns/_slots.h"]),
-    Extension("mcsdns.zone._digest", ["mcsdns/zone/_digest.c"], optional=True, extra_compile_args=FLAGS,
-              depends=["mcsdns/_slots.h"]),
-    Extension("mcsdns.zone._records", ["mcsdns/zone/_records.c"], optional=True, extra_compile_args=FLAGS,
               depends=["mcsdns/_slots.h"]),
 ])
