@@ -7,7 +7,7 @@ The lists are bench/startup.py's data (8,000 ClusterSetIP + 2,000 headless Servi
 4,000 EndpointSlices of 10 endpoints) as a real kube-apiserver v1.36 sends them: compact
 JSON with full metadata (uid, resourceVersion, creationTimestamp, generation,
 managedFields). Stages: decode (kube/listdecode.py, fed 64 KiB at a time, with the
-checkout's `Fields.decoder` where it has one), parse
+checkout's `Fields.decoder`: msgspec), parse
 (data.parsing.prepare), store (the parsed objects by key and by service), digest
 (journal.service_digest of each service's inputs: the serial) — the stages before /ready —
 then what the background pass does after it: records (zone/records.py), stage
@@ -61,19 +61,22 @@ def lists(services: int, headless: int) -> dict[str, str]:
 
 
 def decoded(kind: str, text: str) -> list[dict[str, Any]]:
-    """The items of a list's text, fed to the list decoder 64 KiB at a time, each decoded as
-    the reflector decodes it: keeping only the fields its parser reads where the checkout
-    can (`Fields.decoder`, data/_keep.c)."""
+    """The items of a list's text, decoded as the reflector decodes them (`decode_list`, fed
+    64 KiB at a time): keeping only the fields its parser reads, with the checkout's
+    `Fields.decoder` where `decode_list` takes one (`typed`: msgspec)."""
+    import inspect
+
     from mcsdns.data.objects import MODELS
-    from mcsdns.kube.listdecode import ListDecoder
+    from mcsdns.kube.listdecode import decode_list
 
     got: list[dict[str, Any]] = []
-    decoder = getattr(MODELS[kind].SOURCE, "decoder", None)  # checkouts before it: json alone
-    scan = decoder() if decoder is not None else None
-    dec = ListDecoder(got.append, scan=scan) if scan is not None else ListDecoder(got.append)
-    for i in range(0, len(text), 1 << 16):
-        dec.feed(text[i:i + (1 << 16)])
-    dec.finish()
+    data = text.encode()
+    chunks = [data[i:i + (1 << 16)] for i in range(0, len(data), 1 << 16)]
+    if "typed" in inspect.signature(decode_list).parameters:
+        decode_list(chunks, got.append, typed=MODELS[kind].SOURCE.decoder())
+    else:  # older checkouts: their own decoder
+        decoder = getattr(MODELS[kind].SOURCE, "decoder", None)
+        decode_list(chunks, got.append, scan=decoder() if decoder is not None else None)  # type: ignore[call-arg]
     for o in got:
         o["kind"] = kind
     return got

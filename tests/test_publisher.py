@@ -27,7 +27,8 @@ def apply(p: ZonePublisher, *changes: tuple[str, int]) -> None:
     """What server.builder does for built services: fold each one's input digest (here
     made of its name and address), then apply its records."""
     for svc, addr in changes:
-        p.versions.fold(("shop", svc), int.from_bytes(hashlib.blake2b(f"{svc}/{addr}".encode()).digest()[:16]))
+        digest = hashlib.blake2b(f"{svc}/{addr}".encode(), digest_size=16).digest()
+        p.versions.fold(("shop", svc), int.from_bytes(digest))
     p.apply([(("shop", svc), names(svc, addr)) for svc, addr in changes])
 
 
