@@ -114,13 +114,13 @@ def huge_int() -> None:
     items = [{"metadata": {"name": n, "namespace": "shop"}, "spec": {"type": "ClusterSetIP", "ips": []}}
              for n in ("huge", "web")]
     text = json.dumps({"kind": "L", "items": items}).replace('"spec"', '"x": ' + "9" * 5000 + ', "spec"', 1)
-    for name, scan in (("C decoder", ServiceImport.SOURCE.decoder()), ("json", None)):
+    for name, typed in (("msgspec decoder", ServiceImport.SOURCE.decoder()), ("json", None)):
         got: list[Any] = []
         dropped: list[str] = []
         has_on_bad = "on_bad" in signature(decode_list).parameters  # not before the drop of bad items
         kw: dict[str, Any] = {"on_bad": dropped.append} if has_on_bad else {}
         try:
-            decode_list([text.encode()], got.append, scan=scan, **kw)
+            decode_list([text.encode()], got.append, typed=typed, **kw)
             names = [g["metadata"]["name"] for g in got]
             print(f"5,000-digit integer in an unread field, {name}: items {names} decoded, "
                   f"{len(dropped)} dropped")

@@ -7,10 +7,11 @@ The lists are bench/startup.py's data (8,000 ClusterSetIP + 2,000 headless Servi
 4,000 EndpointSlices of 10 endpoints) as a real kube-apiserver v1.36 sends them: compact
 JSON with full metadata (uid, resourceVersion, creationTimestamp, generation,
 managedFields). Stages: decode (kube/listdecode.py, fed 64 KiB at a time, with the
-checkout's `Fields.decoder` where it has one), parse
-(data.parsing.prepare), store (the parsed objects by key and by service), records
-(zone/records.py), stage (Zone.stage), digest (journal.work_out before the first serial),
-commit (Zone.commit).
+checkout's `Fields.decoder`: msgspec), parse
+(data.parsing.prepare), store (the parsed objects by key and by service), digest
+(journal.service_digest of each service's inputs: the serial) — the stages before /ready —
+then what the background pass does after it: records (zone/records.py), stage
+(Zone.stage), commit (Zone.commit).
 
     python bench/startup_stages.py --runs 5
     python bench/startup_stages.py --repo /tmp/base --repo .   # two checkouts, side by side
@@ -60,19 +61,22 @@ def lists(services: int, headless: int) -> dict[str, str]:
 
 
 def decoded(kind: str, text: str) -> list[dict[str, Any]]:
-    """The items of a list's text, fed to the list decoder 64 KiB at a time, each decoded as
-    the reflector decodes it: keeping only the fields its parser reads where the checkout
-    can (`Fields.decoder`, data/_keep.c)."""
+    """The items of a list's text, decoded as the reflector decodes them (`decode_list`, fed
+    64 KiB at a time): keeping only the fields its parser reads, with the checkout's
+    `Fields.decoder` where `decode_list` takes one (`typed`: msgspec)."""
+    import inspect
+
     from mcsdns.data.objects import MODELS
-    from mcsdns.kube.listdecode import ListDecoder
+    from mcsdns.kube.listdecode import decode_list
 
     got: list[dict[str, Any]] = []
-    decoder = getattr(MODELS[kind].SOURCE, "decoder", None)  # checkouts before it: json alone
-    scan = decoder() if decoder is not None else None
-    dec = ListDecoder(got.append, scan=scan) if scan is not None else ListDecoder(got.append)
-    for i in range(0, len(text), 1 << 16):
-        dec.feed(text[i:i + (1 << 16)])
-    dec.finish()
+    data = text.encode()
+    chunks = [data[i:i + (1 << 16)] for i in range(0, len(data), 1 << 16)]
+    if "typed" in inspect.signature(decode_list).parameters:
+        decode_list(chunks, got.append, typed=MODELS[kind].SOURCE.decoder())
+    else:  # older checkouts: their own decoder
+        decoder = getattr(MODELS[kind].SOURCE, "decoder", None)
+        decode_list(chunks, got.append, scan=decoder() if decoder is not None else None)  # type: ignore[call-arg]
     for o in got:
         o["kind"] = kind
     return got
@@ -87,7 +91,7 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
     from mcsdns.data.objects import EndpointSlice
     from mcsdns.data.parsing import parse, prepare
     from mcsdns.kube.keys import Key, key_of
-    from mcsdns.zone.journal import work_out
+    from mcsdns.zone.journal import service_digest
     from mcsdns.zone.leftout import LeftOut
     from mcsdns.zone.locality import OFF
     from mcsdns.zone.records import service_records
@@ -120,15 +124,15 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
         assert isinstance(s, EndpointSlice)
         by_service[(s.namespace, s.service)].append(s)
     lap("store")
+    for k, si in imports.items():
+        service_digest(k, si, by_service.get(k, []), OFF)
+    lap("digest")
     zone = Zone()
     names = {k: service_records(si, by_service.get(k, []), zone.origin, OFF, LeftOut())
              for k, si in imports.items()}
     lap("records")
     staged = [zone.stage(k, n) for k, n in names.items()]
     lap("stage")
-    for st in staged:
-        work_out(st.key, st.before, st.new, False)
-    lap("digest")
     for st in staged:
         zone.commit(st)
     lap("commit")

@@ -71,6 +71,13 @@ def endpoint_slice(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+def loaded() -> Pipeline:
+    """A pipeline answering from data (without a loop: every change is built at once)."""
+    app = Pipeline()
+    app.load()
+    return app
+
+
 def _owned(app: Pipeline) -> None:
     """Every zone name is static, a namespace node, or inside its own service's subtree."""
     owner: dict[str, tuple[str, str]] = {}
@@ -91,7 +98,7 @@ def _owned(app: Pipeline) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(service_import(), endpoint_slice()), max_size=12))
 def test_hostile_objects_never_crash_or_leak(objs: list[dict[str, Any]]) -> None:
-    app = Pipeline()
+    app = loaded()
     for o in objs:
         app.store.upsert(o)
     _owned(app)
@@ -101,7 +108,7 @@ def test_hostile_objects_never_crash_or_leak(objs: list[dict[str, Any]]) -> None
 
 
 def test_huge_object_is_handled() -> None:
-    app = Pipeline()
+    app = loaded()
     eps = [{"addresses": [f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"], "hostname": f"p{i}"}
            for i in range(60_000)]
     app.store.upsert({"kind": SERVICE_IMPORT, "metadata": {"name": "big", "namespace": "ns"},
@@ -114,7 +121,7 @@ def test_huge_object_is_handled() -> None:
 
 
 def test_dotted_hostname_cannot_reach_another_service() -> None:
-    app = Pipeline()
+    app = loaded()
     for name in ("victim", "attacker"):
         app.store.upsert({"kind": SERVICE_IMPORT, "metadata": {"name": name, "namespace": "ns"},
                           "spec": {"type": "Headless"}})

@@ -5,6 +5,7 @@ serial through the shared serial file, without polling."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 
 from mcsdns.dns.names import encode_name
@@ -22,6 +23,15 @@ def names(svc: str, addr: int) -> Names:
     return {encode_name(f"{svc}.shop.svc.clusterset.local"): {RRType.A: a}}
 
 
+def apply(p: ZonePublisher, *changes: tuple[str, int]) -> None:
+    """What server.builder does for built services: fold each one's input digest (here
+    made of its name and address), then apply its records."""
+    for svc, addr in changes:
+        digest = hashlib.blake2b(f"{svc}/{addr}".encode(), digest_size=16).digest()
+        p.versions.fold(("shop", svc), int.from_bytes(digest))
+    p.apply([(("shop", svc), names(svc, addr)) for svc, addr in changes])
+
+
 def publisher(serial_file: str | None) -> ZonePublisher:
     zone = Zone(serial=1)
     return ZonePublisher(zone, Versions(zone, SerialClock(serial_file)), ResponseCache(zone), serial_file)
@@ -31,18 +41,18 @@ def test_a_change_is_served_with_a_new_serial_at_once() -> None:
     p = publisher(None)
     seen: list[tuple[int, bool]] = []
     p.on_serial.append(lambda s, new: seen.append((s, new)))
-    p.apply([(("shop", "web"), names("web", 1))])
+    apply(p, ("web", 1))
     assert seen == [] and not p.versions.established  # not loaded: no serial yet
     p.load()
     s0 = p.zone.serial
     assert seen == [(s0, True)] and p.cache.serial == s0.to_bytes(4, "big")
     nx = encode_name("nothing.shop.svc.clusterset.local")
     assert p.cache.answer(nx, b"\x00\x01\x00\x01").serial_at  # a negative answer, kept
-    p.apply([(("shop", "api"), names("api", 2))])
+    apply(p, ("api", 2))
     s1 = p.zone.serial
     assert seen[-1] == (s1, True) and s1 != s0 and p.cache.serial == s1.to_bytes(4, "big")
     assert p.versions.deltas_since(s0) is not None  # the journal has the step
-    p.apply([(("shop", "api"), names("api", 2))])  # nothing changed: no new serial
+    apply(p, ("api", 2))  # nothing changed: no new serial
     assert p.zone.serial == s1 and len(seen) == 2
 
 
@@ -57,11 +67,11 @@ def test_workers_that_batched_differently_adopt_one_serial(tmp_path: Path) -> No
             p.watch(loop)
         base = a.zone.serial
         assert b.zone.serial == base
-        x, y = (("shop", "x"), names("x", 1)), (("shop", "y"), names("y", 2))
-        b.apply([x, y])  # b saw both changes at once: it allocates for the content x+y first
+        x, y = ("x", 1), ("y", 2)
+        apply(b, x, y)  # b saw both changes at once: it allocates for the content x+y first
         await asyncio.sleep(0.05)
-        a.apply([x])  # a saw them one by one: x alone is new content, then x+y again
-        a.apply([y])
+        apply(a, x)  # a saw them one by one: x alone is new content, then x+y again
+        apply(a, y)
         for _ in range(100):
             if a.zone.serial == b.zone.serial:
                 break

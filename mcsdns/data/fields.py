@@ -5,15 +5,18 @@ all of it (a plain name), the named keys of a map (a nested `Fields`), or the sa
 item of a list (`Each`). `keep` returns a value cut down to those parts, for the `--workers`
 relay (`objects.essentials`); a part that is not of the declared shape (a map where a list
 is declared, a string where a map is) is kept as it is, so that it is reported the same.
+`decoder` decodes JSON into the same, through msgspec `Struct`s made of the declaration
+(`struct`): what is not declared is skipped, never built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 from typing import Any, TypeAlias
 
-from ..kube.listdecode import Scan
+import msgspec
+
+from ..kube.listdecode import Typed
 
 Path: TypeAlias = tuple[str, ...]  # map keys, and ITEM for "every item of a list"
 ITEM = "[]"
@@ -34,20 +37,26 @@ class Fields:
         return {k: v if shape is None else shape.keep(v)
                 for k, shape in self.keys.items() if k in value for v in (value[k],)}
 
-    def shape(self) -> tuple[str, Any]:
-        """This declaration as nested tuples, for `_keep.compile`."""
-        return ("fields", tuple((k, None if v is None else v.shape()) for k, v in self.keys.items()))
+    def decoder(self) -> Typed:
+        """One JSON object's bytes decoded keeping only these fields, as `keep` keeps them;
+        msgspec.ValidationError where a declared part is not of the declared shape (then
+        json decodes it whole, and the parser says what is wrong)."""
+        decode = msgspec.json.Decoder(self.struct("Kept")).decode
+        to_builtins = msgspec.to_builtins
 
-    def decoder(self) -> Scan | None:
-        """A list item's JSON decoded keeping only these fields as it goes (`_keep.c`: the rest is
-        checked, never built), or None where that C extension is not built. Where it cannot
-        be sure to decode as json does (an escape in a kept string, a float, the text
-        cut short...) it returns None, and json decodes."""
-        try:
-            from . import _keep
-        except ImportError:
-            return None
-        return partial(_keep.decode, _keep.compile(self.shape()))
+        def typed(raw: bytes) -> Any:
+            return to_builtins(decode(raw))
+        return typed
+
+    def struct(self, name: str) -> type[msgspec.Struct]:
+        """This declaration as a msgspec Struct: a field per key (renamed: keys need not be
+        names), unset when absent (and then left out by `to_builtins`); null allowed."""
+        fields: list[tuple[str, Any, Any]] = []
+        for i, shape in enumerate(self.keys.values()):
+            typ: Any = object if shape is None else shape.struct(f"{name}_{i}") | None
+            fields.append((f"f{i}", typ, msgspec.UNSET))
+        return msgspec.defstruct(name, fields, rename={f"f{i}": k for i, k in enumerate(self.keys)},
+                                 omit_defaults=True)
 
     def paths(self, at: Path = ()) -> Iterator[Path]:
         """Every declared path that ends the declaration (a part read whole, or a map of
@@ -81,8 +90,8 @@ class Each:
     def keep(self, value: Any) -> Any:
         return [self.item.keep(v) for v in value] if isinstance(value, list) else value
 
-    def shape(self) -> tuple[str, Any]:
-        return ("each", self.item.shape())
+    def struct(self, name: str) -> Any:
+        return list[self.item.struct(name)]  # type: ignore[misc]
 
     def paths(self, at: Path) -> Iterator[Path]:
         return self.item.paths((*at, ITEM))

@@ -11,7 +11,6 @@ relays, is derived).
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any, ClassVar, TypeAlias
@@ -37,9 +36,6 @@ Obj: TypeAlias = dict[str, Any]  # a raw object, or a part of one
 _KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (kube.keys.key_of)
 _META = Fields("namespace", "name", labels=Fields())  # and `_meta`: the labels must be a map
 _PORTS = Each(Fields("port", "name", "protocol"))
-# the C parsers (`_parse`, set below where it is built): the model, or None to parse here
-_C_IMPORT: Callable[[Obj], ServiceImport | None] | None = None
-_C_SLICE: Callable[[Obj], EndpointSlice | None] | None = None
 
 
 class Malformed(ValueError):
@@ -137,8 +133,6 @@ class ServiceImport:
 
     @classmethod
     def parse(cls, obj: Obj) -> ServiceImport:
-        if _C_IMPORT is not None and (made := _C_IMPORT(obj)) is not None:
-            return made
         ns, name, _ = _meta(obj)
         if not is_dns_label(ns) or not is_dns_label(name):
             raise Malformed(f"{who(ns, name)}: name and namespace must be DNS labels")
@@ -284,8 +278,6 @@ class EndpointSlice:
 
     @classmethod
     def parse(cls, obj: Obj) -> EndpointSlice:
-        if _C_SLICE is not None and (made := _C_SLICE(obj)) is not None:
-            return made
         ns, name, labels = _meta(obj)
         svc = labels.get(SERVICE_NAME_LABEL)
         cluster = labels.get(SOURCE_CLUSTER_LABEL)
@@ -353,14 +345,6 @@ class ClusterProperty:
         return {"kind": CLUSTER_PROPERTY, "metadata": {"name": CLUSTER_PROPERTY_ID[0]},
                 "spec": {"value": self.cluster_id}}
 
-
-try:  # the C mirror of the two parsers above, for plain valid objects (a third of the time)
-    from . import _parse
-except ImportError:  # not built (no compiler): the parsers above alone
-    pass
-else:
-    _parse.setup(ServiceImport, EndpointSlice, Endpoint, Port, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL)
-    _C_IMPORT, _C_SLICE = _parse.service_import, _parse.endpoint_slice
 
 Model: TypeAlias = type[ServiceImport] | type[EndpointSlice] | type[ClusterProperty]
 MODELS: dict[str, Model] = {m.KIND: m for m in (ServiceImport, EndpointSlice, ClusterProperty)}

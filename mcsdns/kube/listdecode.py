@@ -26,6 +26,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
 from ..ops import gcpause
 
 Obj = dict[str, Any]
@@ -46,19 +48,21 @@ _NEST = re.compile(r'"(?:[^"\\]++|\\.)*+(")?|[\[{]++|[\]}]++', re.S)  # a string
 DEEP = 1000  # brackets open past which a value's end is found by their count alone (json refuses it)
 
 
-Scan = Callable[[str, int], "tuple[Any, int] | None"]  # an item decoded ahead of json, or None
+Typed = Callable[[bytes], Any]  # one item's bytes decoded (data.fields `Fields.decoder`)
+_TypeError = (msgspec.ValidationError, msgspec.DecodeError)
+_RAWS = msgspec.json.Decoder(dict[str, msgspec.Raw])  # a list's members, undecoded
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw] | None)  # its items, each undecoded
 
 
 class ListDecoder:
     """Feed text with `feed`; `on_item` is called with each item in order; `finish`
-    returns the list object without its items (kind, apiVersion, metadata). `scan`, if
-    given, decodes each item first (data.fields `Fields.decoder`: only the fields a parser
-    reads); where it returns None, json decodes the item. `on_bad`, if given, is told why
-    each item that does not decode was dropped (else such an item refuses the list)."""
+    returns the list object without its items (kind, apiVersion, metadata). `on_bad`, if
+    given, is told why each item that does not decode was dropped (else such an item
+    refuses the list)."""
 
-    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH, scan: Scan | None = None,
+    def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH,
                  on_bad: Callable[[str], None] | None = None) -> None:
-        self.on_item, self.batch, self.scan, self.on_bad = on_item, batch, scan, on_bad
+        self.on_item, self.batch, self.on_bad = on_item, batch, on_bad
         self.tainted = False  # bytes that are not UTF-8 were fed: items are checked for them
         self.buf = ""  # text not decoded yet starts at `pos`
         self.pos = 0
@@ -78,9 +82,7 @@ class ListDecoder:
             return
         # what is decoded is dropped: the buffer stays short (a failed try's error counts
         # the lines before it) and each character is copied a bounded number of times
-        self.buf = self.buf[self.pos:] + "".join(self.parts)
-        if self.scan is None:  # `scan` skips what it does not keep, managedFields with the rest
-            self.buf = _MANAGED.sub("", self.buf)
+        self.buf = _MANAGED.sub("", self.buf[self.pos:] + "".join(self.parts))
         self.pos, self.parts, self.retry_at = 0, [], self.batch
         while self.state != "done" and self._step(final):
             pass
@@ -182,7 +184,7 @@ class ListDecoder:
         """The items and their commas that have arrived, in one loop (through `_step`,
         two calls per item cost a fifth of the decoding); False when more text is needed."""
         buf, n, on_item, pos, state = self.buf, len(self.buf), self.on_item, self.pos, self.state
-        plain, hooked, scan = _PLAIN.raw_decode, _HOOKED.raw_decode, self.scan
+        plain, hooked = _PLAIN.raw_decode, _HOOKED.raw_decode
         try:
             while pos < n:
                 c = buf[pos]
@@ -197,9 +199,8 @@ class ListDecoder:
                     pos, state = pos + 1, "items"
                 else:
                     big = n - pos > gcpause.HOLD_BYTES  # json, with a hook per object (the GIL handed back)
-                    got = scan(buf, pos) if scan is not None and not big else None
                     try:
-                        item, end = got if got is not None else (hooked if big else plain)(buf, pos)
+                        item, end = (hooked if big else plain)(buf, pos)
                     except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
                         after = self._bad(e, pos, final)
                         if after is None:
@@ -308,17 +309,58 @@ def _counted(text: str, pos: int, depth: int) -> int | None:
 
 
 def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH,
-                scan: Scan | None = None, on_bad: Callable[[str], None] | None = None) -> Obj:
-    """Decode a list response from its byte chunks, calling `on_item` with each item as
-    it arrives (tried every `batch` characters, each with `scan` first) and `on_bad` with why
-    each item that does not decode was dropped; returns the rest of the list object."""
-    dec = ListDecoder(on_item, batch, scan, on_bad)
-    text = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+                typed: Typed | None = None, on_bad: Callable[[str], None] | None = None) -> Obj:
+    """Decode a list response from its byte chunks, calling `on_item` with each item and
+    `on_bad` with why each item that does not decode was dropped; returns the rest of the
+    list object. With `typed`, the whole response is read, then each item decoded by it
+    (`_typed`); else, and where the response is not plain JSON, each item as it arrives
+    (tried every `batch` characters)."""
     gcpause.hold()  # decoding makes no cyclic garbage; full collections would rescan the list
     try:
+        if typed is not None:
+            body = b"".join(chunks)
+            head = _typed(body, on_item, typed, on_bad)
+            if head is not None:
+                return head
+            chunks = (body,)
+        dec = ListDecoder(on_item, batch, on_bad)
+        text = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         for chunk in chunks:
             dec.feed(text.decode(chunk))
         dec.feed(text.decode(b"", final=True))
         return dec.finish()
     finally:
         gcpause.release()
+
+
+def _typed(body: bytes, on_item: Callable[[Any], None], typed: Typed,
+           on_bad: Callable[[str], None] | None) -> Obj | None:
+    """The list in `body`, its items decoded by `typed` (msgspec: what it does not declare
+    skipped unbuilt); an item not of its declared shape by json, whole (its parser says
+    what is wrong). None, nothing handed on, where the text is not plain JSON that json
+    decodes alike (bytes not UTF-8, a broken list...): the streaming decoder then decides,
+    dropping a bad item alone."""
+    try:
+        if not body.isascii():
+            body.decode()  # msgspec does not check the bytes of what it skips
+        members = _RAWS.decode(body)
+        raws = _ITEMS.decode(members.pop("items", b"null"))
+        head: Obj = {k: json.loads(bytes(v)) for k, v in members.items()}
+    except (*_TypeError, ValueError, RecursionError):
+        return None
+    if raws is None:
+        return head
+    head["items"] = None
+    for raw in raws:
+        try:
+            item = typed(raw)
+        except _TypeError:
+            try:
+                item = json.loads(bytes(raw))
+            except RecursionError:  # msgspec read it: it is JSON, nested deeper than json goes
+                if on_bad is None:
+                    raise ValueError("an item nested too deep") from None
+                on_bad(f"nested too deep: {bytes(raw[:64])!r}")
+                continue
+        on_item(item)
+    return head

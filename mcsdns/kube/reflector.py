@@ -36,7 +36,7 @@ from ..ops import gcpause
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, asked_wait, describe
 from .keys import Key, key_of
-from .listdecode import BATCH, Scan, decode_list
+from .listdecode import BATCH, Typed, decode_list
 from .transport import Response
 
 log = logging.getLogger("mcsdns.kube")
@@ -118,12 +118,12 @@ class Reflector:
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0),
                  watch_backoff: tuple[float, float] = WATCH_BACKOFF,
-                 transform: Callable[[Obj], None] | None = None, scan: Scan | None = None,
+                 transform: Callable[[Obj], None] | None = None, typed: Typed | None = None,
                  on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500,
                  accept: tuple[str, str] = ("application/json", "application/json")) -> None:
         self.label, self.kind, self.key = label, kind, key
         self.transform = transform  # applied to each object in this thread, as it is decoded
-        self.scan = scan  # decodes a list's items ahead of json (listdecode.ListDecoder)
+        self.typed = typed  # decodes each item of a list (listdecode.decode_list)
         # with `on_part`, a list's objects are handed on `part_size` at a time as they are
         # decoded, and `on_list` gets those left (its deletes are from all of them)
         self.on_part, self.part_size = on_part, part_size
@@ -232,7 +232,7 @@ class Reflector:
                 # BATCH bytes a read (a real API server sends 2 KiB chunks; the decoder tries
                 # every BATCH characters): http.client joins the chunks
                 data = decode_list(iter(partial(resp.read, BATCH), b""), partial(self._item, items, dropped),
-                                   scan=self.scan, on_bad=partial(self._dropped, dropped))
+                                   typed=self.typed, on_bad=partial(self._dropped, dropped))
             finally:
                 resp.release_conn()
             meta = data.get("metadata") or {}

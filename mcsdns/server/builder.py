@@ -1,4 +1,11 @@
-"""Service records built off the event loop when they are large, then swapped in.
+"""Service records: built when first needed, or off the event loop when they are large.
+
+Until the zone is complete, a changed service whose records are not in the zone is
+only marked `Zone.unbuilt` (its input digest folded, so the serial is known at once):
+its records are built when a query asks for one of its names (`Zone.build`), a
+transfer or `mcsdns records` asks for them all (`Zone.complete`), or by the background
+pass the load starts (`loaded`: about FILL_ITEMS per loop turn, the GC held off), which
+then completes the zone; from then on every change is built as follows.
 
 `Builder.rebuild` builds the changed services' records on the loop, as one step,
 when they cost at most BIG_ITEMS (endpoints and ports, plus SERVICE_COST per service;
@@ -22,7 +29,7 @@ from ..data.objects import EndpointSlice, ServiceImport
 from ..data.store import BIG_ITEMS, Store, parsed_size
 from ..kube.keys import Key
 from ..ops import gcpause
-from ..zone.journal import Worked, work_out
+from ..zone.journal import Worked, service_digest, work_out
 from ..zone.leftout import LeftOut
 from ..zone.locality import Locality
 from ..zone.records import reads_slices, service_records
@@ -34,6 +41,7 @@ log = logging.getLogger("mcsdns.builder")
 
 SWAP_NAMES = 10_000  # names swapped in per loop turn (whole services: a larger one alone)
 SERVICE_COST = 8  # what building one service costs beyond its items, in items (about 100 us)
+FILL_ITEMS = 400  # items the background pass builds per loop turn (about a millisecond)
 
 Inputs = list[tuple[Key, ServiceImport | None, list[EndpointSlice]]]
 Work = list[tuple[Staged, Worked, LeftOut]]
@@ -62,8 +70,13 @@ class Builder:
         self.loop: asyncio.AbstractEventLoop | None = None  # set: large builds run off it
         self.executor: Executor | None = None  # where they run (None: the loop's default)
         self.building: dict[Key, bool] = {}  # service -> changed again meanwhile
+        self.digests: dict[Key, int] = {}  # of services being built: folded at their swap
         # services whose records do not read their slices -> the ServiceImport last taken
         self.taken: dict[Key, ServiceImport] = {}
+        self.lazy = True  # services not in the zone are marked unbuilt, not built (see the module)
+        self.filling = False  # the background pass is under way
+        self.loc: Locality | None = None  # the locality of the last rebuild
+        zone.build = self._build_unbuilt
 
     @property
     def idle(self) -> bool:
@@ -71,10 +84,12 @@ class Builder:
         return not self.building
 
     def rebuild(self, keys: set[Key], loc: Locality) -> None:
-        """Bring the zone's records of `keys` up to the store's objects."""
+        """Bring the zone's records of `keys` up to the store's objects (or mark them unbuilt)."""
         inputs: Inputs = []
         cost = 0
-        imports, taken = self.store.imports, self.taken
+        imports, taken, versions, zone = self.store.imports, self.taken, self.publisher.versions, self.zone
+        self.loc = loc
+        marked = False
         for key in keys:
             si = imports.get(key)
             sliceless = si if si is not None and not reads_slices(si) else None
@@ -83,16 +98,33 @@ class Builder:
             if key in self.building:  # built again after the swap, from what it is then
                 self.building[key] = True
                 continue
+            si, slices = self.store.service(key)
+            digest = service_digest(key, si, slices, loc)
+            if self.lazy and key not in zone.svc_names:
+                taken.pop(key, None)
+                versions.fold(key, digest)
+                versions.unjournaled()  # its records before were never built: no difference known
+                if si is None:
+                    zone.unbuilt.discard(key)
+                else:
+                    zone.unbuilt.add(key)
+                marked = True
+                continue
             if sliceless is not None:
                 taken[key] = sliceless
             else:
                 taken.pop(key, None)
-            si, slices = self.store.service(key)
+            zone.unbuilt.discard(key)
             cost += parsed_size(si, slices) + SERVICE_COST
             inputs.append((key, si, slices))
+            self.digests[key] = digest
+        if marked:
+            self.publisher.commit()
         if not inputs:
             return
         if self.loop is None or cost <= BIG_ITEMS:
+            for key, _, _ in inputs:
+                versions.fold(key, self.digests.pop(key))
             self.publisher.apply(self._built_here(inputs, loc))
             return
         for key, _, _ in inputs:
@@ -101,14 +133,67 @@ class Builder:
         fut = self.loop.run_in_executor(self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
+    def loaded(self) -> None:
+        """The zone answers from data now: build what is unbuilt, in the background on the
+        loop, or at once without one."""
+        if not self.lazy or self.filling:
+            return
+        if self.loop is None:
+            self.zone.complete()
+            self.lazy = False
+            return
+        gcpause.hold()  # the pass makes no cyclic garbage; released (what it built frozen) at its end
+        self.filling = True
+        self.loop.call_soon(self._fill)
+
+    def _fill(self) -> None:
+        """One turn of the background pass: about FILL_ITEMS of unbuilt services."""
+        unbuilt, store = self.zone.unbuilt, self.store
+        keys: list[Key] = []
+        cost = 0
+        while unbuilt and cost < FILL_ITEMS:
+            key = next(iter(unbuilt))
+            keys.append(key)
+            si, slices = store.service(key)
+            cost += parsed_size(si, slices) + SERVICE_COST
+            unbuilt.discard(key)
+        unbuilt.update(keys)
+        self._build_unbuilt(keys)
+        if unbuilt:
+            assert self.loop is not None
+            self.loop.call_soon(self._fill)
+            return
+        self.lazy = self.filling = False
+        gcpause.release()
+        log.debug("zone complete: every service built")
+
+    def _build_unbuilt(self, keys: list[Key]) -> None:
+        """Build unbuilt services into the zone now, as of the store: content the serial
+        already counts, so nothing is journaled."""
+        loc = self.loc
+        if loc is None:
+            return
+        inputs: Inputs = []
+        for key in keys:
+            self.zone.unbuilt.discard(key)
+            si, slices = self.store.service(key)
+            if si is not None and not reads_slices(si):
+                self.taken[key] = si
+            inputs.append((key, si, slices))
+        self.publisher.fill(self._built_here(inputs, loc))
+
     def resume(self) -> None:
         """In a forked process (the parent's build threads did not come along): build
         again what was being built, on this process's `loop`."""
         keys, self.building = set(self.building), {}
         for key in keys:
             self.taken.pop(key, None)
+            self.digests.pop(key, None)
         if keys:
             self.again(keys)
+        if self.lazy and self.zone.loaded:  # the parent's background pass did not come along
+            self.filling = False
+            self.loaded()
 
     def _built_here(self, inputs: Inputs, loc: Locality) -> Iterator[tuple[Key, Names]]:
         """On the loop: each service's names, its left-out names reported."""
@@ -126,7 +211,7 @@ class Builder:
         for key, si, slices in inputs:
             left = LeftOut()
             st = self.zone.stage(key, records(self.zone, si, slices, loc, left))
-            out.append((st, work_out(key, st.before, st.new, journaled), left))
+            out.append((st, work_out(st.before, st.new, journaled), left))
         return out
 
     def _built(self, fut: asyncio.Future[Work], keys: list[Key]) -> None:
@@ -140,6 +225,7 @@ class Builder:
             for key in keys:
                 self.building.pop(key, None)
                 self.taken.pop(key, None)
+                self.digests.pop(key, None)
             return
         self._swap(work)
 
@@ -152,6 +238,8 @@ class Builder:
             batch.append((st, w))
             self.report(st.key, left)
             names += len(st.gone) + len(st.put) + SERVICE_COST
+        for st, _ in batch:
+            self.publisher.versions.fold(st.key, self.digests.pop(st.key))
         self.publisher.swap(batch)
         again = {st.key for st, _ in batch if self.building.pop(st.key, False)}
         if work:

@@ -98,8 +98,10 @@ class Pipeline:
         return self.zone.serial if self.versions.established else None
 
     def load(self) -> None:
-        """The zone holds all the data: answer from it, under its serial."""
+        """The zone holds all the data: answer from it, under its serial (the records not
+        built yet are built when asked for, and in the background)."""
         self.publisher.load()
+        self.builder.loaded()
 
     def off_loop(self, loop: asyncio.AbstractEventLoop, forked: bool = False) -> None:
         """From now on, parse large objects and build large services off `loop`, in one

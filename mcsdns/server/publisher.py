@@ -58,6 +58,15 @@ class ZonePublisher:
         self.cache.invalidate(touched)
         self.commit()
 
+    def fill(self, built: Iterable[tuple[Key, Names]]) -> None:
+        """Set the names of services built for the first time (`server.builder`): content
+        the serial already counts (nothing journaled, no new serial); only what the cache
+        may hold for their names is dropped (a namespace's name they add)."""
+        touched: set[bytes] = set()
+        for key, names in built:
+            touched |= self.zone.set_service(key, names).names
+        self.cache.invalidate(touched)
+
     def swap(self, work: Iterable[tuple[Staged, Worked]]) -> None:
         """As `apply`, for changes staged and worked out off the loop (server.builder)."""
         sets: list[set[bytes]] = []

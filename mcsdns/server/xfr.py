@@ -188,6 +188,7 @@ class Transfers:
     def _axfr(self) -> Iterator[Record]:
         """SOA, every record of the zone (as of now), SOA."""
         zone = self.zone
+        zone.complete()  # the records no query asked for yet, if the background pass has not built them
         soa = (zone.origin, RRType.SOA, zone.soa.rdata)
         nodes = list(zone.names.items())  # snapshot: RRsets are replaced, never changed
         yield soa

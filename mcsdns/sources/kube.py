@@ -286,7 +286,7 @@ class KubeSource:
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
                 on_part=partial(self._on_part, c),
                 transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole),
-                scan=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder())
+                typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder())
         inf.start()
 
     def _on_part(self, c: Collection, items: list[Obj]) -> None:

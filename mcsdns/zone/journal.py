@@ -1,11 +1,14 @@
 """Zone versions: a content digest, the SOA serial per version, and a bounded
 journal of per-version differences for IXFR (RFC 1995).
 
-`Versions.record(change)` folds each applied service change into the digest
-and the pending difference; `Versions.assign()` then gives the content its
-serial (the caller, `server.publisher.ZonePublisher`, serves it). The digest
-is an XOR of one 128-bit hash per service, so it is updated in O(changed
-services) and is the same in every process serving the same data.
+`Versions.fold` folds each changed service's input digest into the zone's,
+`Versions.record(change)` each built change into the pending difference;
+`Versions.assign()` then gives the content its serial (the caller,
+`server.publisher.ZonePublisher`, serves it). The digest is an XOR of one
+128-bit hash per service of what its records are made of (`service_digest`:
+the parsed objects and RECORDS_FORMAT, not the records, so that no record need
+be built to know the serial), updated in O(changed services) and the same in
+every process serving the same data.
 """
 
 from __future__ import annotations
@@ -13,26 +16,20 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..dns.limits import RDATA_MAX
+import msgspec
+
+from ..data.objects import EndpointSlice, ServiceImport
 from ..dns.names import decode_name
 from ..kube.keys import Key
 from ..ops.stats import Put, define
-from .rrsets import Names, One, RRset
+from .locality import Locality
+from .records import reads_slices
+from .rrsets import Names
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
-
-_C_TEXT: Callable[[bytes, Names], bytes] | None = None  # `_digest.text`, where it is built
-try:
-    from . import _digest
-except ImportError:  # not built (no compiler): `_text`
-    pass
-else:
-    _digest.setup(One, RRset)
-    _C_TEXT = _digest.text
 
 log = logging.getLogger("mcsdns.journal")
 
@@ -41,63 +38,23 @@ JOURNAL_MAX_VERSIONS = 1000
 
 Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
 
+# The version of what `zone.records` makes of given inputs: bumped with every change to a
+# maker, so that the serial changes with the records even where the objects do not.
+RECORDS_FORMAT = 1
+_ENCODE = msgspec.msgpack.Encoder().encode  # dataclasses and tuples, in field order: deterministic
+
 ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before the first sync).")
 
 
-# the 2-octet big-endian forms of rdata lengths and types the digest writes, by value: those
-# the zone makes at first (rdata <= dns.limits.RDATA_MAX, types < 256), every value once one
-# larger is met
-_TWO = [i.to_bytes(2, "big") for i in range(RDATA_MAX + 1)]
-_TYPE = [i.to_bytes(2, "big") for i in range(256)]
-
-
-def service_digest(key: Key, names: Names) -> int:
-    """Hash of one service's records (0 for none); independent of RRset order and rotation:
-    BLAKE2b-128 of `digest_text`."""
-    if not names:
+def service_digest(key: Key, si: ServiceImport | None, slices: list[EndpointSlice], loc: Locality) -> int:
+    """Hash of what one service's records are made of (0 without its ServiceImport):
+    BLAKE2b-128 of RECORDS_FORMAT, the key, the ServiceImport and, where its records read
+    them (`reads_slices`), its slices in key order and the locality. Equal inputs give
+    equal digests in every process; see docs/operations.md for the rare spurious change."""
+    if si is None:
         return 0
-    return int.from_bytes(hashlib.blake2b(digest_text(key, names), digest_size=16).digest(), "big")
-
-
-def digest_text(key: Key, names: Names) -> bytes:
-    """What a service's digest hashes: `<ns>/<name>`, then for each name in order and each
-    of its types in order: 0, the name, the type, then each rdata in order after its length
-    (type and length in 2 octets); a name without records adds nothing. Made by the C
-    extension `_digest` where it is built (a quarter of the time), else by `_text`."""
-    head = f"{key[0]}/{key[1]}".encode()
-    if _C_TEXT is not None:
-        return _C_TEXT(head, names)
-    try:
-        return _text(head, names)
-    except IndexError:  # a length or type past the tables: widen them (once) and try again
-        for table in (_TWO, _TYPE):
-            table.extend(i.to_bytes(2, "big") for i in range(len(table), 1 << 16))
-        return _text(head, names)
-
-
-def _text(head: bytes, names: Names) -> bytes:
-    """`digest_text` in Python: the one mirror of `_digest.c` (tests/test_digest_diff.py)."""
-    parts = [head]
-    add = parts.extend  # pieces joined once: no bytes made per record
-    two, typ = _TWO, _TYPE
-    for n in sorted(names):
-        rrsets = names[n]
-        if type(rrsets) is One:  # most names: one RRset, most often of one record
-            rr = rrsets.rrset
-            rds = rr.rdatas
-            if len(rds) == 1:
-                rd = rds[0]
-                add((b"\x00", n, typ[rr.rtype], two[len(rd)], rd))
-                continue
-            add((b"\x00", n, typ[rr.rtype]))
-            for rd in sorted(rds):
-                add((two[len(rd)], rd))
-        elif rrsets:
-            for t in sorted(rrsets):
-                add((b"\x00", n, typ[t]))
-                for rd in sorted(rrsets[t].rdatas):
-                    add((two[len(rd)], rd))
-    return b"".join(parts)
+    parts = (RECORDS_FORMAT, key, si, slices, loc) if reads_slices(si) else (RECORDS_FORMAT, key, si)
+    return int.from_bytes(hashlib.blake2b(_ENCODE(parts), digest_size=16).digest(), "big")
 
 
 def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
@@ -118,21 +75,17 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
 
 
 class Worked(NamedTuple):
-    """A service change's digest and difference, worked out ahead (off the loop); the
-    difference is None when it was not (no journal yet: `record` works it out if needed)."""
+    """A built service change's journal difference, worked out ahead (off the loop); None
+    when it was not (nothing journaled yet: `record` works it out if needed)."""
 
-    digest: int
     removed: list[Record] | None
     added: list[Record] | None
 
 
-def work_out(key: Key, old: Names, new: Names, journaled: bool = True) -> Worked:
-    """What `Versions.record` computes for a change from `old` to `new`; the difference
-    only when `journaled` (before the first serial nothing is journaled: the first build
-    of a large zone skips it)."""
-    if not journaled:
-        return Worked(service_digest(key, new), None, None)
-    return Worked(service_digest(key, new), *diff(old, new))
+def work_out(old: Names, new: Names, journaled: bool = True) -> Worked:
+    """What `Versions.record` computes for a change from `old` to `new`, when `journaled`
+    (before the first serial nothing is journaled)."""
+    return Worked(*diff(old, new)) if journaled else Worked(None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +120,23 @@ class Versions:
     def publish(self, put: Put) -> None:
         put(ZONE_SERIAL, self.zone.serial if self.established else 0)
 
-    def record(self, change: Change, worked: Worked | None = None) -> None:
-        """Fold one service change into the digest (and, once established, the pending diff);
-        `worked`: its digest and difference, computed ahead."""
-        key, old, new = change.key, change.old, change.new
-        d = worked.digest if worked is not None else service_digest(key, new)
+    def fold(self, key: Key, d: int) -> None:
+        """A service's inputs now have the digest `d` (`service_digest`)."""
         self.digest ^= self.svc_digest.pop(key, 0) ^ d
         if d:
             self.svc_digest[key] = d
+
+    def unjournaled(self) -> None:
+        """Content changed in a service whose records were never built: the pending
+        difference is unknown, so IXFR from before it sends the whole zone."""
+        if self.established:
+            self.pending_overflow = True
+            self.pending_removed, self.pending_added = [], []
+
+    def record(self, change: Change, worked: Worked | None = None) -> None:
+        """Fold one built service change into the pending difference, once established;
+        `worked`: the difference, computed ahead."""
+        old, new = change.old, change.new
         if self.established and not self.pending_overflow:
             if worked is None or worked.removed is None or worked.added is None:
                 r, a = diff(old, new)  # not worked out ahead

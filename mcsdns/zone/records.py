@@ -19,7 +19,6 @@ from itertools import chain
 
 from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport, who
 from ..data.store import ENDPOINT_SLICE, SERVICE_IMPORT
-from ..dns.limits import SAFE_COUNT
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType
@@ -28,10 +27,6 @@ from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
 from .rrsets import EMPTY, Names, One, RRset, RRsets, cuts
 
 _A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
-# the C mirror (`_records`, set up below where it is built) of `service_records` for the
-# common cases: ClusterSetIP services, and headless ones with locality off; None: not there
-_C_CLUSTERSETIP: Callable[[ServiceImport, bytes], Names | None] | None = None
-_C_HEADLESS: Callable[[ServiceImport, list[EndpointSlice], bytes, bool], Names | None] | None = None
 
 
 def _address_rrsets(addrs: Sequence[bytes]) -> RRsets:
@@ -304,12 +299,6 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
     cannot be sent is left out, with the records it owns or targets, and noted in `left`
     (an endpoint's addresses stay in the service's own A/AAAA). RRsets larger than one
     message are cut (dns.limits) and noted in `left.cuts`."""
-    if not si.headless:
-        if _C_CLUSTERSETIP is not None and (made := _C_CLUSTERSETIP(si, zone)) is not None:
-            return made
-    elif _C_HEADLESS is not None and not loc.enabled:
-        if (made := _C_HEADLESS(si, slices, zone, loc.terminating_fallback)) is not None:
-            return made
     left = LeftOut() if left is None else left
     try:
         svc_name = prefix((si.name, si.namespace, "svc"), zone)
@@ -329,16 +318,6 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
         cuts.into = outer
     b.names[svc_name] = b.node
     return b.names
-
-
-try:  # C for the common cases (a third of the time); it declines the rest (names left out, cuts)
-    from . import _records
-except ImportError:  # not built (no compiler): the makers above alone
-    pass
-else:
-    _records.setup(ServiceImport, EndpointSlice, Endpoint, Port, RRset, One, EMPTY, _A, _AAAA, _SRV,
-                   SAFE_COUNT)
-    _C_CLUSTERSETIP, _C_HEADLESS = _records.clustersetip, _records.headless
 
 
 def reads_slices(si: ServiceImport) -> bool:

@@ -14,16 +14,23 @@ in by dict updates alone (`commit`).
 Until `set_loaded()` (first full sync, or state restored) every name in the
 zone answers SERVFAIL, as CoreDNS does before its first sync: never an
 authoritative NXDOMAIN from a zone not yet known.
+
+A service in the data whose records are not built yet is in `unbuilt`: a query for
+a name under it (`<...>.<svc>.<ns>.svc.<zone>`, or `<ns>.svc.<zone>` for the
+services of a namespace) has `build` make them first, so every answer, negative
+ones included, is the one the whole zone would give (server.builder builds the
+rest in the background once loaded; `complete` builds them all at once).
 """
 
 from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..dns.answer import RR, Answer, render
-from ..dns.names import encode_name, is_subdomain, prefix
+from ..dns.names import encode_name, is_subdomain, labels, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..kube.keys import Key
@@ -75,6 +82,10 @@ def _rotations(rrs: list[RR], groups: tuple[int, ...]) -> list[list[RR]]:
     return out
 
 
+def _nothing(keys: list[Key]) -> None:
+    """No builder attached."""
+
+
 NAMES = define("mcsdns_zone_names", "gauge", "Names in the zone.")
 CHANGES = define("mcsdns_zone_changes_total", "counter", "Service changes applied to the zone.")
 
@@ -110,6 +121,8 @@ class Zone:
         self.names[ns_target] = {}
         self.version = 0  # bumped on every applied change
         self.loaded = False  # False: SERVFAIL for every name in the zone
+        self.unbuilt: set[Key] = set()  # services in the data whose records are not here yet
+        self.build: Callable[[list[Key]], None] = _nothing  # builds some of them (server.builder)
 
     def set_loaded(self) -> bool:
         """Start answering from the data (first sync or restored state); False if it
@@ -181,6 +194,29 @@ class Zone:
         self.names[self.origin] = {**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))}
         return self.origin
 
+    def complete(self) -> None:
+        """Build the records of every service not built yet (a transfer, `mcsdns records`)."""
+        if self.unbuilt:
+            self.build(list(self.unbuilt))
+
+    def _wanted(self, qname: bytes) -> bool:
+        """Build the unbuilt services `qname` may be a name of (it is not in the zone): its
+        service's, or every one of the namespace for `<ns>.svc.<zone>`; whether any was."""
+        cut = len(qname) - len(self.svc)
+        if cut <= 0 or not qname.endswith(self.svc):
+            return False
+        offsets = [i for i in labels(qname) if i < cut]
+        if not offsets or offsets[-1] + qname[offsets[-1]] + 1 != cut:
+            return False  # not on a label boundary
+        text = [qname[i + 1:i + 1 + qname[i]].decode("latin-1") for i in offsets[-2:]]
+        if len(offsets) == 1:
+            keys = [k for k in self.unbuilt if k[0] == text[0]]
+        else:
+            keys = [k] if (k := (text[1], text[0])) in self.unbuilt else []
+        if keys:
+            self.build(keys)
+        return bool(keys)
+
     # ---- answers (slow path: rendering on a cache miss) ----
 
     def in_zone(self, qname: bytes) -> bool:
@@ -191,6 +227,8 @@ class Zone:
         """The Answer, rendered now, for a valid lowercase wire qname and the question's
         type+class bytes."""
         rrsets = self.names.get(qname)
+        if rrsets is None and self.unbuilt and self.loaded and self._wanted(qname):
+            rrsets = self.names.get(qname)
         if rrsets is None:
             return self._render_missing(qname, tail)
         return self._render_node(qname, rrsets, tail)

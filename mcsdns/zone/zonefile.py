@@ -13,6 +13,7 @@ def zone_text(zone: Zone) -> str:
     def order(name: bytes) -> list[str]:
         return decode_name(name).lower().split(".")[::-1]
 
+    zone.complete()
     lines = [f"$ORIGIN {decode_name(zone.origin)}", f"$TTL {zone.ttl}"]
     for name in sorted(zone.names, key=order):
         rrsets = zone.names[name]

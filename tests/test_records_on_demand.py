@@ -1,0 +1,95 @@
+"""Records on demand (server/builder.py, zone/zone.py): after the load, before the
+background pass has built a service, a query for one of its names builds it and gets the
+answer the whole zone gives; negative answers (NXDOMAIN, NODATA, a namespace's name) are the
+same as after a transfer has built everything; the serial does not move when records are
+built; the background pass builds the rest and completes the zone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcsdns.dns.names import encode_name
+from mcsdns.dns.types import Rcode, RRType
+from mcsdns.server.pipeline import Pipeline
+
+Z = "clusterset.local"
+A = b"\x00\x01\x00\x01"
+SRV = b"\x00\x21\x00\x01"
+
+
+def objects() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(20):
+        out.append({"kind": "ServiceImport", "metadata": {"name": f"vip{i}", "namespace": "shop"},
+                    "spec": {"type": "ClusterSetIP", "ips": [f"10.0.0.{i + 1}"],
+                             "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    for name, ready in (("db", True), ("idle", False)):  # "idle": no ready endpoint, no names
+        out.append({"kind": "ServiceImport", "metadata": {"name": name, "namespace": "data"},
+                    "spec": {"type": "Headless"}})
+        labels = {"multicluster.kubernetes.io/service-name": name,
+                  "multicluster.kubernetes.io/source-cluster": "a"}
+        out.append({"kind": "EndpointSlice", "metadata": {"name": f"{name}-a", "namespace": "data",
+                                                          "labels": labels},
+            "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.0.1"], "hostname": "p0",
+                                                 "conditions": {"ready": ready}}]})
+    out.append({"kind": "ServiceImport", "metadata": {"name": "idle", "namespace": "empty"},
+                "spec": {"type": "Headless"}})
+    return out
+
+
+QUESTIONS = [(f"vip3.shop.svc.{Z}", A), (f"_http._tcp.vip3.shop.svc.{Z}", SRV),
+             (f"_tcp.vip3.shop.svc.{Z}", A), (f"nothing.vip3.shop.svc.{Z}", A),
+             (f"p0.a.db.data.svc.{Z}", A), (f"a.db.data.svc.{Z}", A),
+             (f"db.data.svc.{Z}", SRV), (f"idle.data.svc.{Z}", A), (f"data.svc.{Z}", A),
+             (f"empty.svc.{Z}", A), (f"idle.empty.svc.{Z}", A), (f"shop.svc.{Z}", A), (f"x.svc.{Z}", A)]
+
+
+def pipeline(loop: asyncio.AbstractEventLoop | None) -> Pipeline:
+    p = Pipeline()
+    for o in objects():
+        p.store.upsert(o)
+    p.builder.loop = loop  # a loop that is not run: the background pass stays queued
+    p.load()
+    return p
+
+
+def answers(p: Pipeline) -> list[tuple[int, tuple[bytes, ...]]]:
+    """The rcode and the rendered bodies (every rotation) of each question's answer."""
+    return [(ans.rcode, ans.bodies) for name, tail in QUESTIONS
+            for ans in (p.cache.answer(encode_name(name), tail),)]
+
+
+def test_a_query_builds_its_service_and_answers_as_the_whole_zone_does() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        lazy = pipeline(loop)
+        serial = lazy.zone.serial
+        assert lazy.zone.unbuilt and len(lazy.zone.svc_names) == 0  # nothing built at ready
+        got = answers(lazy)
+        built = len(lazy.zone.svc_names)
+        assert 0 < built < 22 and lazy.zone.unbuilt  # only what was asked for
+        whole = pipeline(None)  # no loop: everything built at the load
+        assert not whole.zone.unbuilt
+        assert got == answers(whole) and lazy.zone.serial == serial == whole.zone.serial
+        codes = [rcode for rcode, _ in got]
+        assert codes.count(Rcode.NXDOMAIN) == 5 and Rcode.NOERROR in codes  # nothing, idle x2, empty, x
+        loop.run_until_complete(asyncio.sleep(0.05))  # the background pass builds the rest
+        assert not lazy.zone.unbuilt and not lazy.builder.lazy and lazy.zone.serial == serial
+        assert lazy.zone.names == whole.zone.names
+    finally:
+        loop.close()
+
+
+def test_a_transfer_completes_the_zone() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        lazy = pipeline(loop)
+        assert lazy.zone.unbuilt
+        records = list(lazy.transfers._axfr())
+        assert not lazy.zone.unbuilt
+        # 20 VIPs, db's address at its service name and at its endpoint's name
+        assert sum(1 for r in records if r[1] == RRType.A) == 22
+        assert sorted(records) == sorted(pipeline(None).transfers._axfr())
+    finally:
+        loop.close()
