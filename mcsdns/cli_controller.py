@@ -64,8 +64,8 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--resync", type=flags.seconds, default=300.0, metavar="SECONDS",
                    help="re-queue every service at least this often (default 300)")
     c.add_argument(CONCURRENT_RECONCILES, type=flags.positive, default=16, metavar="N",
-                   help="services reconciled in parallel in each member (its own queue), so at most this many "
-                        "writes in flight per member (default 16)")
+                   help="services reconciled in parallel in each member (its own queue), so at "
+                        "most this many writes in flight per member (default 16)")
     c.add_argument("--workers", type=flags.positive, metavar="N", action=flags.DeprecatedAlias,
                    new=CONCURRENT_RECONCILES, dest=CONCURRENT_RECONCILES[2:].replace("-", "_"))
     # (its name up to 0.1.0; `serve --workers` counts processes, hence the new name)
