@@ -37,7 +37,7 @@ Obj = dict[str, Any]
 LEASE_NAMESPACES = ("mcsdns-system", "kube-system")  # deploy/'s --lease-namespace, and the default
 CONTROLLER_PODS = "app.kubernetes.io/name=mcsdns,app.kubernetes.io/component=controller"  # deploy/'s
 DNS_NAMESPACE = "kube-system"
-DNS_CONFIGMAPS = ("coredns", "node-local-dns")  # CoreDNS's and NodeLocal DNSCache's Corefiles
+DNS_CONFIGMAPS = ("coredns", "coredns-custom", "node-local-dns")  # Corefiles; AKS: imported files
 
 
 @dataclass
