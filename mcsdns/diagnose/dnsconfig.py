@@ -42,53 +42,55 @@ def _lookup(s: Snapshot, which: str) -> Lookup:
     return look
 
 
-def _forwarded(s: Snapshot, which: str, r: Route, via_coredns: bool) -> tuple[str, str]:
-    """(status, message) of a route whose block forwards the name."""
+def _forwarded(s: Snapshot, which: str, r: Route, via_coredns: bool) -> tuple[str, str, str]:
+    """(status, message, fix) of a route whose block forwards the name."""
     assert r.forward is not None
     f = r.forward
     found = [check(s, which, u, f.force_tcp, via_coredns) for u in f.upstreams]
     if not found:
-        return FAIL, "has a forward line without upstreams"
-    good = [(m, k) for st, m, k in found if st == OK]
-    bad = [(u, m) for u, (st, m, _) in zip(f.upstreams, found, strict=True) if st != OK]
+        return FAIL, "has a forward line without upstreams", ""
+    good = [(m, k) for st, m, _, k in found if st == OK]
+    bad = [(m, fix) for st, m, fix, _ in found if st != OK]
     if f.policy == "sequential":
         if found[0][0] != OK:
-            return FAIL, found[0][1]
+            return FAIL, f"forwards to {found[0][1]}", found[0][2]
         if bad:
-            return WARN, (f"{found[0][1]}; when it fails health checks, queries go to {bad[0][0]} "
-                          f"(policy sequential), which {bad[0][1].replace('forwards to ', 'leads to ', 1)}")
-        return OK, found[0][1]
-    services = {k for _, k in good}
-    if not bad and len(services) == 1:
-        return OK, good[0][0]
+            return WARN, (f"forwards to {found[0][1]}, and when that fails health checks (policy "
+                          f"sequential) to {bad[0][0]}"), ""
+        return OK, f"forwards to {found[0][1]}", ""
+    if not bad and len({k for _, k in good}) == 1:
+        return OK, f"forwards to {good[0][0]}", ""
     if not good:
-        return FAIL, bad[0][1]
-    other = f"{bad[0][0]}: {bad[0][1]}" if bad else f"{len(services)} different Services"
+        return FAIL, f"forwards to {bad[0][0]}", bad[0][1]
+    other = bad[0][0] if bad else "another Service"
     return FAIL, (f"spreads queries over {len(f.upstreams)} upstreams (policy {f.policy}), so some get "
-                  f"wrong answers: {good[0][0]}, but {other}; keep only the mcsdns Service")
+                  f"wrong answers: to {good[0][0]}, but also to {other}"), "keep only the mcsdns Service"
 
 
 def _verdict(s: Snapshot, which: str, zone: str, r: Route, via_coredns: bool) -> tuple[str, str]:
     """(status, message) of one route; the message names the name and the block."""
+    asked = f"port {r.port}" + (" (the kube-dns Service's target port)" if r.port != 53 else "")
     snippet = "Corefile" if which == COREDNS else "nodelocaldns"
-    hint = f": add deploy/coredns/{snippet}.snippet"
-    elsewhere = f" ({', '.join(map(str, r.others))} listens on another port)" if r.others else ""
+    fix = (f"make the {zone} block's port {r.port}" if r.others else f"add deploy/coredns/{snippet}.snippet")
+    elsewhere = f" ({', '.join(map(str, r.others))} listens on another)" if r.others else ""
     if r.key is None:
-        return FAIL, (f"no block serves {r.name} on port {r.port}, where pods ask{elsewhere}, so pods get "
-                      f"no answer for it{hint if not r.others else ''}")
-    lead = f"{r.name} "
-    if not within(r.key.zone, zone):
-        lead = (f"no {zone} block on port {r.port}, where pods ask{elsewhere}, so pods get "
-                f"block {r.key}, which ")
+        return FAIL, f"pods ask on {asked}, where no block serves {r.name}{elsewhere}: {fix}"
+    parent = not within(r.key.zone, zone)
+    lead = (f"pods ask on {asked}, where no block serves {zone}{elsewhere}: they get block {r.key}, "
+            "which " if parent else f"{r.name} ")
     if r.plugin == "multicluster":
-        return OK, (f"{lead}is answered by CoreDNS's multicluster plugin in block {r.key} (it reads the "
-                    "ServiceImports itself; mcsdns is not on this path)")
+        return OK, (f"{r.name} is answered by CoreDNS's multicluster plugin (block {r.key}), from the "
+                    "ServiceImports: mcsdns is not on this path")
     if r.plugin == "kubernetes":
-        return FAIL, f"{lead}is answered by the kubernetes plugin of block {r.key}: NXDOMAIN"
-    if r.plugin != "forward":
-        return FAIL, f"{lead}has no forward line for it (block {r.key}): SERVFAIL"
-    status, message = _forwarded(s, which, r, via_coredns)
-    return status, lead + message + (hint if status == FAIL and not within(r.key.zone, zone) else "")
+        status, message, how = FAIL, f"is answered by the kubernetes plugin of block {r.key}: NXDOMAIN", ""
+    elif r.plugin != "forward":
+        status, message, how = FAIL, f"has no forward line for it (block {r.key}): SERVFAIL", ""
+    else:
+        status, message, how = _forwarded(s, which, r, via_coredns)
+    if status == OK:
+        return OK, f"{r.name} {message}" + (f" (block {r.key})" if parent else "")
+    how = fix if parent and status == FAIL else how
+    return status, lead + message + (f": {how}" if how else "")
 
 
 def verdict(s: Snapshot, which: str, corefile: str, zone: str, via_coredns: bool) -> tuple[str, str]:

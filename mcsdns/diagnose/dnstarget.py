@@ -61,34 +61,36 @@ def cluster_dns(s: Snapshot) -> tuple[Key | None, int]:
     return k, 53
 
 
-def check(s: Snapshot, which: str, u: Upstream, tcp: bool, via_coredns: bool) -> tuple[str, str, Key | None]:
-    """(status, "forwards to …" message, the Service reached) of one upstream."""
+Verdict = tuple[str, str, str, "Key | None"]  # status, where it leads, how to fix it, the Service
+
+
+def check(s: Snapshot, which: str, u: Upstream, tcp: bool, via_coredns: bool) -> Verdict:
+    """Where one upstream leads ("forwards to" it), whether that is mcsdns, and the fix."""
     if u.host == PLACEHOLDER:
-        return FAIL, f"forwards to {PLACEHOLDER}: replace it with the mcsdns Service's ClusterIP", None
+        return FAIL, PLACEHOLDER, "replace it with the mcsdns Service's ClusterIP", None
     if not u.port:
-        return FAIL, f"forwards to {u.host}: the node's resolvers, which answer NXDOMAIN for the zone", None
+        return FAIL, f"{u.host}: the node's resolvers, which answer NXDOMAIN for the zone", "", None
     if u.host == THROUGH_COREDNS and which == NODELOCAL:
-        return ((OK, "forwards through CoreDNS", CLUSTER_DNS) if via_coredns else
-                (FAIL, "forwards through CoreDNS, which does not forward the zone", CLUSTER_DNS))
+        return ((OK, "CoreDNS", "", CLUSTER_DNS) if via_coredns else
+                (FAIL, "CoreDNS, which does not forward the zone", "", CLUSTER_DNS))
     if u.scheme != "dns":
-        return FAIL, f"forwards to {u} over {u.scheme}, which mcsdns does not serve", None
+        return FAIL, f"{u} over {u.scheme}, which mcsdns does not serve", "", None
     found = service_at(s, u.host)
     if found is None:
-        return FAIL, (f"forwards to {u.host}, which is no Service's ClusterIP here: use the mcsdns "
-                      "Service's"), None
+        return FAIL, f"{u.host}, which is no Service's ClusterIP here", "use the mcsdns Service's", None
     k, svc = found
     name = f"Service {k[0]}/{k[1]}"
     if k == cluster_dns(s)[0]:
         if which == COREDNS:
-            return FAIL, f"forwards to {u} ({name}: the cluster DNS itself, a loop)", k
-        return ((OK, f"forwards through CoreDNS ({name} {u.host})", k) if via_coredns else
-                (FAIL, f"forwards through CoreDNS ({name}), which does not forward the zone", k))
+            return FAIL, f"{u} ({name}: the cluster DNS itself, a loop)", "", k
+        return ((OK, f"CoreDNS ({name} {u.host})", "", k) if via_coredns else
+                (FAIL, f"CoreDNS ({name}), which does not forward the zone", "", k))
     proto = "TCP" if tcp else "UDP"
     ports = [(p.get("port"), p.get("protocol", "TCP")) for p in _ports(svc)]
     if (u.port, proto) not in ports:
         have = ", ".join(f"{p}/{pr}" for p, pr in ports) or "none"
-        return FAIL, f"forwards to {u}, a port {name} does not have for {proto} (its ports: {have})", k
+        return FAIL, f"{u}, a port {name} does not have for {proto} (its ports: {have})", "", k
     n = ready(s, k)
     if not n:
-        return FAIL, f"forwards to {name} ({u}), which has no ready endpoint: is mcsdns running?", k
-    return OK, f"forwards to {name} ({u}, {n} ready endpoint{'s' if n > 1 else ''})", k
+        return FAIL, f"{name} ({u}), which has no ready endpoint", "is mcsdns running?", k
+    return OK, f"{name} ({u}, {n} ready endpoint{'s' if n > 1 else ''})", "", k
