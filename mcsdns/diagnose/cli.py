@@ -14,7 +14,7 @@ from ..kube.config import connect, parse_cluster
 from ..kube.permissions import CONTROLLER, SERVER
 from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError
-from . import checks, dnsconfig, liveness, locality, report, writers
+from . import checks, dnsconfig, liveness, locality, report, serverargs, writers
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 from .credential import credential_checks
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace, ms: Clusters, targets: dict[str, tuple[str, in
     results += writers.writer_checks(live)
     for s in live:
         results += dnsconfig.dns_config_checks(s, args.zone)
+        results += serverargs.server_checks(s)
     if targets:
         from . import probe  # dnspython: only when asked
 
