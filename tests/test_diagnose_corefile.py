@@ -9,8 +9,13 @@ from __future__ import annotations
 import pytest
 from controller_env import Cluster
 from diagnose_env import configmap
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_diagnose import clusterset, diagnose, fails
 from test_diagnose_allclear import healthy, statuses
+
+from mcsdns.diagnose.collect import Snapshot
+from mcsdns.diagnose.dnsconfig import verdict
 
 __all__ = ["healthy"]  # the fixture
 
@@ -84,3 +89,19 @@ def test_aks_coredns_custom_holds_the_zone_block(healthy: tuple[Cluster, Cluster
     b.api.deny("configmaps", ("get",))
     rc, report = diagnose(*clusterset(a, b))
     assert statuses(report, "coredns")["b"][0] == "WARN"
+
+
+WORDS = ["{", "}", ".:53", "clusterset.local", "clusterset.local:5353", ",", "a,", "forward", ".",
+         "1.2.3.4:53", "import", "(s)", "s", "*.server", "custom/*", "/x", "policy", "sequential", "except",
+         "multicluster", "kubernetes", "fallthrough", "\n", "#", '"q q"', "tls://[::1]:853", "dns://", ":",
+         "[", "/etc/resolv.conf"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=40), st.lists(st.sampled_from(WORDS), max_size=20))
+def test_any_corefile_gets_a_verdict_never_a_traceback(words: list[str], custom: list[str]) -> None:
+    files = {"coredns": {"data": {"Corefile": "", "a.server": " ".join(custom)}},
+             "coredns-custom": {"data": {"b.server": " ".join(custom), "c": "import *"}}}
+    s = Snapshot("x", configmaps=files)
+    status, message = verdict(s, "coredns", " ".join(words), "clusterset.local", False)
+    assert status in ("OK", "WARN", "FAIL") and message

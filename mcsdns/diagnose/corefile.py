@@ -215,9 +215,10 @@ def parse(text: str, lookup: Lookup) -> Corefile:
     while i < len(tokens):
         line = tokens[i][1]
         keys: list[str] = []
-        while i < len(tokens) and tokens[i][0] != "{" and (tokens[i][1] == line or keys[-1].endswith(",")):
+        more = True  # the next line continues the keys after a trailing comma
+        while i < len(tokens) and tokens[i][0] != "{" and (tokens[i][1] == line or more):
             keys += [k for k in tokens[i][0].split(",") if k]
-            line = tokens[i][1]
+            line, more = tokens[i][1], tokens[i][0].endswith(",")
             i += 1
         if not keys:
             raise CorefileError("a { without server block keys")
