@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_diagnose import clusterset, diagnose, fails
 from test_diagnose_allclear import healthy, statuses
 
-from mcsdns.diagnose.collect import Snapshot
+from mcsdns.diagnose.collect import Obj, Snapshot
 from mcsdns.diagnose.dnsconfig import verdict
 
 __all__ = ["healthy"]  # the fixture
@@ -100,7 +100,7 @@ WORDS = ["{", "}", ".:53", "clusterset.local", "clusterset.local:5353", ",", "a,
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(WORDS), max_size=40), st.lists(st.sampled_from(WORDS), max_size=20))
 def test_any_corefile_gets_a_verdict_never_a_traceback(words: list[str], custom: list[str]) -> None:
-    files = {"coredns": {"data": {"Corefile": "", "a.server": " ".join(custom)}},
+    files: dict[str, Obj | None] = {"coredns": {"data": {"Corefile": "", "a.server": " ".join(custom)}},
              "coredns-custom": {"data": {"b.server": " ".join(custom), "c": "import *"}}}
     s = Snapshot("x", configmaps=files)
     status, message = verdict(s, "coredns", " ".join(words), "clusterset.local", False)
