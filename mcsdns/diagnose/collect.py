@@ -136,7 +136,7 @@ def collect(name: str, c: Client, needs: tuple[Rule, ...]) -> Snapshot:
 
 
 def _extras(c: Client, snap: Snapshot) -> None:
-    """The reads of permissions.DIAGNOSE: Leases and controller pods, the DNS ConfigMaps."""
+    """The reads of permissions.DIAGNOSE: Leases, the controller's and server's pods, the DNS ConfigMaps."""
     for ns in LEASE_NAMESPACES:
         for r, into, selector in ((LEASES, snap.leases, None), (PODS, snap.pods, CONTROLLER_PODS),
                                   (PODS, snap.server_pods, SERVER_PODS)):
