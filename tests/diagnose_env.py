@@ -31,7 +31,7 @@ def mcsdns_service(c: Cluster, ready: bool = True) -> str:
     """The mcsdns Service in mcsdns-system with one endpoint; its ClusterIP."""
     if c.kube.get(f"/api/v1/namespaces/{NS}") is None:
         c.kube.namespace(NS)
-    c.kube.service(NS, "mcsdns", ports=(("dns", 53, "UDP"),))
+    c.kube.service(NS, "mcsdns", ports=(("dns", 53, "UDP"), ("dns-tcp", 53, "TCP")))  # deploy/server's
     c.kube.endpoints(NS, "mcsdns", "mcsdns-abc", [("10.244.0.53", None)], port=("dns", 53))
     if not ready:
         sl = c.kube.get(f"{SLICES}/namespaces/{NS}/endpointslices/mcsdns-abc")

@@ -95,7 +95,8 @@ def test_refused_reads_beyond_the_role_warn(healthy: tuple[Cluster, Cluster]) ->
 
 
 @pytest.mark.parametrize("corefile,want", [
-    (".:53 {\n    forward . /etc/resolv.conf\n}\n", "no clusterset.local block"),
+    (".:53 {\n    forward . /etc/resolv.conf\n}\n",
+     "where no block serves clusterset.local: they get block .:53"),
     (COREFILE % "10.96.99.99", "forwards to 10.96.99.99, which is no Service's ClusterIP here"),
     (COREFILE % "MCSDNS_SERVICE_IP", "forwards to MCSDNS_SERVICE_IP: replace it"),
 ])

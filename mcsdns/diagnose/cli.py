@@ -13,7 +13,7 @@ from ..kube.client import Client
 from ..kube.permissions import CONTROLLER, SERVER
 from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError
-from . import checks, dnsconfig, identity, liveness, locality, members, report, writers
+from . import checks, dnsconfig, identity, liveness, locality, members, report, serverargs, writers
 from .checks import FAIL, Result
 from .collect import Snapshot, collect
 from .credential import credential_checks
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace, cs: Clusters, targets: dict[str, tuple[str, in
     results += writers.writer_checks(live)
     for s in live:
         results += dnsconfig.dns_config_checks(s, args.zone)
+        results += serverargs.server_checks(s)
     if targets:
         from . import probe  # dnspython: only when asked
 

@@ -36,8 +36,9 @@ Obj = dict[str, Any]
 
 LEASE_NAMESPACES = ("mcsdns-system", "kube-system")  # deploy/'s --lease-namespace, and the default
 CONTROLLER_PODS = "app.kubernetes.io/name=mcsdns,app.kubernetes.io/component=controller"  # deploy/'s
+SERVER_PODS = "app.kubernetes.io/name=mcsdns,app.kubernetes.io/component=dns"  # deploy/server's
 DNS_NAMESPACE = "kube-system"
-DNS_CONFIGMAPS = ("coredns", "node-local-dns")  # CoreDNS's and NodeLocal DNSCache's Corefiles
+DNS_CONFIGMAPS = ("coredns", "coredns-custom", "node-local-dns")  # Corefiles; AKS: imported files
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Snapshot:
     role_kinds: set[str] = field(default_factory=set)  # the resources the checked role uses
     leases: list[Obj] = field(default_factory=list)  # in LEASE_NAMESPACES
     pods: list[Obj] = field(default_factory=list)  # the controller's, in LEASE_NAMESPACES
+    server_pods: list[Obj] = field(default_factory=list)  # mcsdns serve's, in LEASE_NAMESPACES
     configmaps: dict[str, Obj | None] = field(default_factory=dict)  # DNS_CONFIGMAPS read (None: absent)
     optional_unread: dict[str, str] = field(default_factory=dict)  # DIAGNOSE reads refused -> why
     writer_events: list[Obj] = field(default_factory=list)  # WriterConflict Events (diagnose.writers)
@@ -127,9 +129,10 @@ def collect(name: str, c: Client, needs: tuple[Rule, ...], accounts: tuple[Accou
 
 
 def _extras(c: Client, snap: Snapshot) -> None:
-    """The reads of permissions.DIAGNOSE: Leases and controller pods, the DNS ConfigMaps."""
+    """The reads of permissions.DIAGNOSE: Leases, the controller's and server's pods, the DNS ConfigMaps."""
     for ns in LEASE_NAMESPACES:
-        for r, into, selector in ((LEASES, snap.leases, None), (PODS, snap.pods, CONTROLLER_PODS)):
+        for r, into, selector in ((LEASES, snap.leases, None), (PODS, snap.pods, CONTROLLER_PODS),
+                                  (PODS, snap.server_pods, SERVER_PODS)):
             try:
                 into += c.list(r.path(ns), selector)
             except ApiError as e:

@@ -67,6 +67,15 @@ def expected(s: Snapshot, key: Key, si: Obj, zone: str) -> dict[str, set[str]]:
     return out
 
 
+def local(s: Snapshot, key: Key) -> set[str]:
+    """The ready addresses of a headless service in this cluster's own slices: what a server
+    started with `--prefer-local only-when-available` answers alone while there are any."""
+    return {a for sl in s.slices if slice_index(sl) == ("ours", *key)
+            and labels(sl).get(SOURCE_CLUSTER_LABEL) == s.cluster_id
+            for e in sl.get("endpoints") or [] if (e.get("conditions") or {}).get("ready") is not False
+            for a in e.get("addresses") or []}
+
+
 def dns_checks(s: Snapshot, server: tuple[str, int], zone: str, only: Key | None) -> Iterator[Result]:
     """For each ServiceImport of the member: its names' A/AAAA answers against the objects."""
     where = f"{server[0]}:{server[1]}"
@@ -89,6 +98,9 @@ def dns_checks(s: Snapshot, server: tuple[str, int], zone: str, only: Key | None
             said = ", ".join(sorted(want)) or "no address"
             if got == want and (want or "NXDOMAIN" not in rcodes):
                 yield Result(OK, "dns", s.name, name, f"{where} answers {said}")
+            elif got and got < want and name == f"{key[1]}.{key[0]}.svc.{zone}." and got == local(s, key):
+                yield Result(OK, "dns", s.name, name, f"{where} answers {', '.join(sorted(got))}: this "
+                             f"cluster's endpoints alone, as --prefer-local only-when-available answers")
             elif "NXDOMAIN" in rcodes or "SERVFAIL" in rcodes:
                 bad = "NXDOMAIN" if "NXDOMAIN" in rcodes else "SERVFAIL"
                 yield Result(FAIL, "dns", s.name, name, f"{where} answers {bad}; the objects say {said} "

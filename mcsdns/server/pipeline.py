@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,6 +33,8 @@ from .handler import Handler
 from .publisher import ZonePublisher
 from .xfr import Transfers
 
+log = logging.getLogger("mcsdns")
+
 
 class Pipeline:
     """One process's zone: fed through `store`, answered through `handler`.
@@ -48,6 +51,7 @@ class Pipeline:
         keys = list(tsig_keys)
         self.configured = locality  # --cluster-id and the rest of the locality flags
         self._built_with = locality
+        self._disagreed = ""  # the ClusterProperty's ID last warned about
         self.store = Store() if store is None else store  # given: a source already feeds it
         self.zone = Zone(zone, ttl, serial)
         self.cache = ResponseCache(self.zone, cache_bytes)
@@ -77,6 +81,12 @@ class Pipeline:
     def rebuild(self, keys: set[Key]) -> None:
         """Build `keys` into the zone; every service when the locality changed."""
         loc = self.locality
+        watched = self.store.cluster_id or ""
+        if loc.cluster_id and watched not in ("", loc.cluster_id, self._disagreed):
+            self._disagreed = watched
+            log.warning("--cluster-id %s disagrees with the ClusterProperty's cluster ID %s: answers rank "
+                        "endpoints by %s (the flag wins); fix whichever is wrong", loc.cluster_id, watched,
+                        loc.cluster_id)
         if loc != self._built_with:  # the cluster ID arrived or changed: rebuild everything
             self._built_with = loc
             keys = set(keys) | set(self.store.imports) | set(self.zone.svc_names)
