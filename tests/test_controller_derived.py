@@ -247,6 +247,7 @@ def test_steady_state_changes_make_writes_only_no_lists(tmp_path: Path) -> None:
             assert m['mcsdns_controller_member_reachable{member="c"}'] == 1
             assert m['mcsdns_controller_reconciles_total{result="ok"}'] >= 15
             assert m["mcsdns_controller_queue_depth"] == 0
+            assert all(m[f'mcsdns_controller_member_queue_depth{{member="{c.name}"}}'] == 0 for c in cl)
     finally:
         for c in cl:
             c.close()

@@ -32,7 +32,12 @@ RECONCILE_TIME = define("mcsdns_controller_reconcile_duration_seconds", "histogr
                         "Time a worker spent on one service key, from taking it off the queue to done "
                         "(client-go's workqueue_work_duration_seconds, controller-runtime's "
                         "controller_runtime_reconcile_time_seconds).")
-QUEUE_DEPTH = define("mcsdns_controller_queue_depth", "gauge", "Service keys waiting (queued or delayed).")
+QUEUE_DEPTH = define("mcsdns_controller_queue_depth", "gauge",
+                     "Service keys waiting (queued or delayed), summed over the members' queues.")
+MEMBER_QUEUE_DEPTH = define("mcsdns_controller_member_queue_depth", "gauge",
+                            "Service keys waiting (queued or delayed) for writes into one member: "
+                            "each member has its own queue, so a slow member's backlog shows here alone.",
+                            (MEMBER,))
 QUEUE_ADDS = define("mcsdns_controller_queue_adds_total", "counter",
                     "Service keys queued (a key already waiting is not counted again).")
 QUEUE_RETRIES = define("mcsdns_controller_queue_retries_total", "counter",
@@ -125,6 +130,8 @@ def publish_queue(mgr: Manager, put: Put) -> None:
     """The work queue's depth, adds, retries and its wait and work histograms."""
     depth, adds, retries, waited, worked = mgr.queue.figures()
     put(QUEUE_DEPTH, depth)
+    for name, n in sorted(mgr.queue.depths().items()):
+        put(MEMBER_QUEUE_DEPTH, n, member=name)
     put(QUEUE_ADDS, adds)
     put(QUEUE_RETRIES, retries)
     put_histogram(put, QUEUE_WAIT, BOUNDS, waited.buckets, waited.total)
