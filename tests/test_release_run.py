@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, skip_without_package_index
 
 import mcsdns
 
@@ -55,11 +55,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     """Two fresh clones of a tagged repository, each released into its own directory: (origin, out1, out2).
     The first clone's work tree says another version (uncommitted): the release builds the tag."""
     tmp = tmp_path_factory.mktemp("release")
-    probe = run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes",
-                "-d", tmp / "probe", "-r", REPO / "requirements-build.lock", timeout=180)
-    if probe.returncode != 0:
-        pytest.skip(f"the package index is unreachable (pip download of requirements-build.lock: "
-                    f"{probe.stderr.strip().splitlines()[-1:]})")
+    skip_without_package_index(tmp / "probe")
     origin = make_tagged(tmp / "origin")
     outs = []
     for i in (1, 2):
