@@ -534,7 +534,8 @@ def test_containerfile_bases_are_build_args_with_matching_public_defaults() -> N
     args = base_args()
     froms = [v.split() for k, v in containerfile() if k == "FROM"]
     assert [f[0] for f in froms] == ["${BUILD_BASE}", "${BASE}"] and froms[0][1:] == ["AS", "build"]
-    assert args == {"BUILD_BASE": "docker.io/library/python:3.11", "BASE": "docker.io/library/python:3.11-slim"}
+    assert args == {"BUILD_BASE": "docker.io/library/python:3.11",
+                    "BASE": "docker.io/library/python:3.11-slim"}
     script = (REPO / "scripts" / "container-test").read_text()
     assert 'scripts/image-args HEAD "$BASE" "$BUILD_BASE"' in script
 
