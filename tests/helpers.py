@@ -39,6 +39,15 @@ def tool(name: str) -> str:
     return path
 
 
+def skip_without_package_index(tmp: Path) -> None:
+    """Skip, saying why, unless pip can fetch what requirements-build.lock pins (the index works)."""
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes",
+                        "-d", str(tmp), "-r", str(REPO / "requirements-build.lock")],
+                       capture_output=True, text=True, timeout=180)
+    if r.returncode != 0:
+        pytest.skip(f"the package index is unreachable: {r.stderr.strip().splitlines()[-1:]}")
+
+
 def free_port() -> int:
     """A port free for both UDP and TCP on 127.0.0.1."""
     while True:

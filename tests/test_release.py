@@ -1,6 +1,6 @@
-"""Releases: one version source, a changelog entry per version, the image's dependencies pinned
-with hashes in a lock made from pyproject.toml, a CycloneDX SBOM listing every locked package,
-and scripts/release building a tag's sdist, wheel and SBOM from the tagged tree.
+"""Releases: one version source, a changelog entry per version, the Apache-2.0 licence, the image's
+dependencies pinned with hashes in a lock made from pyproject.toml, a CycloneDX SBOM listing every
+locked package with its licence. scripts/release itself: tests/test_release_run.py.
 
 The image itself (built from the lock, with its OCI labels) is built and checked by
 scripts/container-test, which CI runs; its Containerfile is checked statically here."""
@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import re
-import shutil
 import subprocess
-import tarfile
+import time
 import tomllib
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,9 @@ def test_changelog_has_upgrade_notes_for_flags_crds_and_metrics() -> None:
 
 # --- the locks ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("lock,reqs", [("requirements.lock", PYPROJECT["project"]["dependencies"]),
-                                       ("requirements-build.lock", PYPROJECT["build-system"]["requires"])])
+                                       ("requirements-build.lock", PYPROJECT["build-system"]["requires"]),
+                                       ("requirements-release.lock",
+                                        PYPROJECT["project"]["optional-dependencies"]["release"])])
 def test_lock_is_made_from_pyproject_and_pins_every_requirement_with_hashes(lock: str,
                                                                              reqs: list[str]) -> None:
     """A change of pyproject.toml's requirements without `scripts/lock` fails here (the digest)."""
@@ -97,6 +98,15 @@ def test_lock_inputs_digest_is_the_one_scripts_lock_writes() -> None:
     assert f"# inputs: {r.stdout.strip()}" in (REPO / "requirements.lock").read_text()
 
 
+def test_licence_is_apache_2_in_the_licence_file_the_metadata_and_the_image() -> None:
+    assert (REPO / "LICENSE").read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"
+    assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
+    meta = importlib.metadata.metadata("mcsdns")
+    assert meta["License-Expression"] == "Apache-2.0" and meta["License-File"] == "LICENSE"
+    assert "--build-arg=LICENSES=Apache-2.0" in run("scripts/image-args").stdout.split()
+
+
 def containerfile() -> str:
     return (REPO / "Containerfile").read_text().replace("\\\n", " ")
 
@@ -111,15 +121,30 @@ def test_image_installs_only_the_hash_checked_locks_and_carries_oci_labels() -> 
     assert any("--no-build-isolation" in ln for ln in runs)  # setuptools from the build lock, not PyPI
     assert any("pip check" in ln for ln in runs)
     final = text[text.rindex("\nFROM "):]
-    for name in ("version", "revision", "source"):
-        assert f'org.opencontainers.image.{name}="${{{name.upper()}}}"' in final, name
-        assert re.search(rf"^ARG {name.upper()}\b", final, re.M), name
+    for name in ("version", "revision", "source", "licenses", "created", "base.name", "base.digest"):
+        arg = name.upper().replace(".", "_")
+        assert f'org.opencontainers.image.{name}="${{{arg}}}"' in final, name
+        assert re.search(rf"^ARG {arg}\b", final, re.M), name
     default_source = re.search(r"^ARG SOURCE=(\S+)", final, re.M)
     assert default_source and default_source[1] == PYPROJECT["project"]["urls"]["Source"]
-    args = run("scripts/image-args", "HEAD").stdout.split()
-    assert args[:1] == [f"--build-arg=VERSION={mcsdns.__version__}"] and len(args) == 3
-    assert args[2] == f"--build-arg=SOURCE={PYPROJECT['project']['urls']['Source']}"
-    assert "mapfile -t LABEL_ARGS < <(scripts/image-args)" in (REPO / "scripts/container-test").read_text()
+
+
+def test_image_args_date_the_image_by_its_commit_and_name_its_bases_by_digest() -> None:
+    args = dict(a.removeprefix("--build-arg=").split("=", 1)
+                for a in run("scripts/image-args", "HEAD", "b@sha256:" + "1" * 64, "bb@sha256:" + "2" * 64
+                             ).stdout.split())
+    commit = run("git", "log", "-1", "--format=%ct %cI", "HEAD").stdout.split()
+    assert args["VERSION"] == mcsdns.__version__
+    assert args["SOURCE"] == PYPROJECT["project"]["urls"]["Source"]
+    assert args["CREATED"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(commit[0])))
+    assert (args["BASE"], args["BASE_NAME"], args["BASE_DIGEST"]) == ("b@sha256:" + "1" * 64, "b",
+                                                                      "sha256:" + "1" * 64)
+    assert args["BUILD_BASE"] == "bb@sha256:" + "2" * 64
+    sde = dict(a.removeprefix("--build-arg=").split("=", 1) for a in subprocess.run(
+        ["scripts/image-args"], cwd=REPO, capture_output=True, text=True,
+        env={**os.environ, "SOURCE_DATE_EPOCH": "86400"}).stdout.split())
+    assert sde["CREATED"] == "1970-01-02T00:00:00Z"
+    assert 'scripts/image-args HEAD "$BASE" "$BUILD_BASE"' in (REPO / "scripts/container-test").read_text()
 
 
 # --- the SBOM -----------------------------------------------------------------------------------------
@@ -143,8 +168,12 @@ def test_sbom_lists_every_locked_package_at_its_version(sbom: Path) -> None:
         assert c["version"] == version and c["purl"] == f"pkg:pypi/{name}@{version}", c
         got = {h["content"] for ref in c["externalReferences"] for h in ref.get("hashes", [])}
         assert got == set(hashes), name
+    assert all(c["licenses"] for c in bom["components"])  # from the packages' installed metadata
+    assert [c["licenses"] for c in bom["components"] if norm(c["name"]) == "pyyaml"] == [
+        [{"license": {"acknowledgement": "declared", "id": "MIT"}}]]
     root = bom["metadata"]["component"]
     assert (root["name"], root["version"]) == ("mcsdns", mcsdns.__version__)
+    assert root["licenses"] == [{"license": {"acknowledgement": "declared", "id": "Apache-2.0"}}]
     direct = {norm(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
     refs = {c["bom-ref"]: norm(c["name"]) for c in bom["components"]}
     root_deps = next(d for d in bom["dependencies"] if d["ref"] == root["bom-ref"])["dependsOn"]
@@ -153,93 +182,20 @@ def test_sbom_lists_every_locked_package_at_its_version(sbom: Path) -> None:
 
 def test_sbom_check_fails_when_a_locked_package_is_missing_or_at_another_version(sbom: Path,
                                                                                   tmp_path: Path) -> None:
+    """The good SBOM stands in for the environment's (it carries each package's licences)."""
     bom = json.loads(sbom.read_text())
-    for i, change in enumerate(("drop", "version")):
-        bad = json.loads(json.dumps(bom))
+    for i, change in enumerate(("drop", "version", "licence")):
+        bad, env = json.loads(json.dumps(bom)), sbom
+        gone = bad["components"][0]["name"]
         if change == "drop":
-            gone = bad["components"].pop(0)["name"]
-        else:
+            bad["components"].pop(0)
+        elif change == "version":
             bad["components"][0]["version"] = "0.0.0"
-            gone = bad["components"][0]["name"]
+        else:  # not installed where the licences are read
+            env = tmp_path / "env.json"
+            env.write_text(json.dumps({"components": bom["components"][1:]}))
+            del bad["components"][0]["licenses"]
         path = tmp_path / f"bad{i}.json"
         path.write_text(json.dumps(bad))
-        r = run(REPO / ".venv/bin/python", "scripts/sbom-finish", "requirements.lock", path)
+        r = run(REPO / ".venv/bin/python", "scripts/sbom-finish", "requirements.lock", path, env)
         assert r.returncode == 1 and norm(gone) in r.stderr, (change, r.stderr)
-
-
-# --- scripts/release ------------------------------------------------------------------------------------
-def git(cwd: Path, *args: str) -> str:
-    r = run("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args, cwd=cwd)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
-
-
-@pytest.fixture
-def tagged(tmp_path: Path) -> tuple[Path, str]:
-    """A git repository of this work tree's tracked files, its CHANGELOG dated, tagged vVERSION."""
-    repo = tmp_path / "repo"
-    files = run("git", "ls-files", "-co", "--exclude-standard").stdout.split()
-    for f in files:
-        src = REPO / f
-        if src.is_file():
-            (repo / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, repo / f)
-    v = mcsdns.__version__
-    log = repo / "CHANGELOG.md"
-    dated = re.sub(rf"^## {re.escape(v)} \(.*\)$", f"## {v} (2026-11-26)", log.read_text(), flags=re.M)
-    log.write_text(dated)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "release")
-    git(repo, "tag", f"v{v}")
-    (repo / ".venv").symlink_to(REPO / ".venv")  # the SBOM tool
-    return repo, v
-
-
-def test_release_builds_sdist_wheel_and_sbom_of_the_tag(tagged: tuple[Path, str], tmp_path: Path) -> None:
-    repo, v = tagged
-    (repo / "mcsdns" / "__init__.py").write_text('__version__ = "9.9.9"\n')  # the work tree is not used
-    out = tmp_path / "out"
-    r = run("scripts/release", f"v{v}", "--out", out, "--no-image", cwd=repo, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    names = sorted(p.name for p in out.iterdir())
-    wheel = next(out.glob(f"mcsdns-{v}-cp3*.whl"))
-    assert names == sorted(["SHA256SUMS", f"mcsdns-{v}.tar.gz", wheel.name, f"mcsdns-{v}.cdx.json"])
-    sums = {name: digest for digest, name in (line.split("  ") for line in
-                                              (out / "SHA256SUMS").read_text().splitlines())}
-    assert set(sums) == set(names) - {"SHA256SUMS"}
-    assert all(hashlib.sha256((out / n).read_bytes()).hexdigest() == h for n, h in sums.items())
-    with zipfile.ZipFile(wheel) as z:
-        meta = z.read(f"mcsdns-{v}.dist-info/METADATA").decode()
-        assert f"\nVersion: {v}\n" in meta and any(n.endswith(".so") for n in z.namelist())
-    with tarfile.open(out / f"mcsdns-{v}.tar.gz") as t:
-        members = t.getnames()
-        assert f"mcsdns-{v}/mcsdns/server/_batchio.c" in members and f"mcsdns-{v}/PKG-INFO" in members
-    sbom = json.loads((out / f"mcsdns-{v}.cdx.json").read_text())
-    assert sbom["metadata"]["component"]["version"] == v
-    assert len(sbom["components"]) == len(pins(REPO / "requirements.lock"))
-
-
-def test_release_refuses_a_tag_that_is_not_the_version_or_not_in_the_changelog(tagged: tuple[Path, str],
-                                                                                tmp_path: Path) -> None:
-    repo, v = tagged
-    git(repo, "tag", "v0.0.1")
-    r = run("scripts/release", "v0.0.1", "--no-image", "--out", tmp_path / "o", cwd=repo)
-    assert r.returncode == 2 and f"mcsdns/__init__.py at the tag says {v}" in r.stderr, r.stderr
-    r = run("scripts/release", "v7.7.7", "--no-image", cwd=repo)
-    assert r.returncode == 2 and "v7.7.7: no such tag" in r.stderr
-    dep = repo / "deploy" / "server" / "deployment.yaml"
-    dep.write_text(dep.read_text().replace(f"mcsdns/mcsdns:{v}", "mcsdns/mcsdns:0.0.9"))
-    git(repo, "commit", "-qam", "old image")
-    git(repo, "tag", "-f", f"v{v}")
-    r = run("scripts/release", f"v{v}", "--no-image", "--out", tmp_path / "o", cwd=repo)
-    assert r.returncode == 2, r.stderr
-    assert "deploy/ at the tag still names ghcr.io/mcsdns/mcsdns:0.0.9" in r.stderr, r.stderr
-    git(repo, "revert", "--no-edit", "HEAD")
-    log = repo / "CHANGELOG.md"
-    log.write_text(log.read_text().replace(f"## {v} (2026-11-26)", f"## {v} (unreleased)"))
-    git(repo, "commit", "-qam", "undated")
-    git(repo, "tag", "-f", f"v{v}")
-    r = run("scripts/release", f"v{v}", "--no-image", "--out", tmp_path / "o", cwd=repo)
-    assert r.returncode == 2 and "no dated heading" in r.stderr, r.stderr
-    assert not (tmp_path / "o").exists()
