@@ -58,7 +58,13 @@ class MemberQueues:
             q.add(key)
 
     def idle(self) -> bool:
-        return all(q.idle() for q in self._all())
+        """Nothing queued, delayed or processing in any member's queue. A worker may queue a
+        key for other members (`add_to`) between two queues' looks: the adds counted before
+        and after the look must agree."""
+        qs = self._all()
+        before = sum(q.adds for q in qs)
+        quiet = all(q.idle() for q in qs)
+        return quiet and sum(q.adds for q in qs) == before
 
     def failing(self) -> bool:
         """Whether some key's last reconcile in some member failed."""
