@@ -139,15 +139,17 @@ def leave_main(args: argparse.Namespace) -> int:
             gone = "deleted" if Path(args.output).exists() else "not found"
             Path(args.output).unlink(missing_ok=True)
             say(f"kubeconfig {args.output}: {gone}")
-        revoke(member, args.member, args.namespace, say, args.lease_namespace, args.force)
+        def marks() -> None:  # the controller's access is gone: neither is written again
+            mark_exports(member, args.member, say)
+            if lease is None:
+                say("member lease: not looked for (give --lease-kubeconfig or --controller-kubeconfig)")
+            else:
+                cluster = "lease" if args.lease_kubeconfig else "controller"
+                drop_lease(lease, args.member, lease_ns, _say(args.member, f" ({cluster} cluster)"))
+
+        revoke(member, args.member, args.namespace, say, args.lease_namespace, args.force, marks)
         if args.purge_imports:
             purge_imports(member, say)
-        mark_exports(member, args.member, say)  # the controller's access is gone: it stays
-        if lease is None:
-            say("member lease: not looked for (give --lease-kubeconfig or --controller-kubeconfig)")
-        else:
-            cluster = "lease" if args.lease_kubeconfig else "controller"
-            drop_lease(lease, args.member, lease_ns, _say(args.member, f" ({cluster} cluster)"))
     except WrongMember as e:
         return _wrong("leave", args.member, e)
     except (ApiError, OSError, Denied) as e:
