@@ -60,9 +60,12 @@ def _common(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument("--context", metavar="NAME", help="its context (default: the current one)")
     p.add_argument("--namespace", type=flags.dns_label, default="mcsdns-system",
                    help="the member namespace of the controller's ServiceAccount (default mcsdns-system)")
-    p.add_argument("--lease-namespace", type=flags.dns_label, metavar="NAMESPACE",
-                   help="the member holds the controller's Leases (its --lease-cluster) in this namespace: "
-                        "also a Role for them there, bound to the ServiceAccount")
+    lease = ("the member holds the controller's Leases (its --lease-cluster) in this namespace: also a "
+             "Role for them there, bound to the ServiceAccount") if verb == "join" else (
+        "the controller's --lease-namespace: the member's Lease mcsdns-member-NAME is deleted there in "
+        "--lease-kubeconfig's cluster (default: looked for in mcsdns-system and kube-system); join's "
+        "lease Role there in the member goes too")
+    p.add_argument("--lease-namespace", type=flags.dns_label, metavar="NAMESPACE", help=lease)
     p.add_argument("--controller-kubeconfig", metavar="PATH",
                    help="a kubeconfig of the cluster running the controller: its members Secret "
                         "gets (join) or loses (leave) the key NAME")
@@ -113,8 +116,10 @@ def add_parsers(sub: Any) -> None:
                         "drops the member), then in the member the binding, the ServiceAccount (its tokens "
                         "stop working), the lease Roles, the ClusterRole when nothing else binds it and each "
                         "namespace join made once it holds nothing else, and join's admission policy: only "
-                        "what join made for NAME (labelled mcsdns.io/member=NAME). A cluster joined under "
-                        "another name, or not at all, is refused (exit 2) before anything is deleted.")
+                        "what join made for NAME (labelled mcsdns.io/member=NAME); then each ServiceExport "
+                        "in the member gets Ready=False (reason MemberLeft) and the member's Lease goes. A "
+                        "cluster joined under another name, or not at all, is refused (exit 2) before "
+                        "anything is deleted.")
     _common(lv, "leave")
     lv.add_argument("--force", action="store_true",
                     help="also remove join's objects that record no member name (made by a join older than "
@@ -124,4 +129,8 @@ def add_parsers(sub: Any) -> None:
                     help="also delete in the member the ServiceImports, derived Services and EndpointSlices "
                          "the controller made there")
     lv.add_argument("--output", metavar="FILE", help="delete this member kubeconfig file")
+    lv.add_argument("--lease-kubeconfig", metavar="PATH",
+                    help="a kubeconfig of the cluster holding the controller's Leases (its --lease-cluster): "
+                         "the member's Lease is deleted there (default: --controller-kubeconfig's cluster)")
+    lv.add_argument("--lease-context", metavar="NAME", help="its context (default: the current one)")
     lv.set_defaults(func=_leave)

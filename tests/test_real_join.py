@@ -108,7 +108,9 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
 def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: RealK8s, second: RealK8s,
                                                                       tmp_path: Path) -> None:
     """Leader election and the member Leases with join's Lease Role, and a member added and
-    removed through --members-dir, all through join's credentials on real servers."""
+    removed through --members-dir, all through join's credentials on real servers. `leave`
+    removes it: its export then says Ready=False (MemberLeft) and its Lease is gone, and stay
+    so under the running controller (past a's next Lease renewal)."""
     a, b = real_k8s, second
     cluster_id(a, "east")
     cluster_id(b, "west")
@@ -121,20 +123,47 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
     b.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     export(a, ns)
     args = ["--cluster", f"a={ja}", "--members-dir", str(members), "--leader-elect", "--lease-cluster", "a",
-            "--lease-namespace", "mcsdns-system"]
+            "--lease-namespace", "mcsdns-system", "--endpoint-ttl", "4"]
     with run_controller(args, tmp_path) as ctl:
         eventually(ctl.ready, 60, "first sync")
         leases = "/apis/coordination.k8s.io/v1/namespaces/mcsdns-system/leases"
         assert a.json("GET", f"{leases}/mcsdns-controller")["spec"]["holderIdentity"]
+        account = "mcsdns-system"
         out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"))
         if "is being deleted" in out.stderr:  # the first test's leave; no namespace controller here
+            account = "mcsdns-live"
             out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"),
-                         "--namespace", "mcsdns-live")
+                         "--namespace", account)
         assert out.returncode == 0, out.stderr
+        export(b, ns)
         eventually(lambda: b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 200, 60,
                    f"b synced\n{ctl.logs()}")
         eventually(lambda: a.request("GET", f"{leases}/mcsdns-member-b")[0] == 200, 30, "b's member Lease")
-        (members / "b").unlink()
+        eventually(lambda: conditions(b, ns).get("Ready", {}).get("status") == "True", 30, "b's export Ready")
+        print("before leave:", {t: (c["status"], c["reason"]) for t, c in conditions(b, ns).items()})
+        print("before leave: GET lease mcsdns-member-b:", a.request("GET", f"{leases}/mcsdns-member-b")[0])
+        assert "forbidden" not in ctl.logs().lower(), ctl.logs()  # (b's token dies with leave)
+        out = mcsdns("leave", "b", "--kubeconfig", str(b.kubeconfig), "--namespace", account, "--output",
+                     str(members / "b"), "--lease-kubeconfig", str(a.kubeconfig), "--lease-namespace",
+                     "mcsdns-system")
+        assert out.returncode == 0, out.stderr
+        print(out.stderr)
+        assert "b (lease cluster): lease mcsdns-system/mcsdns-member-b: deleted" in out.stderr, out.stderr
         eventually(lambda: "cluster b removed" in ctl.logs(), 30, "b removed")
+        seen = a.json("GET", f"{leases}/mcsdns-member-a")["metadata"]["resourceVersion"]
+        eventually(lambda: a.json("GET", f"{leases}/mcsdns-member-a")["metadata"]["resourceVersion"] != seen,
+                   30, "a's member Lease renewed after b left")
+        ready = conditions(b, ns)["Ready"]
+        print("after leave:", {t: (c["status"], c["reason"]) for t, c in conditions(b, ns).items()},
+              ready["message"])
+        print("after leave: GET lease mcsdns-member-b:", a.request("GET", f"{leases}/mcsdns-member-b")[0])
+        assert (ready["status"], ready["reason"]) == ("False", "MemberLeft"), ready
+        assert "Member b left" in ready["message"]
+        assert a.request("GET", f"{leases}/mcsdns-member-b")[0] == 404
         assert ctl.proc.poll() is None
-        assert "forbidden" not in ctl.logs().lower(), ctl.logs()
+
+
+def conditions(k8s: RealK8s, ns: str) -> dict[str, dict[str, str]]:
+    """The conditions of ServiceExport `ns`/web, by type."""
+    se = k8s.json("GET", f"{MCS}/namespaces/{ns}/serviceexports/web")
+    return {c["type"]: c for c in (se.get("status") or {}).get("conditions") or []}

@@ -119,3 +119,32 @@ def test_join_verifies_tls_in_what_it_writes(member: RealK8s, tmp_path: Path) ->
     assert Client.load(str(out), None).list("/api/v1/namespaces")
     run = mcsdns("leave", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
     assert run.returncode == 0, run.stderr
+
+
+def test_leave_refused_the_lease_deletes_nothing_then_deletes_it(member: RealK8s) -> None:
+    """The member is also the Lease cluster. A --lease-kubeconfig that may not delete Leases
+    (a ServiceAccount with no role): one line naming the permission, exit 1, nothing deleted.
+    With the admin's: the Lease `mcsdns-member-NAME` goes, the one of another member stays."""
+    ns, lease_ns = fresh(), fresh()
+    k = str(member.kubeconfig)
+    run = mcsdns("join", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+                 "--output", "-")
+    assert run.returncode == 0, run.stderr
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases"
+    for name in ("mcsdns-member-south", "mcsdns-member-north"):
+        member.json("POST", leases, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                     "metadata": {"name": name}, "spec": {"holderIdentity": "ctl"}})
+    nobody = member.token_for(ns, "nobody")
+    run = mcsdns("leave", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+                 "--lease-kubeconfig", str(nobody))
+    assert run.returncode == 1 and run.stderr == (
+        f"mcsdns leave: south: may not delete leases.coordination.k8s.io in namespace {lease_ns} of the "
+        f"lease cluster (--lease-kubeconfig {nobody}): nothing deleted\n"), run.stderr
+    assert _get(member, f"/api/v1/namespaces/{ns}/serviceaccounts/mcsdns-member") is not None
+    assert _get(member, f"{leases}/mcsdns-member-south") is not None
+    run = mcsdns("leave", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+                 "--lease-kubeconfig", k)
+    assert run.returncode == 0, run.stderr
+    assert f"south (lease cluster): lease {lease_ns}/mcsdns-member-south: deleted" in run.stderr, run.stderr
+    assert _get(member, f"{leases}/mcsdns-member-south") is None
+    assert _get(member, f"{leases}/mcsdns-member-north") is not None

@@ -23,6 +23,14 @@ from .clusters import Member
 log = logging.getLogger("mcsdns.controller.lease")
 
 RETRY_PERIOD = 2.0  # client-go's default RetryPeriod
+LEASE_NAMESPACES = ("mcsdns-system", "kube-system")  # deploy/'s --lease-namespace, and the default
+MEMBER_PREFIX = "mcsdns-member-"
+
+
+def member_lease(member: str) -> str:
+    """The name of member `member`'s Lease (MemberLeases)."""
+    safe = "".join(c if c.isalnum() or c in "-." else "-" for c in member.lower()).strip("-.")
+    return (MEMBER_PREFIX + safe)[:253]
 
 
 def _micro_now() -> str:
@@ -145,7 +153,7 @@ class MemberLeases:
     unreachable now has already been gone.
     """
 
-    PREFIX = "mcsdns-member-"
+    PREFIX = MEMBER_PREFIX
 
     def __init__(self, member: Member, namespace: str, identity: str, ttl: float,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
@@ -158,8 +166,7 @@ class MemberLeases:
         return LEASES.path(self.namespace)
 
     def name(self, member: str) -> str:
-        safe = "".join(c if c.isalnum() or c in "-." else "-" for c in member.lower()).strip("-.")
-        return (self.PREFIX + safe)[:253]
+        return member_lease(member)
 
     def load(self, member: str) -> float | None:
         """The monotonic time the member was last reachable per its Lease (None: unknown)."""
@@ -203,3 +210,15 @@ class MemberLeases:
         except ApiError as e:
             log.info("member lease %s: %s", self.name(member), e)
         return False
+
+    def drop(self, member: str) -> None:
+        """Delete the Lease of a member that left (best effort: a failure is logged)."""
+        self.objs.pop(member, None)
+        try:
+            self.member.request("DELETE", f"{self.path}/{self.name(member)}")
+            log.info("member lease %s/%s deleted: %s left", self.namespace, self.name(member), member)
+        except NotFound:
+            pass
+        except ApiError as e:
+            log.warning("member lease %s/%s of %s, who left: not deleted: %s", self.namespace,
+                        self.name(member), member, e)

@@ -348,7 +348,8 @@ class Manager:
             self.queue.add_all(keys)
 
     def leave(self, name: str) -> None:
-        """Stop member `name`; its exports go from the others (its keys are reconciled)."""
+        """Stop member `name`; its exports go from the others (its keys are reconciled), its
+        member Lease goes (when leading)."""
         pending = self.pending.pop(name, None)
         if pending is not None:
             _halt(pending)
@@ -362,6 +363,8 @@ class Manager:
         self._drop(mc)
         self.expired.discard(name)
         self.forgotten.discard(name)
+        if self.member_leases is not None and self.leading():
+            self.member_leases.drop(name)  # its last contact means nothing once it left
         log.info("cluster %s removed: reconciling its %d services", name, len(keys),
                  extra={"event": "member_removed", "cluster": name})
         self.queue.add_all(keys)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..controller.lease import LEASE_NAMESPACES
 from ..controller.writers import REASON
 from ..kube.client import Client
 from ..kube.clusterid import find_cluster_id
@@ -34,7 +35,6 @@ from .identity import Account, Reviewer, Subject, choose
 
 Obj = dict[str, Any]
 
-LEASE_NAMESPACES = ("mcsdns-system", "kube-system")  # deploy/'s --lease-namespace, and the default
 CONTROLLER_PODS = "app.kubernetes.io/name=mcsdns,app.kubernetes.io/component=controller"  # deploy/'s
 SERVER_PODS = "app.kubernetes.io/name=mcsdns,app.kubernetes.io/component=dns"  # deploy/server's
 DNS_NAMESPACE = "kube-system"

@@ -12,10 +12,10 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 
-from ..controller.lease import MemberLeases
+from ..controller.lease import LEASE_NAMESPACES, MemberLeases
 from ..kube.permissions import needed
 from .checks import FAIL, OK, WARN, Obj, Result
-from .collect import LEASE_NAMESPACES, Snapshot
+from .collect import Snapshot
 
 ELECTION = "mcsdns-controller"  # the controller's default --lease-name (cli_controller)
 

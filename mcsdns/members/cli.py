@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import flags
+from ..controller.lease import LEASE_NAMESPACES
 from ..kube.client import Client
 from ..kube.config import connect
 from ..kube.errors import ApiError, explain
@@ -18,6 +19,7 @@ from .admission import guard
 from .join import Refused, join
 from .kubeconfig import admin_cluster, dump, read_ca
 from .leave import purge_imports, revoke
+from .left import Denied, check, drop_lease, exports_ask, lease_asks, mark_exports
 from .record import WrongMember, check_leave
 from .secret import drop_key, put_key
 
@@ -107,14 +109,28 @@ def join_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lease_cluster(args: argparse.Namespace, ctl: Client | None) -> tuple[Client | None, str]:
+    """The cluster holding the controller's Leases: --lease-kubeconfig's, else the
+    controller cluster; and how the output names it."""
+    if args.lease_kubeconfig:
+        return _client(args.lease_kubeconfig, args.lease_context, "--lease-kubeconfig", "lease"), \
+            f"the lease cluster (--lease-kubeconfig {args.lease_kubeconfig})"
+    return ctl, f"the controller cluster (--controller-kubeconfig {args.controller_kubeconfig})"
+
+
 def leave_main(args: argparse.Namespace) -> int:
     try:
         member, ctl = _clients(args)
+        lease, where = _lease_cluster(args, ctl)
     except ConfigError as e:
         return flags.fail(e)
     say = _say(args.member)
+    lease_ns = [args.lease_namespace] if args.lease_namespace else list(LEASE_NAMESPACES)
     try:
         check_leave(member, args.member, args.namespace, args.force)
+        check(member, [exports_ask(f"the member (--kubeconfig {args.kubeconfig or 'default'})")])
+        if lease is not None:
+            check(lease, lease_asks(where, lease_ns))
         if ctl is not None:
             ns, name = args.secret
             gone = "deleted" if drop_key(ctl, ns, name, args.member) else "not found"
@@ -123,12 +139,20 @@ def leave_main(args: argparse.Namespace) -> int:
             gone = "deleted" if Path(args.output).exists() else "not found"
             Path(args.output).unlink(missing_ok=True)
             say(f"kubeconfig {args.output}: {gone}")
-        revoke(member, args.member, args.namespace, say, args.lease_namespace, args.force)
+        def marks() -> None:  # the controller's access is gone: neither is written again
+            mark_exports(member, args.member, say)
+            if lease is None:
+                say("member lease: not looked for (give --lease-kubeconfig or --controller-kubeconfig)")
+            else:
+                cluster = "lease" if args.lease_kubeconfig else "controller"
+                drop_lease(lease, args.member, lease_ns, _say(args.member, f" ({cluster} cluster)"))
+
+        revoke(member, args.member, args.namespace, say, args.lease_namespace, args.force, marks)
         if args.purge_imports:
             purge_imports(member, say)
     except WrongMember as e:
         return _wrong("leave", args.member, e)
-    except (ApiError, OSError) as e:
+    except (ApiError, OSError, Denied) as e:
         flags.tell(f"mcsdns leave: {args.member}: {explain(e) if isinstance(e, ApiError) else e}")
         return 1
     return 0

@@ -145,8 +145,9 @@ class Leave:
 
 
 def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: str | None = None,
-           force: bool = False) -> None:
-    """Delete what join made for `member`, in the order that cuts access first."""
+           force: bool = False, then: Callable[[], None] | None = None) -> None:
+    """Delete what join made for `member`, in the order that cuts access first; `then` runs
+    once the controller's access is gone, before join's namespaces (one may hold the Lease)."""
     lv = Leave(c, member, say, force)
     binding = lv.fixed(CLUSTER_ROLE_BINDINGS, BINDING)
     lv.leases(lease_namespace)
@@ -157,6 +158,8 @@ def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: st
     lv.cluster_role()
     for r in (BINDINGS, POLICIES):  # the limit goes once the access it limits is gone
         lv.fixed(r, POLICY)
+    if then is not None:
+        then()
     lv.namespaces(*accounts, lease_namespace)
 
 
