@@ -74,7 +74,8 @@ def snapshot(cl: Cluster) -> dict[str, Any]:
             md, spec = si["metadata"], si["spec"]
             ports = sorted((p.get("name"), p["port"], p["protocol"]) for p in spec.get("ports") or [])
             clusters = sorted(x["cluster"] for x in (si.get("status") or {}).get("clusters") or [])
-            imports[(md["namespace"], md["name"])] = (spec["type"], ports, clusters, spec.get("sessionAffinity"))
+            affinity = spec.get("sessionAffinity")
+            imports[(md["namespace"], md["name"])] = (spec["type"], ports, clusters, affinity)
     slices: dict[tuple[str, ...], list[Any]] = {}
     for s in cl.api.objects("EndpointSlice"):
         if _ours(s):
@@ -99,8 +100,9 @@ def snapshot(cl: Cluster) -> dict[str, Any]:
 
 def _ips_are_the_derived_services(cl: Cluster) -> None:
     """Derived mode: each ClusterSetIP import's ips are its own cluster's derived Service's IPs."""
-    services = {(s["metadata"]["namespace"], s["metadata"]["labels"].get("multicluster.kubernetes.io/service-name")):
-                s["spec"]["clusterIPs"] for s in cl.api.objects("Service") if _ours(s)}
+    label = "multicluster.kubernetes.io/service-name"
+    services = {(s["metadata"]["namespace"], s["metadata"]["labels"].get(label)): s["spec"]["clusterIPs"]
+                for s in cl.api.objects("Service") if _ours(s)}
     for si in cl.api.objects("ServiceImport"):
         if _ours(si) and si["spec"]["type"] == "ClusterSetIP":
             md = si["metadata"]
@@ -121,7 +123,8 @@ def _purge(cl: Cluster) -> None:
 
 
 def _watches(cl: Cluster, since: int) -> int:
-    return sum(1 for m, u in list(cl.api.requests)[since:] if m == "GET" and ("watch=1" in u or "watch=true" in u))
+    return sum(1 for m, u in list(cl.api.requests)[since:]
+               if m == "GET" and ("watch=1" in u or "watch=true" in u))
 
 
 def _converge(fleet: tuple[Cluster, ...], want: Callable[[], bool], what: str) -> float:
@@ -168,7 +171,8 @@ def test_both_topologies_make_the_same_imports_and_slices(
         ctls: list[Controller] = []
         t0 = time.monotonic()
         for cl in fleet:
-            args = [*_central_args(fleet), "--local", cl.name, "--leader-elect", "--lease-namespace", "default"]
+            args = [*_central_args(fleet), "--local", cl.name, "--leader-elect",
+                    "--lease-namespace", "default"]
             ctls.append(stack.enter_context(run_controller(args, tmp_path, f"local-{cl.name}")))
         eventually(lambda: all(x.ready() for x in ctls), timeout=90, what="every --local controller ready")
         eventually(lambda: {cl.name: snapshot(cl) for cl in fleet} == central, timeout=30,
@@ -185,7 +189,8 @@ def test_both_topologies_make_the_same_imports_and_slices(
     for cl in fleet:
         _ips_are_the_derived_services(cl)
     print(f"first sync to the same state: central {central_took:.2f} s, three --local {local_took:.2f} s; "
-          f"one endpoint change a -> every member: central {change_central:.2f} s, --local {change_local:.2f} s")
+          f"one endpoint change a -> every member: central {change_central:.2f} s, "
+          f"--local {change_local:.2f} s")
     print(f"watches opened per API server: central {central_watches}, --local {local_watches}")
     # one controller: its 6 watches in each; --local: each cluster's own 6, plus 3 from each other one
     assert all(v >= 6 for v in central_watches.values())
