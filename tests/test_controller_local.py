@@ -197,6 +197,14 @@ def test_both_topologies_make_the_same_imports_and_slices(
     assert all(local_watches[k] >= central_watches[k] + 6 for k in local_watches)
 
 
+def _metrics(ctl: Controller) -> dict[str, float]:
+    """/metrics, or nothing while it does not answer yet."""
+    try:
+        return ctl.metrics()
+    except OSError:
+        return {}
+
+
 def _refused(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mcsdns.controller", "--once", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=30)
@@ -214,3 +222,28 @@ def test_bad_local_flags_are_one_line_and_exit_2(tmp_path: Path) -> None:
         r = _refused(*base, *extra)
         assert r.returncode == 2, (extra, r.stderr)
         assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_central_controller_writing_into_the_local_ones_cluster_is_noticed_not_fought(
+        fleet: tuple[Cluster, Cluster, Cluster], tmp_path: Path) -> None:
+    """The --local controller of a writes first; a central controller started later finds a's
+    objects stamped by another writer and leaves them, saying so (the writers' stamps still
+    tell the two apart), and no ClusterSetIP in a changes."""
+    a, b, c = fleet
+    _inputs(a, b, c)
+    local = [*_central_args(fleet), "--local", "a", "--leader-elect", "--lease-namespace", "default"]
+    with run_controller(local, tmp_path, "local-a") as la:
+        eventually(la.ready, timeout=60, what="--local a ready")
+        before = {k: v for k, v in snapshot(a)["imports"].items()}
+        ips = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"].get("ips")
+               for o in a.api.objects("ServiceImport")}
+        with run_controller(_central_args(fleet), tmp_path, "central") as ctl:
+            eventually(lambda: _metrics(ctl).get('mcsdns_controller_writer_conflicts{member="a"}') == 1,
+                       timeout=60, what=f"the central controller yields in a\n{ctl.logs()[-3000:]}")
+            eventually(lambda: "b" in {x.split('"')[1] for x in _metrics(ctl)
+                                       if x.startswith("mcsdns_controller_writes_total{member=")},
+                       timeout=30, what="the central controller writes into b")
+            assert "another controller, writer 'local:a:lease:a/default/mcsdns-controller'" in ctl.logs()
+        assert snapshot(a)["imports"] == before
+        assert {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"].get("ips")
+                for o in a.api.objects("ServiceImport")} == ips
