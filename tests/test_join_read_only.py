@@ -29,7 +29,8 @@ def test_a_read_only_member_credential_reads_and_the_local_controller_runs_with_
     a, b = clusters2
     shop(b, clusters2, db=False)  # b exports shop/web; namespace shop in both
     reader = tmp_path / "reader-b"
-    rc, _, err = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--read-only", "--output", str(reader))
+    rc, _, err = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--read-only",
+                        "--output", str(reader))
     assert rc == 0, err
     assert "clusterrole mcsdns-reader: created" in err and "admission" not in err, err
     role = b.api.get("ClusterRole", None, "mcsdns-reader")
