@@ -127,7 +127,7 @@ def _watches(cl: Cluster, since: int) -> int:
                if m == "GET" and ("watch=1" in u or "watch=true" in u))
 
 
-def _converge(fleet: tuple[Cluster, ...], want: Callable[[], bool], what: str) -> float:
+def _converge(want: Callable[[], bool], what: str) -> float:
     t0 = time.monotonic()
     eventually(want, timeout=90, what=what)
     return time.monotonic() - t0
@@ -154,7 +154,7 @@ def test_both_topologies_make_the_same_imports_and_slices(
     _inputs(a, b, c)
     marks = [len(cl.api.requests) for cl in fleet]
     with run_controller(_central_args(fleet), tmp_path, "central") as ctl:
-        central_took = _converge(fleet, ctl.ready, "central first sync")
+        central_took = _converge(ctl.ready, "central first sync")
         central = {cl.name: snapshot(cl) for cl in fleet}
         change_central = _change(a, fleet, 1)
         central = {cl.name: snapshot(cl) for cl in fleet}
