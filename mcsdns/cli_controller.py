@@ -40,6 +40,10 @@ def add_parser(subparsers: Any) -> None:
                    help="let --members-dir files carry an exec credential plugin, run as this process's "
                         "user (only when you alone write that directory: whoever can write one of its "
                         "files then runs code here)")
+    c.add_argument("--local", default="", metavar="NAME",
+                   help="the per-cluster topology: write only into member NAME (a --cluster: the cluster "
+                        "this runs in), leader-elected there; every other member is only read (a read-only "
+                        "credential: `mcsdns join --read-only`). Derived ClusterSetIPs only")
     c.add_argument("--cluster-id", action="append", default=[], metavar="NAME=ID",
                    help="cluster ID of member NAME (default: its ClusterProperty "
                         "cluster.clusterset.k8s.io or id.k8s.io)")

@@ -107,6 +107,11 @@ def add_parsers(sub: Any) -> None:
                    help="do not install the ValidatingAdmissionPolicy that limits the token's writes to the "
                         "controller's own objects (installed by default where the API server serves it, "
                         "Kubernetes 1.30+)")
+    j.add_argument("--read-only", action="store_true",
+                   help="a read-only credential instead, for `mcsdns controller --local` running in another "
+                        "member: ServiceAccount, ClusterRole and binding mcsdns-reader (get, list, watch of "
+                        "Services, EndpointSlices and ServiceExports; get of namespaces and the cluster ID); "
+                        "no admission policy and no Lease Role")
     j.add_argument("--output", metavar="FILE", help="write the member kubeconfig here (mode 0600; - for "
                    "stdout)")
     _tls(j)

@@ -40,10 +40,11 @@ from mcsdns.sources.files import load_file
 
 Obj = dict[str, Any]
 DEPLOY = REPO / "deploy"
-VARIANTS = {"default": DEPLOY, "with-controller": DEPLOY / "overlays" / "with-controller"}
+VARIANTS = {"default": DEPLOY, "with-controller": DEPLOY / "overlays" / "with-controller",
+            "per-cluster": DEPLOY / "overlays" / "per-cluster"}
 K8S_VERSION = "1.30.0"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
-KUSTOMIZE_FIELDS = {"apiVersion", "kind", "resources", "namespace"}
+KUSTOMIZE_FIELDS = {"apiVersion", "kind", "resources", "namespace", "patches"}
 MCS = "multicluster.x-k8s.io"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SLICE_MANAGER = "endpointslice.kubernetes.io/managed-by"
@@ -52,7 +53,8 @@ SLICE_MANAGER = "endpointslice.kubernetes.io/managed-by"
 # --- rendering ------------------------------------------------------------------------------------
 def render(directory: Path) -> list[Obj]:
     """The subset of kustomize these manifests use: `resources` (files, or directories with a
-    kustomization.yaml) and `namespace` for namespaced objects. Any other field fails."""
+    kustomization.yaml), `namespace` for namespaced objects and `patches` (a JSON 6902 file's
+    `replace` ops on the object its target names by kind and name). Any other field fails."""
     kust = yaml.safe_load((directory / "kustomization.yaml").read_text())
     unsupported = set(kust) - KUSTOMIZE_FIELDS
     assert not unsupported, f"{directory}: the renderer does not support {unsupported}"
@@ -64,6 +66,16 @@ def render(directory: Path) -> list[Obj]:
     for o in out:
         if ns and o["kind"] not in CLUSTER_SCOPED:
             o["metadata"]["namespace"] = ns
+    for p in kust.get("patches", []):
+        t = p["target"]
+        obj = next(o for o in out if o["kind"] == t["kind"] and o["metadata"]["name"] == t["name"])
+        for op in yaml.safe_load((directory / p["path"]).read_text()):
+            assert op["op"] == "replace", op
+            *parents, last = [int(x) if x.isdigit() else x for x in op["path"].strip("/").split("/")]
+            at: Any = obj
+            for x in parents:
+                at = at[x]
+            at[last] = op["value"]
     return out
 
 
@@ -341,10 +353,11 @@ def apis() -> Iterator[list[KubeAPI]]:
 
 
 def _members(objs: list[Obj], dep: Obj, members: list[tuple[str, str]], apis: list[KubeAPI],
-             tmp_path: Path) -> tuple[list[str], list[list[Grant]]]:
+             tmp_path: Path, member_role: str = "mcsdns-controller") -> tuple[list[str], list[list[Grant]]]:
     """Each member cluster (ids east, west) as the Deployment reaches it: its --cluster flag
     (the in-cluster kubeconfig from the ConfigMap with a fake ServiceAccount dir, or a member
-    kubeconfig as from the Secret) and the rules that identity is bound to."""
+    kubeconfig as from the Secret, bound to ClusterRole `member_role`) and the rules that
+    identity is bound to."""
     spec = pod(dep)
     sa_dir = tmp_path / "sa"
     sa_dir.mkdir()
@@ -364,7 +377,7 @@ def _members(objs: list[Obj], dep: Obj, members: list[tuple[str, str]], apis: li
         else:  # a key of the members Secret: `mcsdns join` binds ClusterRole mcsdns-controller
             (tmp_path / "members").mkdir()
             api.write_kubeconfig(tmp_path / "members" / key, name)
-            perms.append([(None, r) for r in named(objs, "ClusterRole", "mcsdns-controller")["rules"]])
+            perms.append([(None, r) for r in named(objs, "ClusterRole", member_role)["rules"]])
             kubeconfig = tmp_path / "members"
         is_dir = kubeconfig.is_dir()
         flags += ["--members-dir", str(kubeconfig)] if is_dir else ["--cluster", f"{name}={kubeconfig}"]

@@ -34,11 +34,11 @@ def stopped(pid: int) -> Iterator[float]:
         os.kill(pid, signal.SIGCONT)
 
 
-def populate(c: RealK8s) -> None:
-    """Cluster ID north; shop/web exported with endpoint 10.3.0.1."""
+def populate(c: RealK8s, cluster_id: str = "north", ip: str = "10.3.0.1") -> None:
+    """Cluster ID north; shop/web exported with endpoint 10.3.0.1 (or those given)."""
     c.json("POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", {
         "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "north"}})
+        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cluster_id}})
     c.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": "shop"}})
     c.json("POST", "/api/v1/namespaces/shop/services", {
@@ -48,7 +48,7 @@ def populate(c: RealK8s) -> None:
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "web-x", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-        "endpoints": [{"addresses": ["10.3.0.1"], "conditions": {"ready": True}}]})
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}]})
     c.json("POST", f"/apis/{MCS}/namespaces/shop/serviceexports", {
         "apiVersion": MCS, "kind": "ServiceExport", "metadata": {"name": "web", "namespace": "shop"}})
 

@@ -63,6 +63,23 @@ def _members(args: argparse.Namespace) -> tuple[list[Member], Membership | None]
     return members, membership
 
 
+def _local(args: argparse.Namespace, mode: str) -> None:
+    """--local NAME: one of the --cluster members, derived mode, its Leases in NAME; else ConfigError."""
+    if not args.local:
+        return
+    names = [Member.parse(s).name for s in args.cluster]
+    if args.local not in names:
+        raise ConfigError(f"--local {args.local}: expected one of the --cluster names {names} (the "
+                          "cluster this controller runs in and writes into)")
+    if mode == CIDR:
+        raise ConfigError("--clusterset-ip cidr: not with --local (each cluster's controller would allocate "
+                          "from the range on its own, so a service's ClusterSetIP would differ or collide "
+                          "between clusters); use derived")
+    if args.lease_cluster and args.lease_cluster != args.local:
+        raise ConfigError(f"--lease-cluster {args.lease_cluster}: with --local {args.local} the Leases are "
+                          f"in {args.local}")
+
+
 def _resolve_ids(members: list[Member]) -> None:
     """Read cluster IDs now; unreachable members get theirs on first contact."""
     for m in members:
@@ -118,6 +135,8 @@ def _writers(args: argparse.Namespace, members: list[Member], holder: Member) ->
     names = [m.name for m in members]
     identity = (lease_identity(holder.name, args.lease_namespace, args.lease_name)
                 if args.leader_elect else members_identity(names))
+    if args.local:  # not the same writer as a central controller of the same Lease or members
+        identity = f"local:{args.local}:{identity}"
     log.info("writer identity %s (members %s)", identity, ", ".join(sorted(names)),
              extra={"event": "writer", "writer": identity})
     return Writers(identity, members_hash(names), args.writer_grace)
@@ -127,9 +146,10 @@ def run(args: argparse.Namespace) -> int:
     """The controller; returns the exit code."""
     try:
         mode = _mode(args)
+        _local(args, mode)
         members, membership = _members(args)
         _resolve_ids(members)
-        holder = lease_member(members, len(args.cluster), args.lease_cluster,
+        holder = lease_member(members, len(args.cluster), args.lease_cluster or args.local,
                               args.leader_elect and not args.once)
     except ConfigError as e:
         return flags.fail(e)
@@ -142,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     after = UNREACHABLE_AFTER if args.unreachable_after is None else args.unreachable_after
     mgr = Manager(members, mode, args.clusterset_cidr, args.endpoint_ttl, args.resync,
                   workers=max(1, args.concurrent_reconciles), elector=elector, member_leases=leases,
-                  import_grace=args.import_grace, unreachable_after=after)
+                  import_grace=args.import_grace, unreachable_after=after, local=args.local or None)
     mgr.rec.writers = writers
     if membership is not None and not args.once:
         membership.mgr = mgr
@@ -155,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as e:
             return flags.fail(e)
     log.info("ClusterSetIP mode: %s%s", mode, f" ({', '.join(args.clusterset_cidr)})" if mode == CIDR else "")
+    if args.local:
+        log.info("per-cluster topology: writing into %s only; reading %s", args.local,
+                 ", ".join(sorted(m.name for m in members if m.name != args.local)) or "no other member")
     mgr.start()
     if args.once:
         try:

@@ -7,7 +7,9 @@ packed (mcsdns/kube/cache.py); every change is turned into the (namespace, name)
 of the services it affects and handed to `enqueue`. A member is reachable while the
 set is healthy (every watch is) and its probe (`probe.Probe`) says it answers; `last_ok` is
 the last contact measured (a good probe while the watches were healthy) or recorded in its
-Lease; each problem is logged once.
+Lease; each problem is logged once. A member only read (`read_only`: another member of a
+`--local` controller) has just what its exports need: Services, EndpointSlices and
+ServiceExports (three watches, no Nodes); our objects there are its own controller's.
 """
 
 from __future__ import annotations
@@ -74,13 +76,16 @@ class MemberCaches:
     """One member's list+watch caches of the kinds the controller reads, with their indexes."""
 
     KINDS = ("namespaces", "services", "endpointslices", "serviceexports", "serviceimports")
+    READ_KINDS = ("services", "endpointslices", "serviceexports")  # a member only read: its exports
 
     def __init__(self, member: Member, enqueue: Callable[[Key], None],
                  enqueue_namespace: Callable[[str], None], stop: threading.Event,
                  on_reachable: Callable[[MemberCaches, bool], None] = lambda m, ok: None,
                  watch_timeout: int = 300, service_key: Callable[[Key], Key] = lambda k: k,
-                 unreachable_after: float = UNREACHABLE_AFTER) -> None:
+                 unreachable_after: float = UNREACHABLE_AFTER, read_only: bool = False) -> None:
         self.member = member
+        self.read_only = read_only  # exports read, nothing written: READ_KINDS and no Nodes
+        self.kinds = self.READ_KINDS if read_only else self.KINDS
         self.service_key = service_key  # a Service's key -> the key of the service it affects
         self.enqueue, self.enqueue_namespace = enqueue, enqueue_namespace
         self.stop = stop
@@ -149,12 +154,14 @@ class MemberCaches:
             "serviceexports": self._plain, "serviceimports": self._plain}
         index = {"services": service_index, "endpointslices": slice_index,
                  "serviceimports": import_index}
-        for kind in self.KINDS:
+        for kind in self.kinds:
             path = resources[kind].path() if kind in resources else m.mcs_path(kind)
             self.caches[kind] = inf.cache(kind, path, handlers[kind], index=index.get(kind),
                                           transform=trim_for(kind), watch_timeout=self.watch_timeout)
         inf.start()
         assert m.client is not None
+        if self.read_only:
+            return
         # Not one of the informer set's: Nodes that cannot be read cost locality, not the member.
         self.caches[NODES.plural] = Cache(NODES.plural, m.client, NODES.path(), self._node, self.stop,
                                           on_health=self._nodes_health, transform=node_zone,
@@ -196,8 +203,8 @@ class MemberCaches:
     def synced(self) -> bool:
         """Every collection has been listed at least once."""
         nodes = self.caches.get(NODES.plural)  # listed, or refused: else a restart would drop hints
-        return all(k in self.caches and self.caches[k].synced.is_set() for k in self.KINDS) and \
-            nodes is not None and (nodes.synced.is_set() or self.nodes_error is not None)
+        return all(k in self.caches and self.caches[k].synced.is_set() for k in self.kinds) and (
+            self.read_only or nodes is not None and (nodes.synced.is_set() or self.nodes_error is not None))
 
     # --- events -> keys --------------------------------------------------------------
     def _plain(self, k: Key, old: Entry | None, new: Entry | None) -> None:
@@ -208,7 +215,7 @@ class MemberCaches:
 
     def _service(self, k: Key, old: Entry | None, new: Entry | None) -> None:
         for e in (old, new):
-            if e is not None:
+            if e is not None and not (self.read_only and isinstance(e.iv, tuple)):
                 iv = e.iv
                 self.enqueue((k[0], iv[2]) if isinstance(iv, tuple) else self.service_key(k))
 
@@ -248,12 +255,14 @@ class MemberCaches:
             self.enqueue(key)
 
     def _slice(self, k: Key, old: Entry | None, new: Entry | None) -> None:
-        for e in (old, new):
-            if e is not None and isinstance(e.iv, tuple):
+        for e in (old, new):  # a member only read: its own controller's slices are no input
+            if e is not None and isinstance(e.iv, tuple) and not (self.read_only and e.iv[0] == "ours"):
                 self.enqueue((e.iv[1], e.iv[2]))
 
     # --- reads -----------------------------------------------------------------------
     def has_namespace(self, ns: str) -> bool:
+        if self.read_only:
+            return False
         o = self.caches["namespaces"].get(("", ns))
         return o is not None and not (o.get("metadata") or {}).get("deletionTimestamp")
 
@@ -265,21 +274,21 @@ class MemberCaches:
         return self.caches["services"].get(k)
 
     def service_import(self, k: Key) -> Obj | None:
-        return self.caches["serviceimports"].get(k)
+        return None if self.read_only else self.caches["serviceimports"].get(k)
 
     def source_slices(self, k: Key) -> list[Obj]:
         return sorted(self.caches["endpointslices"].indexed(("src", k[0], k[1])),
                       key=lambda s: str(s["metadata"]["name"]))
 
     def our_slices(self, k: Key) -> list[Obj]:
-        return self.caches["endpointslices"].indexed(("ours", k[0], k[1]))
+        return [] if self.read_only else self.caches["endpointslices"].indexed(("ours", k[0], k[1]))
 
     def our_services(self, k: Key) -> list[Obj]:
-        return self.caches["services"].indexed(("ours", k[0], k[1]))
+        return [] if self.read_only else self.caches["services"].indexed(("ours", k[0], k[1]))
 
     def imports(self) -> list[tuple[Key, Obj]]:
         """Every ServiceImport in the cache, with its key."""
-        return self.caches["serviceimports"].items()
+        return [] if self.read_only else self.caches["serviceimports"].items()
 
     def note_written(self, kind: str, obj: Obj | None, k: Key | None = None) -> None:
         """Our write's result (None with `k`: deleted) goes into the `kind` cache."""
@@ -290,6 +299,8 @@ class MemberCaches:
         if not self.caches:
             return set()
         out = set(self.caches["serviceexports"].keys())
+        if self.read_only:
+            return out
         out.update(self.caches["serviceimports"].indexed_keys("ours"))
         for cache in (self.caches["endpointslices"], self.caches["services"]):
             out.update((iv[1], iv[2]) for iv in cache.index_values()

@@ -10,7 +10,8 @@ and when a member comes back, re-queues a lost member's keys when its TTL
 expires (its endpoints go) and when its import grace does (its imports go),
 and renews the per-member Leases. Members join (`join`: synced first, then
 every key re-queued) and leave (`leave`: its keys re-queued, so its exports go) while it
-runs; `tick` (the --members-dir look) is called once per turn of the loop.
+runs; `tick` (the --members-dir look) is called once per turn of the loop. With `local`
+(`--local NAME`) only member NAME has a queue and workers: the others are read only.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class Manager:
                  workers: int = 16, elector: LeaderElector | None = None,
                  member_leases: MemberLeases | None = None, watch_timeout: int = 300,
                  clock: Callable[[], float] = time.monotonic, import_grace: float = 0.0,
-                 unreachable_after: float = UNREACHABLE_AFTER) -> None:
+                 unreachable_after: float = UNREACHABLE_AFTER, local: str | None = None) -> None:
         self.stop = threading.Event()
+        self.local = local  # --local: the one member written; None: every member
         self.queue = MemberQueues()
         self.clock = clock
         self.watch_timeout = watch_timeout
@@ -77,7 +79,12 @@ class Manager:
 
     def _caches(self, m: Member) -> MemberCaches:
         return MemberCaches(m, self.queue.add, self._enqueue_namespace, threading.Event(), self._on_reachable,
-                            self.watch_timeout, self._service_key, self.unreachable_after)
+                            self.watch_timeout, self._service_key, self.unreachable_after,
+                            read_only=not self._writes_to(m.name))
+
+    def _writes_to(self, name: str) -> bool:
+        """Whether member `name` gets a queue and workers (all, or only the --local one)."""
+        return self.local is None or name == self.local
 
     # --- callbacks from member threads ----------------------------------------------------
     def _service_key(self, k: Key) -> Key:
@@ -124,7 +131,8 @@ class Manager:
                     log.info("cluster %s: last reached %.1fs ago (its Lease)", mc.member.name,
                              self.clock() - seen)
         for mc in self.caches:
-            self._workers(mc.member.name)
+            if self._writes_to(mc.member.name):
+                self._workers(mc.member.name)
             mc.start()
 
     def _workers(self, name: str) -> None:
@@ -336,7 +344,7 @@ class Manager:
                 _halt(mc)
                 continue
             self._set_caches([*others, mc])
-            if old is None:
+            if old is None and self._writes_to(name):
                 self.threads = [t for t in self.threads if t.is_alive()]
                 self._workers(name)
             keys = self.rec.all_keys() | (old.keys() if old is not None else set())

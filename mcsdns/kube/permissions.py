@@ -52,6 +52,18 @@ CONTROLLER: tuple[Rule, ...] = (
 )
 
 
+# A reader: `mcsdns controller --local` in every other member reads what their exports need
+# (informers.MemberCaches.READ_KINDS), the cluster ID and, with its probe, namespace `default`;
+# `mcsdns join --read-only` binds this ClusterRole. It writes nothing there.
+READER: tuple[Rule, ...] = (
+    rule(NAMESPACES, ("get",)),
+    rule(SERVICES, READ),
+    rule(ENDPOINT_SLICES, READ),
+    rule(SERVICE_EXPORTS, READ),
+    rule(CLUSTER_PROPERTIES, ("get",)),
+)
+
+
 # In the controller's Lease namespace of its --lease-cluster only (a Role): leader election
 # and one Lease per member (the Endpoint TTL clock).
 CONTROLLER_LEASES: tuple[Rule, ...] = (rule(LEASES, ("get", "create", "update")),)

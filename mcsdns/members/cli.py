@@ -88,11 +88,13 @@ def join_main(args: argparse.Namespace) -> int:
             cluster["server"] = args.server
     except ConfigError as e:
         return flags.fail(e)
+    if args.read_only and args.lease_namespace:
+        return flags.fail("join: --read-only and --lease-namespace: a reader holds no Lease")
     say = _say(args.member)
     try:
         text = dump(join(member, args.member, cluster, args.namespace, args.token_duration, say,
-                         args.lease_namespace))
-        if args.admission_policy:  # after join's check of the member name
+                         args.lease_namespace, args.read_only))
+        if args.admission_policy and not args.read_only:  # after join's check of the member name
             guard(member, args.namespace, args.member, say)
         if args.output:
             _write(args.output, text)

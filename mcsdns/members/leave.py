@@ -31,7 +31,7 @@ from ..kube.resources import (
 from .admission import BINDINGS, POLICIES
 from .admission import MEMBER as POLICY
 from .contents import held
-from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, MEMBER, OLD_LEASE_ROLE, SERVICE_ACCOUNT
+from .layout import BINDING, CLUSTER_ROLE, CREATED, JOIN, MEMBER, OLD_LEASE_ROLE, READER, SERVICE_ACCOUNT
 from .record import made_namespaces, member_of
 
 Say = Callable[[str], None]
@@ -119,6 +119,16 @@ class Leave:
         else:
             self.fixed(CLUSTER_ROLES, CLUSTER_ROLE)
 
+    def reader(self, namespace: str) -> None:
+        """join --read-only's binding, ServiceAccount and ClusterRole, when it made them."""
+        try:
+            self.c.get(CLUSTER_ROLE_BINDINGS.path(name=READER))
+        except NotFound:
+            return
+        if self.fixed(CLUSTER_ROLE_BINDINGS, READER) is not None:
+            self.fixed(SERVICE_ACCOUNTS, READER, namespace, " (and so its tokens)")
+            self.fixed(CLUSTER_ROLES, READER)
+
     def namespaces(self, *named: str | None) -> None:
         """Each namespace join made for the member (with `force`, also `named` ones join made
         without a member name), deleted when it holds nothing join did not make."""
@@ -156,6 +166,7 @@ def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: st
     for ns in dict.fromkeys(a for a in accounts if a):  # the binding names join's --namespace
         lv.fixed(SERVICE_ACCOUNTS, SERVICE_ACCOUNT, ns, " (and so its tokens)")
     lv.cluster_role()
+    lv.reader(namespace)
     for r in (BINDINGS, POLICIES):  # the limit goes once the access it limits is gone
         lv.fixed(r, POLICY)
     if then is not None:

@@ -10,7 +10,7 @@ from typing import Any
 from ..kube.client import Client
 from ..kube.errors import NotFound
 from ..kube.resources import CLUSTER_ROLE_BINDINGS, NAMESPACES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
-from .layout import BINDING, CREATED, JOIN, MEMBER, SERVICE_ACCOUNT
+from .layout import BINDING, CREATED, JOIN, MEMBER, READER, SERVICE_ACCOUNT
 
 Obj = dict[str, Any]
 
@@ -41,12 +41,14 @@ def _get(c: Client, path: str) -> Obj | None:
 
 
 def read(c: Client, namespace: str) -> Found:
-    """Join's ServiceAccount (in `namespace`), its ClusterRoleBinding and the lease Roles
-    and RoleBindings it labelled, anywhere."""
+    """Join's ServiceAccounts (in `namespace`: the controller's and the reader's), their
+    ClusterRoleBindings and the lease Roles and RoleBindings it labelled, anywhere."""
     out = Found()
     for what, path in ((f"serviceaccount {namespace}/{SERVICE_ACCOUNT}",
                         SERVICE_ACCOUNTS.path(namespace, SERVICE_ACCOUNT)),
-                       (f"clusterrolebinding {BINDING}", CLUSTER_ROLE_BINDINGS.path(name=BINDING))):
+                       (f"clusterrolebinding {BINDING}", CLUSTER_ROLE_BINDINGS.path(name=BINDING)),
+                       (f"serviceaccount {namespace}/{READER}", SERVICE_ACCOUNTS.path(namespace, READER)),
+                       (f"clusterrolebinding {READER}", CLUSTER_ROLE_BINDINGS.path(name=READER))):
         obj = _get(c, path)
         if obj is not None:
             name = member_of(obj)
