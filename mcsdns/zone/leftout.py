@@ -28,7 +28,7 @@ LEFT_OUT = define("mcsdns_zone_names_left_out", "gauge",
                   "Endpoints, ports and services of the objects whose names the zone leaves out "
                   "(a label over 63 octets or a name over 255), counted per object.")
 CAPPED = define("mcsdns_zone_rrsets_capped_total", "counter",
-                "RRsets cut to the records one DNS message holds (64,000 octets; see README, Limits).")
+                "RRsets cut to the records one DNS message holds (64,000 octets; see docs/dns.md).")
 
 Line = tuple[str, str, str]  # kind, namespace/name, message
 
