@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .objects import ENDPOINT_SLICE, SERVICE_IMPORT, EndpointSlice, Malformed, ServiceImport
 
 Parsed: TypeAlias = ServiceImport | EndpointSlice

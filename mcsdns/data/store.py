@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
-from ..kube.keys import Key, key_of
+from ..kube.apiclient.keys import Key, key_of
 from ..ops import gcpause
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define

@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 
 from ..data.objects import EndpointSlice, ServiceImport
 from ..data.store import BIG_ITEMS, Store, parsed_size
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops import gcpause
 from ..zone.journal import Worked, service_digest, work_out
 from ..zone.leftout import LeftOut

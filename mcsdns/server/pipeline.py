@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..data.store import Store
 from ..dns import tsig
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.stats import Publisher
 from ..zone.journal import Versions
 from ..zone.leftout import LeftOutLog

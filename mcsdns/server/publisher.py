@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.inotify import DirWatch, dir_watch
 from ..zone.journal import Versions, Worked
 from ..zone.rrsets import Names

@@ -23,7 +23,7 @@ import msgspec
 
 from ..data.objects import EndpointSlice, ServiceImport
 from ..dns.names import decode_name
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .locality import Locality
 from .records import reads_slices

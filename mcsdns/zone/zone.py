@@ -33,7 +33,7 @@ from ..dns.answer import RR, Answer, render
 from ..dns.names import encode_name, is_subdomain, labels, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .rrsets import Names, RRset, RRsets
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from ..ops import gcpause
+from ...ops import gcpause
 
 Obj = dict[str, Any]
 _WS = " \t\r\n"

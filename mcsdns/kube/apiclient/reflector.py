@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..ops import gcpause
+from ...ops import gcpause
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, asked_wait, describe
 from .keys import Key, key_of
