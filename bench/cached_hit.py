@@ -19,8 +19,8 @@ import dns.message
 
 from mcsdns.app import Config
 from mcsdns.roles.loader import loader_for
-from mcsdns.server import _batchio
 from mcsdns.server.pipeline import Pipeline
+from mcsdns.transport import _batchio
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusterset"
 

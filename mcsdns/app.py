@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .dns import tsig
 from .server.cache import CACHE_BYTES
-from .server.tcp import TCPLimits
+from .transport.tcp import TCPLimits
 from .zone.locality import OFF, Locality
 
 

@@ -21,9 +21,9 @@ from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text
 from .server.cache import CACHE_BYTES
-from .server.tcp import TCPLimits
-from .server.udp import io_description
 from .sources.limits import MANIFEST_MAX_BYTES
+from .transport.tcp import TCPLimits
+from .transport.udp import io_description
 from .zone.locality import ORDER, POLICIES, Locality
 
 

@@ -41,7 +41,7 @@ KEY = "fuzz-key:hmac-sha256:" + base64.b64encode(b"fuzz" * 8).decode()
 CORPUS = REPO / "robustness" / "corpus" / "packets"
 
 
-EXTENSIONS = ("mcsdns.server._batchio",)  # the one C extension: the query path
+EXTENSIONS = ("mcsdns.transport._batchio",)  # the one C extension: the query path
 
 
 def extension_report() -> str:
@@ -197,7 +197,7 @@ def main() -> int:
     with atheris.instrument_imports(include=["mcsdns"]):
         import mcsdns.app  # noqa: F401  (every module of the packet path, instrumented)
         from mcsdns.ops import tsigkeys
-        from mcsdns.server import _batchio
+        from mcsdns.transport import _batchio
     from helpers import drain, example_handlers
 
     from robustness.fuzz import check

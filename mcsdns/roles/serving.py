@@ -19,7 +19,7 @@ from ..ops import process
 from ..ops.http import HTTPServer
 from ..ops.logs import flush_throttles
 from ..ops.stats import Put, Stats, define
-from ..server.listeners import HANDOFF, Listeners, pause
+from ..transport.listeners import HANDOFF, Listeners, pause
 from .loader import Loader
 
 log = logging.getLogger("mcsdns")

@@ -46,8 +46,8 @@ from ..ops.errors import ConfigError
 from ..ops.http import HTTPServer
 from ..ops.logs import flush_throttles
 from ..ops.stats import Snapshot, Stats
-from ..server.listeners import HANDOFF, bind_listen
 from ..sources.relay import Hub
+from ..transport.listeners import HANDOFF, bind_listen
 from .endpoints import notifier_for, serve_endpoints
 from .loader import Loader, loader_for
 from .pool import CONTEXT, Pool

@@ -1,6 +1,6 @@
 """TCP listener: length-prefixed messages, several per connection (RFC 7766).
 
-Connections are admitted, evicted and timed out as mcsdns.server.tcpconns says.
+Connections are admitted, evicted and timed out as mcsdns.transport.tcpconns says.
 
 Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
@@ -28,8 +28,8 @@ from typing import Any, cast
 from ..dns.answer import MAX_TCP
 from ..ops.querylog import log_query
 from ..ops.stats import Put
-from . import bound_socket
-from .panics import Panics
+from ..server.panics import Panics
+from .sockets import bound_socket
 from .tcpconns import ConnectionTable, TCPLimits, client_of
 from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
 

@@ -115,7 +115,7 @@ static PyType_Slot canned_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec canned_spec = {"mcsdns.server._batchio.Canned", sizeof(Canned), 0,
+static PyType_Spec canned_spec = {"mcsdns.transport._batchio.Canned", sizeof(Canned), 0,
                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, canned_slots};
 
 static PyTypeObject *CannedType;

@@ -16,11 +16,11 @@ import socket
 
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.stats import Publisher
-from . import stop_tcp_intake, stop_udp_intake
-from .handler import Handler
+from ..server.handler import Handler
+from ..server.xfr import Transfers
+from .sockets import stop_tcp_intake, stop_udp_intake
 from .tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
-from .xfr import Transfers
 
 log = logging.getLogger("mcsdns")
 
