@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .dns import tsig
-from .server.cache import CACHE_BYTES
+from .nameserver.cache import CACHE_BYTES
 from .transport.tcp import TCPLimits
 from .zone.locality import OFF, Locality
 

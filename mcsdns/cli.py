@@ -17,10 +17,10 @@ from .cli_controller import add_parser as add_controller
 from .cli_diagnose import add_parser as add_diagnose
 from .cli_join import add_parsers as add_join
 from .cli_show import add_parser as add_show
+from .nameserver.cache import CACHE_BYTES
 from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text
-from .server.cache import CACHE_BYTES
 from .sources.limits import MANIFEST_MAX_BYTES
 from .transport.tcp import TCPLimits
 from .transport.udp import io_description

@@ -23,8 +23,8 @@ import dns.rdatatype
 import pytest
 
 from mcsdns.app import Config
+from mcsdns.nameserver.handler import Handler
 from mcsdns.roles.loader import loader_for
-from mcsdns.server.handler import Handler
 from mcsdns.server.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parent.parent

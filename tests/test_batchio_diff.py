@@ -24,7 +24,7 @@ import dns.rdatatype
 import pytest
 from helpers import EXAMPLE, REPO, drain, example_app, example_handlers, headless
 
-from mcsdns.server.handler import Handler
+from mcsdns.nameserver.handler import Handler
 
 sys.path.insert(0, str(REPO))
 from robustness.packets import hostile, query, variant, wire_name  # noqa: E402

@@ -27,7 +27,7 @@ CRASH = "crash.shop.svc.clusterset.local"  # rendering its answer raises: once
 FAULT = """\
 import os, sys
 sys.path.insert(0, os.getcwd())  # the checkout the server runs from
-from mcsdns.server import cache, xfr
+from mcsdns.nameserver import cache, xfr
 from mcsdns.zone import zone
 
 _lookup, _answer, _stream = cache.ResponseCache.lookup, zone.Zone.answer, xfr.Transfers.stream

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mcsdns.dns.names import encode_name
 from mcsdns.dns.types import RRType
-from mcsdns.server.cache import ResponseCache
+from mcsdns.nameserver.cache import ResponseCache
 from mcsdns.server.publisher import ZonePublisher
 from mcsdns.zone.journal import Versions
 from mcsdns.zone.rrsets import Names, RRset

@@ -20,7 +20,7 @@ import dns.rcode
 import pytest
 from helpers import EXAMPLE, UDP_PATHS, Server, drain, example_app, run_server_on_path
 
-from mcsdns.server.handler import Handler
+from mcsdns.nameserver.handler import Handler
 
 SVC = "web.shop.svc.clusterset.local."
 NX = "nope.shop.svc.clusterset.local."
@@ -132,7 +132,7 @@ def test_extension_returns_what_the_socket_would_not_take() -> None:
 
 def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
     pytest.importorskip("mcsdns.transport._batchio")
-    from mcsdns.server.panics import Panics
+    from mcsdns.nameserver.panics import Panics
     from mcsdns.transport import _batchio as batchio
     from mcsdns.transport.udp import BatchedUDP, RequestTimer
 
@@ -215,7 +215,7 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
 
 def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
     pytest.importorskip("mcsdns.transport._batchio")
-    from mcsdns.server.response import Canned
+    from mcsdns.nameserver.response import Canned
     from mcsdns.transport import _batchio as batchio
 
     table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, ("A", "NOERROR"), 70_002),
@@ -237,7 +237,7 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
     counter stays there (was: a signed overflow, undefined; UBSan aborts, else it wraps
     to a negative count)."""
     pytest.importorskip("mcsdns.transport._batchio")
-    from mcsdns.server.response import Canned
+    from mcsdns.nameserver.response import Canned
     from mcsdns.transport import _batchio as batchio
 
     c = Canned(b"cached", ("A", "NOERROR"), 8)
@@ -253,15 +253,15 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
 
 
 def test_response_cache_works_without_the_extension() -> None:
-    # where _batchio is not built, response.Canned gets its fields from mcsdns.server._canned
+    # where _batchio is not built, response.Canned gets its fields from mcsdns.nameserver._canned
     code = """
 import sys
 sys.modules["mcsdns.transport._batchio"] = None  # as if it were not built
 sys.path.insert(0, "tests")
 import dns.message
-from mcsdns.server import response
+from mcsdns.nameserver import response
 from test_udp import _example_handler
-assert response.Canned.__mro__[1].__module__ == "mcsdns.server._canned"
+assert response.Canned.__mro__[1].__module__ == "mcsdns.nameserver._canned"
 h = _example_handler()
 orders = set()
 for i in range(4):

@@ -21,6 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..data.store import Store
 from ..dns import tsig
 from ..kube.apiclient.keys import Key
+from ..nameserver.cache import CACHE_BYTES, ResponseCache
+from ..nameserver.handler import Handler
+from ..nameserver.xfr import Transfers
 from ..ops.stats import Publisher
 from ..zone.journal import Versions
 from ..zone.leftout import LeftOutLog
@@ -28,10 +31,7 @@ from ..zone.locality import OFF, Locality
 from ..zone.serial import SerialClock
 from ..zone.zone import Zone
 from .builder import Builder
-from .cache import CACHE_BYTES, ResponseCache
-from .handler import Handler
 from .publisher import ZonePublisher
-from .xfr import Transfers
 
 log = logging.getLogger("mcsdns")
 

@@ -18,11 +18,11 @@ import os
 from collections.abc import Callable, Iterable
 
 from ..kube.apiclient.keys import Key
+from ..nameserver.cache import ResponseCache
 from ..ops.inotify import DirWatch, dir_watch
 from ..zone.journal import Versions, Worked
 from ..zone.rrsets import Names
 from ..zone.zone import Staged, Zone
-from .cache import ResponseCache
 
 log = logging.getLogger("mcsdns.serial")
 

@@ -14,10 +14,10 @@ import contextlib
 import logging
 import socket
 
+from ..nameserver.handler import Handler
+from ..nameserver.xfr import Transfers
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.stats import Publisher
-from ..server.handler import Handler
-from ..server.xfr import Transfers
 from .sockets import stop_tcp_intake, stop_udp_intake
 from .tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
 from .udp import BatchedUDP, RequestTimer, bind_udp, serve_udp

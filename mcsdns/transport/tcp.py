@@ -26,9 +26,9 @@ from time import perf_counter_ns
 from typing import Any, cast
 
 from ..dns.answer import MAX_TCP
+from ..nameserver.panics import Panics
 from ..ops.querylog import log_query
 from ..ops.stats import Put
-from ..server.panics import Panics
 from .sockets import bound_socket
 from .tcpconns import ConnectionTable, TCPLimits, client_of
 from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
@@ -53,7 +53,7 @@ class TCPServerState(ConnectionTable["TCPConnection"]):
         self.respond = respond
         self.panics = panics  # the response to a query respond (or a transfer) raised on
         self.sweeper: asyncio.Task[None] | None = None
-        self.stream: Stream | None = None  # zone transfers (mcsdns.server.xfr)
+        self.stream: Stream | None = None  # zone transfers (mcsdns.nameserver.xfr)
         self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
         self.draining = False  # shutting down: close each connection once answered
         self.timer = RequestTimer("tcp")

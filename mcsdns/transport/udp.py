@@ -27,9 +27,9 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import cast
 
+from ..nameserver.cache import Table
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define, put_histogram
-from ..server.cache import Table
 from .sockets import bound_socket
 
 Respond = Callable[[bytes, bool], "bytes | None"]

@@ -3,7 +3,7 @@
 A service change replaces only its names' RRsets and returns a `Change`: the
 names it touched, for the response cache, and the records before and after,
 for the journal. Answers are rendered here, on demand, and kept by the response
-cache (server/cache.py), never in the zone. The SOA serial of a negative answer
+cache (nameserver/cache.py), never in the zone. The SOA serial of a negative answer
 is written into each response sent (`Answer.serial_at`), so a new serial
 invalidates none of them.
 Updates run on the event-loop thread in one synchronous step, so a query sees
