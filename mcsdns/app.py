@@ -1,7 +1,7 @@
 """What `mcsdns serve` was told (`Config`), and the event loop the roles run on.
 
 The roles themselves (one process, the --workers supervisor and its workers) are in
-`mcsdns.roles`; the zone they serve is a `server.pipeline.Pipeline`.
+`mcsdns.roles`; the zone they serve is a `publish.pipeline.Pipeline`.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ import pytest
 
 from mcsdns.app import Config
 from mcsdns.nameserver.handler import Handler
+from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.loader import loader_for
-from mcsdns.server.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"

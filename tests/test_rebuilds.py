@@ -14,7 +14,7 @@ import dns.message
 
 from mcsdns.data.store import BIG_ITEMS
 from mcsdns.ops.stats import Stats
-from mcsdns.server.pipeline import Pipeline
+from mcsdns.publish.pipeline import Pipeline
 
 NS = "shop"
 

@@ -214,7 +214,7 @@ def test_release_builds_sdist_wheel_and_sbom_of_the_tag(tagged: tuple[Path, str]
         assert f"\nVersion: {v}\n" in meta and any(n.endswith(".so") for n in z.namelist())
     with tarfile.open(out / f"mcsdns-{v}.tar.gz") as t:
         members = t.getnames()
-        assert f"mcsdns-{v}/mcsdns/server/_batchio.c" in members and f"mcsdns-{v}/PKG-INFO" in members
+        assert f"mcsdns-{v}/mcsdns/transport/_batchio.c" in members and f"mcsdns-{v}/PKG-INFO" in members
     sbom = json.loads((out / f"mcsdns-{v}.cdx.json").read_text())
     assert sbom["metadata"]["component"]["version"] == v
     assert len(sbom["components"]) == len(pins(REPO / "requirements.lock"))

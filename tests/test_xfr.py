@@ -421,7 +421,7 @@ def _xfr_stack() -> tuple[object, object, object]:
     from mcsdns.nameserver.handler import Handler
     from mcsdns.nameserver.xfr import Transfers
     from mcsdns.ops.tsigkeys import parse_key
-    from mcsdns.server.publisher import ZonePublisher
+    from mcsdns.publish.publisher import ZonePublisher
     from mcsdns.zone.journal import Versions
     from mcsdns.zone.serial import SerialClock
     from mcsdns.zone.zone import Zone

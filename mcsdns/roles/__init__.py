@@ -1,5 +1,5 @@
 """Process roles: what one `mcsdns serve` process is, as a class composing the zone
-pipeline (`server.pipeline`), its sources, the listeners (`transport.listeners`) and the
+pipeline (`publish.pipeline`), its sources, the listeners (`transport.listeners`) and the
 HTTP endpoints.
 
 - `single.SingleProcess`: everything in one process (no --workers).

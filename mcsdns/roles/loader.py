@@ -21,12 +21,12 @@ from ..app import Config
 from ..ops import process
 from ..ops.errors import ConfigError, os_reason
 from ..ops.stats import Publisher
-from ..server.pipeline import Pipeline
+from ..publish.pipeline import Pipeline
 from ..sources import Source
 
 if TYPE_CHECKING:  # imported where used: --state-dir and --workers only
     from ..data.store import Store
-    from ..server.statekeeper import StateKeeper
+    from ..publish.statekeeper import StateKeeper
     from ..sources.kube import Begun
     from ..sources.relay import Hub
 
@@ -102,7 +102,7 @@ class Loader:
         self.keeper: StateKeeper | None = None
         if keep_state and cfg.state_dir and not cfg.manifests:
             from ..data import state
-            from ..server.statekeeper import StateKeeper
+            from ..publish.statekeeper import StateKeeper
 
             self.keeper = StateKeeper(pipeline.store, state.objects_path(cfg.state_dir), cfg.namespaces,
                                       cfg.state_interval, lambda: pipeline.ready and self.synced(),

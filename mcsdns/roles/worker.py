@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ..app import Config, run_loop
 from ..ops import logs
 from ..ops.errors import EXIT_CONFIG, ConfigError
-from ..server.pipeline import Pipeline
+from ..publish.pipeline import Pipeline
 from ..sources.relay import Hub, RelaySource
 from .loader import Loader, loader_for
 from .messages import Failed, Metrics, Outbox, Status
