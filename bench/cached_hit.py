@@ -17,9 +17,9 @@ from pathlib import Path
 
 import dns.message
 
-from mcsdns.app import Config
 from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.loader import loader_for
+from mcsdns.serveconfig import Config
 from mcsdns.transport import _batchio
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusterset"

@@ -27,12 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dns.message  # noqa: E402
-from mcsdns.transport import _batchio  # noqa: E402
 
 from bench.gen_clusterset import generate  # noqa: E402
-from mcsdns.app import Config  # noqa: E402
 from mcsdns.publish.pipeline import Pipeline  # noqa: E402
 from mcsdns.roles.loader import Loader, loader_for  # noqa: E402
+from mcsdns.serveconfig import Config  # noqa: E402
+from mcsdns.transport import _batchio  # noqa: E402
 from mcsdns.transport.udp import DURATION_BOUNDS_NS, RequestTimer  # noqa: E402
 
 

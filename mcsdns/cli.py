@@ -12,7 +12,6 @@ import sys
 import textwrap
 
 from . import flags
-from .app import Config
 from .cli_controller import add_parser as add_controller
 from .cli_diagnose import add_parser as add_diagnose
 from .cli_join import add_parsers as add_join
@@ -21,6 +20,7 @@ from .nameserver.cache import CACHE_BYTES
 from .ops import tsigkeys
 from .ops.logs import setup_logging
 from .ops.process import version_text
+from .serveconfig import Config
 from .sources.limits import MANIFEST_MAX_BYTES
 from .transport.tcp import TCPLimits
 from .transport.udp import io_description

@@ -195,7 +195,7 @@ def main() -> int:
     import atheris
 
     with atheris.instrument_imports(include=["mcsdns"]):
-        import mcsdns.app  # noqa: F401  (every module of the packet path, instrumented)
+        import mcsdns.serveconfig  # noqa: F401  (every module of the packet path, instrumented)
         from mcsdns.ops import tsigkeys
         from mcsdns.transport import _batchio
     from helpers import drain, example_handlers

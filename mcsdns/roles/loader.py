@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..app import Config
 from ..ops import process
 from ..ops.errors import ConfigError, os_reason
 from ..ops.stats import Publisher
 from ..publish.pipeline import Pipeline
+from ..serveconfig import Config
 from ..sources import Source
 
 if TYPE_CHECKING:  # imported where used: --state-dir and --workers only
