@@ -18,11 +18,12 @@ from .cli_join import add_parsers as add_join
 from .cli_show import add_parser as add_show
 from .nameserver.cache import CACHE_BYTES
 from .ops import tsigkeys
+from .ops.errors import ConfigError
 from .ops.logs import setup_logging
 from .ops.process import version_text
 from .serveconfig import Config
 from .sources.limits import MANIFEST_MAX_BYTES
-from .transport.tcp import TCPLimits
+from .transport.tcpconns import TCPLimits
 from .transport.udp import io_description
 from .zone.locality import ORDER, POLICIES, Locality
 
@@ -211,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg.tsig_keys = tsigkeys.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
                                                      args.tsig_allow_weak)
         except ValueError as e:
-            raise flags.ConfigError(e) from None
+            raise ConfigError(e) from None
         return serve(cfg, args.tsig_key)
-    except flags.ConfigError as e:
+    except ConfigError as e:
         return flags.fail(e)
 
 

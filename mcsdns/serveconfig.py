@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .dns import tsig
 from .nameserver.cache import CACHE_BYTES
-from .transport.tcp import TCPLimits
+from .transport.tcpconns import TCPLimits
 from .zone.locality import OFF, Locality
 
 

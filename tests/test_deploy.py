@@ -35,7 +35,7 @@ from kubeapi import KubeAPI
 from mcsdns.cli import build_parser
 from mcsdns.kube import permissions
 from mcsdns.ops import tsigkeys
-from mcsdns.sources.files import load_file
+from mcsdns.sources.manifest import load_file
 from mcsdns.transport.listeners import HANDOFF
 
 Obj = dict[str, Any]

@@ -20,7 +20,7 @@ from mcsdns.roles.messages import Failed, Metrics, Outbox, Status, oldest_serial
 from mcsdns.roles.supervisor import Supervisor
 from mcsdns.roles.worker import Worker
 from mcsdns.serveconfig import Config
-from mcsdns.sources.files import load_file
+from mcsdns.sources.manifest import load_file
 
 SRV = "_grpc._tcp.api.shop.svc.clusterset.local."
 

@@ -28,11 +28,17 @@ from ..kube.apiclient.keys import Key, key_of
 from ..ops import gcpause
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
-from .objects import CLUSTER_PROPERTY as CLUSTER_PROPERTY
-from .objects import ENDPOINT_SLICE as ENDPOINT_SLICE
-from .objects import KINDS as KINDS
-from .objects import SERVICE_IMPORT as SERVICE_IMPORT
-from .objects import ClusterProperty, EndpointSlice, Malformed, Port, ServiceImport, who
+from .objects import (
+    CLUSTER_PROPERTY,
+    ENDPOINT_SLICE,
+    SERVICE_IMPORT,
+    ClusterProperty,
+    EndpointSlice,
+    Malformed,
+    Port,
+    ServiceImport,
+    who,
+)
 from .parsing import Deferred, Parsed, parse, parse_all, size
 
 log = logging.getLogger("mcsdns.store")

@@ -9,8 +9,6 @@ from .apiclient.client import TIMEOUT, Client
 from .apiclient.kubeconfig import KubeconfigError, load
 from .apiclient.transport import Timeout, Transport
 
-__all__ = ["KubeconfigError", "connect", "parse_cluster"]
-
 
 def connect(kubeconfig: str | None, context: str | None, *, member: str = "", origin: str = "",
             in_cluster: bool = False, pool: int | None = None, timeout: Timeout = TIMEOUT,

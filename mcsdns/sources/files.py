@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from ..data.store import KINDS, Store
+from ..data.objects import KINDS
+from ..data.store import Store
 from ..ops import gcpause
 from ..ops.errors import os_reason
 from ..ops.fileio import Refused
@@ -34,8 +35,6 @@ from ..ops.stats import Put
 from . import publish_source
 from .limits import MANIFEST_MAX_BYTES
 from .manifest import load_file
-
-__all__ = ["FileSource", "load_file"]
 
 log = logging.getLogger("mcsdns.files")
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..data.objects import MODELS
+from ..data.objects import CLUSTER_PROPERTY, ENDPOINT_SLICE, MODELS, SERVICE_IMPORT
 from ..data.parsing import prepare
-from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, Store, obj_key
+from ..data.store import Store, obj_key
 from ..kube.apiclient.client import Client
 from ..kube.apiclient.informers import DISCOVERY, Informers
 from ..kube.apiclient.keys import Key

@@ -19,7 +19,8 @@ from ..nameserver.xfr import Transfers
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.stats import Publisher
 from .sockets import stop_tcp_intake, stop_udp_intake
-from .tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
+from .tcp import TCPServerState, bind_tcp, serve_tcp
+from .tcpconns import TCPLimits
 from .udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
 
 log = logging.getLogger("mcsdns")

@@ -33,8 +33,6 @@ from .sockets import bound_socket
 from .tcpconns import ConnectionTable, TCPLimits, client_of
 from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
 
-__all__ = ["TCPConnection", "TCPLimits", "TCPServerState", "bind_tcp", "client_of", "serve_tcp"]
-
 log = logging.getLogger("mcsdns.tcp")
 
 Respond = Callable[[bytes, bool], "bytes | None"]
