@@ -25,7 +25,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from ..kube.apiclient.keys import Key, key_of
-from ..ops import gcpause
+from ..ops import load
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
 from .objects import (
@@ -329,11 +329,11 @@ class Store:
 
     def _start(self, job: list[Deferred]) -> None:
         assert self.loop is not None
-        gcpause.hold()
+        load.hold()
         fut = self.loop.run_in_executor(self.executor, parse_all, job)
 
         def done(f: asyncio.Future[list[tuple[Parsed | Malformed, bool]]]) -> None:
-            gcpause.release()
+            load.release()
             if f.cancelled():
                 return  # shutting down
             try:

@@ -14,7 +14,7 @@ they change in the zone (`Zone.stage`) and the digest and journal difference
 (`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
 about SWAP_NAMES names per turn, so a query sees a service before or after its
 change, never half, and answering never waits for the build (the GIL is handed back
-every switch interval, 0.5 ms in `serve`; the GC is held off meanwhile, ops/gcpause.py).
+every switch interval, 0.5 ms in `serve`; the GC is held off meanwhile, ops/load.py).
 A service changed again while its build runs is built again after the swap.
 """
 
@@ -28,7 +28,7 @@ from concurrent.futures import Executor
 from ..data.objects import EndpointSlice, ServiceImport
 from ..data.store import BIG_ITEMS, Store, parsed_size
 from ..kube.apiclient.keys import Key
-from ..ops import gcpause
+from ..ops import load
 from ..zone.journal import Worked, service_digest, work_out
 from ..zone.leftout import LeftOut
 from ..zone.locality import Locality
@@ -129,7 +129,7 @@ class Builder:
             return
         for key, _, _ in inputs:
             self.building[key] = False
-        gcpause.hold()
+        load.hold()
         fut = self.loop.run_in_executor(self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
@@ -142,7 +142,7 @@ class Builder:
             self.zone.complete()
             self.lazy = False
             return
-        gcpause.hold()  # the pass makes no cyclic garbage; released (what it built frozen) at its end
+        load.hold()  # the pass makes no cyclic garbage; released (what it built frozen) at its end
         self.filling = True
         self.loop.call_soon(self._fill)
 
@@ -164,7 +164,7 @@ class Builder:
             self.loop.call_soon(self._fill)
             return
         self.lazy = self.filling = False
-        gcpause.release()
+        load.release()
         log.debug("zone complete: every service built")
 
     def _build_unbuilt(self, keys: list[Key]) -> None:
@@ -215,7 +215,7 @@ class Builder:
         return out
 
     def _built(self, fut: asyncio.Future[Work], keys: list[Key]) -> None:
-        gcpause.release()
+        load.release()
         if fut.cancelled():
             return  # shutting down
         try:
