@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import sys
@@ -17,7 +16,7 @@ from .cli_diagnose import add_parser as add_diagnose
 from .cli_join import add_parsers as add_join
 from .cli_show import add_parser as add_show
 from .nameserver.cache import CACHE_BYTES
-from .ops import tsigkeys
+from .ops import load, tsigkeys
 from .ops.errors import ConfigError
 from .ops.logs import setup_logging
 from .ops.process import version_text
@@ -230,10 +229,10 @@ def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
 
         return Supervisor(cfg).run()
     begun = None
-    if not cfg.manifests:  # the lists asked for now: the server is set up while they come
+    if load.reads_first(cfg.workers, cfg.manifests):  # the server is set up while the lists come
         from .sources.kube import begin_reading
 
-        gc.disable()  # until the first sync, as roles.loader.pause_gc keeps it
+        load.gc_off()
         begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces)
     from .roles.single import SingleProcess
 

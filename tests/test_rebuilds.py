@@ -12,7 +12,7 @@ from typing import Any
 
 import dns.message
 
-from mcsdns.data.store import BIG_ITEMS
+from mcsdns.ops.load import BIG_ITEMS
 from mcsdns.ops.stats import Stats
 from mcsdns.publish.pipeline import Pipeline
 

@@ -1,6 +1,6 @@
-"""The store's parsing of raw ServiceImports and EndpointSlices, on the event loop or off
-it (`parse_all` runs in an executor): what parsing one costs, and its model or why it is
-malformed."""
+"""The store's parsing of raw ServiceImports and EndpointSlices, in the reflector thread
+(`prepare`), on the event loop or off it (`parse_all`; where each runs: ops/load.py): what
+parsing one costs, and its model or why it is malformed."""
 
 from __future__ import annotations
 

@@ -285,6 +285,7 @@ class KubeSource:
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
                 on_part=partial(self._on_part, c),
+                # parsed in the reflector thread as it arrives (ops/load.py, stage 3)
                 transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole),
                 typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder())
         inf.start()

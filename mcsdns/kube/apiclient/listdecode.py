@@ -10,7 +10,7 @@ Work stays linear in the size of the list: an item not yet complete is tried aga
 once the text after its start has doubled, so one large item is decoded a bounded
 number of times. Text of more than `load.HOLD_BYTES` is decoded with a Python-level
 hook per object, so the GIL is handed back during it; the cyclic GC is held off
-throughout.
+throughout (ops/load.py, stage 2).
 
 An item that does not decode (nested deeper than json goes, a control character in a string,
 bytes that are not UTF-8, a number json refuses, text that is not JSON) is dropped and told to
@@ -315,7 +315,7 @@ def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: 
     list object. With `typed`, the whole response is read, then each item decoded by it
     (`_typed`); else, and where the response is not plain JSON, each item as it arrives
     (tried every `batch` characters)."""
-    load.hold()  # decoding makes no cyclic garbage; full collections would rescan the list
+    load.hold()  # stage 2 (ops/load.py): full collections would rescan the list
     try:
         if typed is not None:
             body = b"".join(chunks)
