@@ -17,10 +17,10 @@ from pathlib import Path
 
 import dns.message
 
-from mcsdns.app import Config
+from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.loader import loader_for
-from mcsdns.server import _batchio
-from mcsdns.server.pipeline import Pipeline
+from mcsdns.serveconfig import Config
+from mcsdns.transport import _batchio
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusterset"
 

@@ -43,7 +43,7 @@ from helpers import free_port, stop_process  # noqa: E402
 from realk8s import bench_place  # noqa: E402
 
 from bench.controller_scale import MCS, NAMESPACES, cpu, get, rss, source_slice  # noqa: E402
-from mcsdns.kube.client import Client  # noqa: E402
+from mcsdns.kube.apiclient.client import Client  # noqa: E402
 
 Obj = dict[str, Any]
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")

@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dns.message  # noqa: E402
 
 from bench.gen_clusterset import generate  # noqa: E402
-from mcsdns.app import Config  # noqa: E402
+from mcsdns.publish.pipeline import Pipeline  # noqa: E402
 from mcsdns.roles.loader import Loader, loader_for  # noqa: E402
-from mcsdns.server import _batchio  # noqa: E402
-from mcsdns.server.pipeline import Pipeline  # noqa: E402
-from mcsdns.server.udp import DURATION_BOUNDS_NS, RequestTimer  # noqa: E402
+from mcsdns.serveconfig import Config  # noqa: E402
+from mcsdns.transport import _batchio  # noqa: E402
+from mcsdns.transport.udp import DURATION_BOUNDS_NS, RequestTimer  # noqa: E402
 
 
 def queries(path: Path, n: int) -> list[bytes]:

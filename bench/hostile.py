@@ -34,9 +34,9 @@ from hostile_api import HostileAPI  # noqa: E402
 from test_kube_source import service_import  # noqa: E402
 
 from mcsdns.data.objects import ServiceImport  # noqa: E402
-from mcsdns.kube.client import Client  # noqa: E402
-from mcsdns.kube.listdecode import decode_list  # noqa: E402
-from mcsdns.kube.reflector import Reflector  # noqa: E402
+from mcsdns.kube.apiclient.client import Client  # noqa: E402
+from mcsdns.kube.apiclient.listdecode import decode_list  # noqa: E402
+from mcsdns.kube.apiclient.reflector import Reflector  # noqa: E402
 
 Z = "clusterset.local"
 BAD_ITEMS = {

@@ -101,8 +101,8 @@ def change_latency(proc: Proc, data: Path, n: int) -> list[float]:
 
 def apply_cost(data: Path, n: int) -> tuple[float, float]:
     """(seconds to load everything, median seconds to apply one changed service) in-process."""
-    from mcsdns.app import Config
     from mcsdns.roles.loader import loader_for
+    from mcsdns.serveconfig import Config
 
     async def go() -> tuple[float, float]:
         loader = loader_for(Config(manifests=str(data / "manifests")))

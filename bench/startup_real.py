@@ -45,8 +45,8 @@ from helpers import free_port  # noqa: E402
 from realk8s import crd_folder  # noqa: E402
 
 from bench.startup import NS, load, memory_kib, wait_up  # noqa: E402
-from mcsdns.kube.client import Client  # noqa: E402
-from mcsdns.kube.errors import Conflict, NotFound  # noqa: E402
+from mcsdns.kube.apiclient.client import Client  # noqa: E402
+from mcsdns.kube.apiclient.errors import Conflict, NotFound  # noqa: E402
 
 CLUSTER = "startup-bench"
 PATHS = {"ServiceImport": f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{NS}/serviceimports",

@@ -6,7 +6,7 @@ repeatably (best of --runs; the cyclic GC held off, as serve holds it off while 
 The lists are bench/startup.py's data (8,000 ClusterSetIP + 2,000 headless ServiceImports,
 4,000 EndpointSlices of 10 endpoints) as a real kube-apiserver v1.36 sends them: compact
 JSON with full metadata (uid, resourceVersion, creationTimestamp, generation,
-managedFields). Stages: decode (kube/listdecode.py, fed 64 KiB at a time, with the
+managedFields). Stages: decode (kube/apiclient/listdecode.py, fed 64 KiB at a time, with the
 checkout's `Fields.decoder`: msgspec), parse
 (data.parsing.prepare), store (the parsed objects by key and by service), digest
 (journal.service_digest of each service's inputs: the serial) — the stages before /ready —
@@ -67,7 +67,7 @@ def decoded(kind: str, text: str) -> list[dict[str, Any]]:
     import inspect
 
     from mcsdns.data.objects import MODELS
-    from mcsdns.kube.listdecode import decode_list
+    from mcsdns.kube.apiclient.listdecode import decode_list
 
     got: list[dict[str, Any]] = []
     data = text.encode()
@@ -90,7 +90,7 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
 
     from mcsdns.data.objects import EndpointSlice
     from mcsdns.data.parsing import parse, prepare
-    from mcsdns.kube.keys import Key, key_of
+    from mcsdns.kube.apiclient.keys import Key, key_of
     from mcsdns.zone.journal import service_digest
     from mcsdns.zone.leftout import LeftOut
     from mcsdns.zone.locality import OFF

@@ -5,25 +5,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import sys
 import textwrap
 
 from . import flags
-from .app import Config
 from .cli_controller import add_parser as add_controller
 from .cli_diagnose import add_parser as add_diagnose
 from .cli_join import add_parsers as add_join
 from .cli_show import add_parser as add_show
-from .ops import tsigkeys
+from .nameserver.cache import CACHE_BYTES
+from .ops import load, tsigkeys
+from .ops.errors import ConfigError
 from .ops.logs import setup_logging
 from .ops.process import version_text
-from .server.cache import CACHE_BYTES
-from .server.tcp import TCPLimits
-from .server.udp import io_description
+from .serveconfig import Config
 from .sources.limits import MANIFEST_MAX_BYTES
+from .transport.tcpconns import TCPLimits
+from .transport.udp import io_description
 from .zone.locality import ORDER, POLICIES, Locality
 
 
@@ -211,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg.tsig_keys = tsigkeys.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
                                                      args.tsig_allow_weak)
         except ValueError as e:
-            raise flags.ConfigError(e) from None
+            raise ConfigError(e) from None
         return serve(cfg, args.tsig_key)
-    except flags.ConfigError as e:
+    except ConfigError as e:
         return flags.fail(e)
 
 
@@ -229,10 +229,10 @@ def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
 
         return Supervisor(cfg).run()
     begun = None
-    if not cfg.manifests:  # the lists asked for now: the server is set up while they come
+    if load.reads_first(cfg.workers, cfg.manifests):  # the server is set up while the lists come
         from .sources.kube import begin_reading
 
-        gc.disable()  # until the first sync, as roles.loader.pause_gc keeps it
+        load.gc_off()
         begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces)
     from .roles.single import SingleProcess
 

@@ -10,7 +10,7 @@ from typing import Any
 from . import flags
 from .flags import CIDR, DERIVED
 from .ops.process import version_text
-from .server.udp import io_description
+from .transport.udp import io_description
 
 DESCRIPTION = ("`mcsdns controller`: sync ServiceExports into ServiceImports, derived Services and "
                "EndpointSlices across member clusters.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import flags
-from .kube.keys import Key
+from .kube.apiclient.keys import Key
 from .kube.names import is_dns_label
 
 

@@ -20,9 +20,7 @@ from typing import Any, NoReturn
 
 from .dns.names import NameTooLong, encode_name
 from .kube.names import is_dns_label, valid_cluster_id
-from .ops.errors import EXIT_CONFIG, ConfigError, os_reason, show_addr
-
-__all__ = ["EXIT_CONFIG", "ConfigError", "os_reason", "show_addr"]  # re-exported for the CLIs
+from .ops.errors import EXIT_CONFIG, os_reason
 
 DERIVED, CIDR = "derived", "cidr"  # `mcsdns controller --clusterset-ip`: where ClusterSetIPs come from
 MAX_TTL = (1 << 31) - 1  # RFC 2181 section 8

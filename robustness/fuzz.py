@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from mcsdns.server.pipeline import Pipeline  # noqa: E402
+from mcsdns.publish.pipeline import Pipeline  # noqa: E402
 from mcsdns.sources.files import FileSource  # noqa: E402
 from robustness.packets import hostile  # noqa: E402
 

@@ -41,7 +41,7 @@ KEY = "fuzz-key:hmac-sha256:" + base64.b64encode(b"fuzz" * 8).decode()
 CORPUS = REPO / "robustness" / "corpus" / "packets"
 
 
-EXTENSIONS = ("mcsdns.server._batchio",)  # the one C extension: the query path
+EXTENSIONS = ("mcsdns.transport._batchio",)  # the one C extension: the query path
 
 
 def extension_report() -> str:
@@ -195,9 +195,9 @@ def main() -> int:
     import atheris
 
     with atheris.instrument_imports(include=["mcsdns"]):
-        import mcsdns.app  # noqa: F401  (every module of the packet path, instrumented)
+        import mcsdns.serveconfig  # noqa: F401  (every module of the packet path, instrumented)
         from mcsdns.ops import tsigkeys
-        from mcsdns.server import _batchio
+        from mcsdns.transport import _batchio
     from helpers import drain, example_handlers
 
     from robustness.fuzz import check

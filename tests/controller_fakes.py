@@ -13,7 +13,7 @@ from mcsdns.controller.clusters import Conflict, NotFound, Unreachable
 from mcsdns.controller.exports import is_ours
 from mcsdns.controller.informers import service_index, slice_index
 from mcsdns.controller.locality import NodeZones
-from mcsdns.kube.keys import Key, key_of
+from mcsdns.kube.apiclient.keys import Key, key_of
 
 Obj = dict[str, Any]
 MCS = "multicluster.x-k8s.io/v1beta1"

@@ -22,10 +22,10 @@ import dns.query
 import dns.rdatatype
 import pytest
 
-from mcsdns.app import Config
+from mcsdns.nameserver.handler import Handler
+from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.loader import loader_for
-from mcsdns.server.handler import Handler
-from mcsdns.server.pipeline import Pipeline
+from mcsdns.serveconfig import Config
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "clusterset"

@@ -17,7 +17,7 @@ from helpers import free_port, run_server, wait_for
 from kubeapi import KubeAPI
 from test_kube_source import addrs, service_import
 
-from mcsdns.kube.errors import ApiError, Request, explain
+from mcsdns.kube.apiclient.errors import ApiError, Request, explain
 
 Z = "clusterset.local"
 USER = "system:serviceaccount:dns:mcsdns"

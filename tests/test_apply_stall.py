@@ -21,7 +21,8 @@ import pytest
 from helpers import REPO, run_server, wait_for
 from kubeapi import KubeAPI
 
-from mcsdns.data.store import BIG_ITEMS, Store
+from mcsdns.data.store import Store
+from mcsdns.ops.load import BIG_ITEMS
 
 sys.path.insert(0, str(REPO))
 

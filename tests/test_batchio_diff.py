@@ -24,14 +24,14 @@ import dns.rdatatype
 import pytest
 from helpers import EXAMPLE, REPO, drain, example_app, example_handlers, headless
 
-from mcsdns.server.handler import Handler
+from mcsdns.nameserver.handler import Handler
 
 sys.path.insert(0, str(REPO))
 from robustness.packets import hostile, query, variant, wire_name  # noqa: E402
 
-pytest.importorskip("mcsdns.server._batchio")
+pytest.importorskip("mcsdns.transport._batchio")
 
-from mcsdns.server import _batchio as batchio
+from mcsdns.transport import _batchio as batchio
 
 MAX_UDP = 65_507  # the largest UDP payload over IPv4
 CLIENTS = 3  # per side: answers must go back to the socket that asked

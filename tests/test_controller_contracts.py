@@ -22,7 +22,7 @@ from mcsdns.controller.kinds import ENDPOINT_SLICES, KINDS, SERVICE, SERVICE_EXP
 from mcsdns.controller.kinds.serviceexport import conditions
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, Merged, PortSpec, serving_ports
 from mcsdns.controller.queue import WorkQueue
-from mcsdns.kube.errors import Request, error_for
+from mcsdns.kube.apiclient.errors import Request, error_for
 
 Obj = dict[str, Any]
 KEY = ("shop", "web")

@@ -24,7 +24,7 @@ from test_controller_ports import export
 from mcsdns.controller.clusters import Member
 from mcsdns.controller.events import Recorder, export_events
 from mcsdns.kube import permissions
-from mcsdns.kube.errors import ApiError, describe
+from mcsdns.kube.apiclient.errors import ApiError, describe
 from mcsdns.kube.resources import EVENTS
 
 Obj = dict[str, Any]

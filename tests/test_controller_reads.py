@@ -28,7 +28,7 @@ from mcsdns.controller.kinds.fields import CACHE_FIELDS, tree, trim
 from mcsdns.controller.kinds.reads import OWNER_FIELDS, reads, trim_for
 from mcsdns.controller.locality import Plan
 from mcsdns.controller.merge import CLUSTERSET_IP, Merged, PortSpec
-from mcsdns.kube.keys import key_of
+from mcsdns.kube.apiclient.keys import key_of
 
 Obj = dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""A member credential's expiry (kube.expiry): read from a JWT token's claims and a client
+"""A member credential's expiry (kube.apiclient.expiry): read from a JWT token's claims and a client
 certificate's validity, published by the controller per member, alerted on and reported by
 `mcsdns diagnose` before the credential stops working."""
 
@@ -19,7 +19,7 @@ from controller_env import Cluster, eventually, run_controller
 from helpers import REPO
 from kube_credential import jwt, with_token
 
-from mcsdns.kube.expiry import LEFT, LEFT_UNKNOWN, MAX, Validity, due, of_certificate, of_token
+from mcsdns.kube.apiclient.expiry import LEFT, LEFT_UNKNOWN, MAX, Validity, due, of_certificate, of_token
 
 RULES = REPO / "deploy" / "monitoring" / "rules" / "mcsdns-controller.rules.yaml"
 DAY = 86400.0
@@ -73,7 +73,7 @@ def test_due_when_a_fifth_of_the_lifetime_is_left_or_three_days_unknown() -> Non
 
 
 def test_the_alert_fires_by_the_rule_diagnose_uses() -> None:
-    """MCSDNSControllerMemberCredentialExpiring's constants are kube.expiry's."""
+    """MCSDNSControllerMemberCredentialExpiring's constants are kube.apiclient.expiry's."""
     rule = next(r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]
                 if r.get("alert") == "MCSDNSControllerMemberCredentialExpiring")
     assert [float(x) for x in re.findall(r"< ([0-9.]+) \*", rule["expr"])] == [LEFT]

@@ -35,8 +35,8 @@ from kubeapi import KubeAPI
 from mcsdns.cli import build_parser
 from mcsdns.kube import permissions
 from mcsdns.ops import tsigkeys
-from mcsdns.server.listeners import HANDOFF
-from mcsdns.sources.files import load_file
+from mcsdns.sources.manifest import load_file
+from mcsdns.transport.listeners import HANDOFF
 
 Obj = dict[str, Any]
 DEPLOY = REPO / "deploy"

@@ -21,10 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kube_source import addrs, endpoint_slice, service_import
 
-from mcsdns.kube.cache import Cache
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import RETRY_AFTER_MAX, Unreachable, parse_retry_after
-from mcsdns.kube.reflector import MAX_LINE, WATCH_BACKOFF, LineTooLong, Reflector, lines
+from mcsdns.kube.apiclient.cache import Cache
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import RETRY_AFTER_MAX, Unreachable, parse_retry_after
+from mcsdns.kube.apiclient.reflector import MAX_LINE, WATCH_BACKOFF, LineTooLong, Reflector, lines
 from mcsdns.kube.resources import SERVICE_IMPORTS
 
 Z = "clusterset.local"

@@ -15,8 +15,8 @@ import yaml
 from controller_env import Cluster, shop
 from helpers import REPO
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Rejected
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.permissions import CONTROLLER, CONTROLLER_LEASES, policy_rules
 
 NS = "mcsdns-system"

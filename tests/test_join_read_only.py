@@ -15,8 +15,8 @@ from controller_env import Cluster, shop
 from helpers import REPO
 from test_join import mcsdns
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Rejected
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.permissions import READER, policy_rules
 
 NS = "mcsdns-system"

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from official import official_client
 from test_kube_source import addrs, endpoint_slice, service_import
 
-from mcsdns.kube.client import Client
+from mcsdns.kube.apiclient.client import Client
 
 MCS = "multicluster.x-k8s.io"
 

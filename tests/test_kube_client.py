@@ -1,4 +1,4 @@
-"""The one Kubernetes client (mcsdns/kube/client.py): each failure maps to one error of the
+"""The one Kubernetes client (mcsdns/kube/apiclient/client.py): each failure maps to one error of the
 taxonomy (404, 409, 410, 429/5xx, other 4xx, no answer), discovery picks the preferred
 served version, and every resource path is built in one place."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from kubeapi import KubeAPI
 
-from mcsdns.kube import errors
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import (
+from mcsdns.kube.apiclient import errors
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import (
     ApiError,
     Conflict,
     Expired,

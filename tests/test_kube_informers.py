@@ -1,4 +1,4 @@
-"""The one informer set (mcsdns/kube/informers.py): discovery retried, a set of collections
+"""The one informer set (mcsdns/kube/apiclient/informers.py): discovery retried, a set of collections
 whose health is combined (healthy only while every one is), and each distinct problem told
 once however many collections have it and however often they retry."""
 
@@ -13,9 +13,9 @@ import pytest
 from helpers import wait_for
 from kubeapi import KubeAPI
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Unreachable
-from mcsdns.kube.informers import DISCOVERY, Informers
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Unreachable
+from mcsdns.kube.apiclient.informers import DISCOVERY, Informers
 from mcsdns.kube.resources import ENDPOINT_SLICES, SERVICE_IMPORTS
 
 

@@ -16,9 +16,10 @@ from kubeapi import KubeAPI
 from kubernetes import client
 from official import official_client
 
-from mcsdns.data.store import SERVICE_IMPORT, Store
-from mcsdns.sources.files import load_file
+from mcsdns.data.objects import SERVICE_IMPORT
+from mcsdns.data.store import Store
 from mcsdns.sources.kube import Collection, KubeSource
+from mcsdns.sources.manifest import load_file
 
 Z = "clusterset.local"
 MCS = "multicluster.x-k8s.io"

@@ -1,4 +1,4 @@
-"""Whom the client trusts over TLS (mcsdns/kube/transport.py), as kubectl does: the
+"""Whom the client trusts over TLS (mcsdns/kube/apiclient/transport.py), as kubectl does: the
 kubeconfig's certificate authority alone when it names one (a server signed by a CA of
 the system store only is refused), the system store when it names none, anything when
 insecure-skip-tls-verify is set; the name checked is tls-server-name when given. The system
@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import pytest
 from helpers import serve_http
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Unreachable, describe
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Unreachable, describe
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 NAME = "api.mcsdns.invalid"  # a name only the test proxy resolves

@@ -1,4 +1,4 @@
-"""The API transport's connections (mcsdns/kube/transport.py, over http.client): kept and
+"""The API transport's connections (mcsdns/kube/apiclient/transport.py, over http.client): kept and
 reused, at most `pool` idle ones, never when a body was not read to its end; a blocked read
 of a watch ended from another thread; the connect and the read timeout apart; what each
 failure says."""
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Unreachable, describe
-from mcsdns.kube.kubeconfig import Identity, Kubeconfig, Server
-from mcsdns.kube.proxy import from_environment
-from mcsdns.kube.reflector import is_read_timeout, lines
-from mcsdns.kube.transport import ConnectError, ConnectionBroken, ReadTimeout, Response, Transport
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Unreachable, describe
+from mcsdns.kube.apiclient.kubeconfig import Identity, Kubeconfig, Server
+from mcsdns.kube.apiclient.proxy import from_environment
+from mcsdns.kube.apiclient.reflector import is_read_timeout, lines
+from mcsdns.kube.apiclient.transport import ConnectError, ConnectionBroken, ReadTimeout, Response, Transport
 
 BIG = 1 << 20
 SLOW = 30.0  # how long a stalled answer stalls, unless the test ends first

@@ -1,4 +1,4 @@
-"""Loading a kubeconfig as kubectl does (mcsdns/kube/kubeconfig.py) and keeping its
+"""Loading a kubeconfig as kubectl does (mcsdns/kube/apiclient/kubeconfig.py) and keeping its
 credentials fresh (credentials.py): several files in $KUBECONFIG merged with the first
 file winning, paths relative to their file, a rotated token file or an expiring exec
 credential picked up without a restart, and every bad kubeconfig one clear line, the
@@ -20,10 +20,10 @@ import pytest
 from kubeapi import KubeAPI
 from realk8s import RealK8s
 
-from mcsdns.kube import kubeconfig
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Rejected
-from mcsdns.kube.kubeconfig import KubeconfigError
+from mcsdns.kube.apiclient import kubeconfig
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Rejected
+from mcsdns.kube.apiclient.kubeconfig import KubeconfigError
 from mcsdns.kube.resources import NAMESPACES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""A kubeconfig is read as strictly as kubectl reads it (mcsdns/kube/kubeconfig.py,
+"""A kubeconfig is read as strictly as kubectl reads it (mcsdns/kube/apiclient/kubeconfig.py,
 credentials.py): a boolean is a YAML boolean, insecure with a CA is an error, an exec
 plugin's stanza and answer are checked as client-go checks them (no request goes out
 without the credential it failed to give), its stderr is never shown beyond a redacted first
@@ -20,9 +20,9 @@ import pytest
 from helpers import serve_http
 from kubeapi import KubeAPI
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Unreachable
-from mcsdns.kube.kubeconfig import KubeconfigError, load
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Unreachable
+from mcsdns.kube.apiclient.kubeconfig import KubeconfigError, load
 from mcsdns.kube.resources import NAMESPACES
 from mcsdns.members.kubeconfig import admin_cluster
 

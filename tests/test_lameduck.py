@@ -23,7 +23,7 @@ import dns.rcode
 import dns.rdatatype
 from helpers import EXAMPLE, REPO, Server, drain, free_port, stop_process, wait_for
 
-from mcsdns.server import stop_tcp_intake, stop_udp_intake
+from mcsdns.transport.sockets import stop_tcp_intake, stop_udp_intake
 
 # name -> (rcode, A addresses) in examples/clusterset
 EXPECTED = {

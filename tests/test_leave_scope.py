@@ -15,7 +15,7 @@ import yaml
 from controller_env import Cluster
 from test_join import NS, join, mcsdns, secret_key
 
-from mcsdns.kube.client import Client
+from mcsdns.kube.apiclient.client import Client
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 MEMBER = "mcsdns.io/member"

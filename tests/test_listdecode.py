@@ -1,4 +1,4 @@
-"""A list response decoded as it streams in (mcsdns/kube/listdecode.py): the same objects
+"""A list response decoded as it streams in (mcsdns/kube/apiclient/listdecode.py): the same objects
 as decoding it whole, however the bytes are cut; items handed on before the list ends;
 a large item decoded a bounded number of times; broken text refused."""
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcsdns.data.fields import Each, Fields
-from mcsdns.kube import listdecode
-from mcsdns.kube.listdecode import decode_list
+from mcsdns.kube.apiclient import listdecode
+from mcsdns.kube.apiclient.listdecode import decode_list
 
 scalars = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text()
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)

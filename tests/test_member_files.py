@@ -1,5 +1,5 @@
 """A member file (`mcsdns controller --members-dir`: a key of the members Secret) is data, not
-a program (mcsdns/kube/memberfile.py): one that names an exec plugin, a token file or any
+a program (mcsdns/kube/apiclient/memberfile.py): one that names an exec plugin, a token file or any
 other file is refused for that member before anything runs or is read, with one log line
 naming the member and the field and `mcsdns_controller_member_file_refused{member,field}`;
 the other members keep working. Whoever can write one key of the Secret must not get code
@@ -22,7 +22,7 @@ from test_controller_members import mount
 
 from mcsdns.controller.membersdir import MembersDir
 from mcsdns.controller.membership import Membership
-from mcsdns.kube.kubeconfig import KubeconfigError, load
+from mcsdns.kube.apiclient.kubeconfig import KubeconfigError, load
 
 SECRET = "the-controllers-own-token-0123456789"
 REFUSED = "mcsdns_controller_member_file_refused"

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT
+from mcsdns.data.objects import ENDPOINT_SLICE, SERVICE_IMPORT
 from mcsdns.dns.names import decode_name
-from mcsdns.server.pipeline import Pipeline
+from mcsdns.publish.pipeline import Pipeline
 
 ZONE = "clusterset.local."
 STATIC = {ZONE, "dns-version." + ZONE, "svc." + ZONE, "dns." + ZONE, "ns.dns." + ZONE}

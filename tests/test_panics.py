@@ -27,7 +27,7 @@ CRASH = "crash.shop.svc.clusterset.local"  # rendering its answer raises: once
 FAULT = """\
 import os, sys
 sys.path.insert(0, os.getcwd())  # the checkout the server runs from
-from mcsdns.server import cache, xfr
+from mcsdns.nameserver import cache, xfr
 from mcsdns.zone import zone
 
 _lookup, _answer, _stream = cache.ResponseCache.lookup, zone.Zone.answer, xfr.Transfers.stream
@@ -104,7 +104,7 @@ def test_internal_error_answers_servfail_counted_and_logged_once(
 def test_batched_io_sends_what_on_error_returns() -> None:
     """_batchio.serve(): when respond raises, on_error's bytes are sent to that client, its
     None sends nothing, and the other queries of the batch are answered as usual."""
-    batchio = pytest.importorskip("mcsdns.server._batchio")
+    batchio = pytest.importorskip("mcsdns.transport._batchio")
     server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     with server, client:
         server.setblocking(False)

@@ -1,4 +1,4 @@
-"""The one owner of the zone version (server/publisher.py): a change is published with its
+"""The one owner of the zone version (publish/publisher.py): a change is published with its
 serial in one step, and workers that batched the same changes differently end on one
 serial through the shared serial file, without polling."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from mcsdns.dns.names import encode_name
 from mcsdns.dns.types import RRType
-from mcsdns.server.cache import ResponseCache
-from mcsdns.server.publisher import ZonePublisher
+from mcsdns.nameserver.cache import ResponseCache
+from mcsdns.publish.publisher import ZonePublisher
 from mcsdns.zone.journal import Versions
 from mcsdns.zone.rrsets import Names, RRset
 from mcsdns.zone.serial import SerialClock
@@ -24,7 +24,7 @@ def names(svc: str, addr: int) -> Names:
 
 
 def apply(p: ZonePublisher, *changes: tuple[str, int]) -> None:
-    """What server.builder does for built services: fold each one's input digest (here
+    """What publish.builder does for built services: fold each one's input digest (here
     made of its name and address), then apply its records."""
     for svc, addr in changes:
         digest = hashlib.blake2b(f"{svc}/{addr}".encode(), digest_size=16).digest()

@@ -21,8 +21,8 @@ from helpers import REPO
 from realk8s import RealK8s
 
 from mcsdns.controller.derived import derived_name
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import ApiError, NotFound
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import ApiError, NotFound
 
 MCS = "/apis/multicluster.x-k8s.io/v1beta1"
 SLICES = "/apis/discovery.k8s.io/v1"

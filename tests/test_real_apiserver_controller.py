@@ -17,7 +17,7 @@ from controller_env import eventually, run_controller
 from realk8s import SKIP_REASON, RealK8s, script
 from test_controller_writes import DERIVED, writes_by_member
 
-from mcsdns.kube.client import Client
+from mcsdns.kube.apiclient.client import Client
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 MCS = "multicluster.x-k8s.io/v1beta1"

@@ -16,8 +16,8 @@ import pytest
 from helpers import Server, run_server, wait_for
 from realk8s import RealK8s
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import NotFound
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import NotFound
 
 NS = "realsrc"
 SI = f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{NS}/serviceimports"

@@ -16,8 +16,8 @@ from controller_env import eventually, run_controller
 from helpers import REPO
 from realk8s import RealK8s, control_plane
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import ApiError
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import ApiError
 from mcsdns.kube.permissions import CONTROLLER
 
 MCS = "/apis/multicluster.x-k8s.io/v1beta1"

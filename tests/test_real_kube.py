@@ -13,9 +13,9 @@ from helpers import wait_for
 from realk8s import RealK8s
 from realk8s_probe import si
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Conflict, NotFound, Rejected, explain
-from mcsdns.kube.reflector import Reflector
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Conflict, NotFound, Rejected, explain
+from mcsdns.kube.apiclient.reflector import Reflector
 from mcsdns.kube.resources import SERVICE_IMPORTS
 
 V = "v1beta1"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from realk8s import RealK8s
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Rejected
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.resources import NAMESPACES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import yaml
 from realk8s import RealK8s, control_plane
 from test_real_join import mcsdns
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import ApiError
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import ApiError
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 

@@ -23,8 +23,8 @@ from realk8s import SKIP_REASON, RealK8s, script
 from test_real_member_queues import addresses
 from test_real_probe import populate, stopped
 
-from mcsdns.kube.client import Client
-from mcsdns.kube.errors import Rejected
+from mcsdns.kube.apiclient.client import Client
+from mcsdns.kube.apiclient.errors import Rejected
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 TTL = 10

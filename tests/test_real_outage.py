@@ -15,7 +15,7 @@ from controller_env import eventually, run_controller
 from realk8s import SKIP_REASON, RealK8s, script
 from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 
-from mcsdns.kube.client import Client
+from mcsdns.kube.apiclient.client import Client
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices"

@@ -13,7 +13,7 @@ from kubeapi import KubeAPI
 from realk8s import RealK8s
 from realk8s_probe import EPS, MCS, Send, events, fake_send, js, si, slice_
 
-from mcsdns.kube.client import METADATA_ONLY
+from mcsdns.kube.apiclient.client import METADATA_ONLY
 
 UA = {"User-Agent": "parity-test/1.0"}
 

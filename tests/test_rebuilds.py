@@ -12,9 +12,9 @@ from typing import Any
 
 import dns.message
 
-from mcsdns.data.store import BIG_ITEMS
+from mcsdns.ops.load import BIG_ITEMS
 from mcsdns.ops.stats import Stats
-from mcsdns.server.pipeline import Pipeline
+from mcsdns.publish.pipeline import Pipeline
 
 NS = "shop"
 

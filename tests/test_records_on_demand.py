@@ -1,4 +1,4 @@
-"""Records on demand (server/builder.py, zone/zone.py): after the load, before the
+"""Records on demand (publish/builder.py, zone/zone.py): after the load, before the
 background pass has built a service, a query for one of its names builds it and gets the
 answer the whole zone gives; negative answers (NXDOMAIN, NODATA, a namespace's name) are the
 same as after a transfer has built everything; the serial does not move when records are
@@ -11,7 +11,7 @@ from typing import Any
 
 from mcsdns.dns.names import encode_name
 from mcsdns.dns.types import Rcode, RRType
-from mcsdns.server.pipeline import Pipeline
+from mcsdns.publish.pipeline import Pipeline
 
 Z = "clusterset.local"
 A = b"\x00\x01\x00\x01"

@@ -12,9 +12,16 @@ from typing import Any
 
 from helpers import EXAMPLE
 
-from mcsdns.data.objects import EndpointSlice, Malformed, ServiceImport, essentials
-from mcsdns.data.store import ENDPOINT_SLICE, SERVICE_IMPORT, Store, obj_key
-from mcsdns.sources.files import load_file
+from mcsdns.data.objects import (
+    ENDPOINT_SLICE,
+    SERVICE_IMPORT,
+    EndpointSlice,
+    Malformed,
+    ServiceImport,
+    essentials,
+)
+from mcsdns.data.store import Store, obj_key
+from mcsdns.sources.manifest import load_file
 from mcsdns.sources.relay import Hub, RelaySource, Tee
 
 

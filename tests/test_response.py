@@ -1,4 +1,4 @@
-"""The response type (mcsdns.server.response): what `render` makes, what `keep` keeps and
+"""The response type (mcsdns.nameserver.response): what `render` makes, what `keep` keeps and
 the cache's `replayer` sends again, each parsed by dnspython: the whole answer when it
 fits, else without Additional, else TC; rotations in turn, carried on by the kept
 response; the zone's current serial in a negative answer, with and without OPT."""
@@ -17,8 +17,8 @@ from mcsdns.dns.header import RD
 from mcsdns.dns.names import encode_name
 from mcsdns.dns.rdata import SERIAL_FROM_END, SOA
 from mcsdns.dns.types import Rcode, RRType
-from mcsdns.server.response import Canned, keep, replayer
-from mcsdns.server.response import render as respond
+from mcsdns.nameserver.response import Canned, keep, replayer
+from mcsdns.nameserver.response import render as respond
 
 QNAME = "Big.Shop.svc.clusterset.local."  # asked in mixed case: echoed as asked
 LNAME = encode_name(QNAME)

@@ -14,13 +14,13 @@ import dns.message
 import pytest
 from helpers import EXAMPLE, REPO
 
-from mcsdns.app import Config
 from mcsdns.ops.stats import Snapshot
+from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.messages import Failed, Metrics, Outbox, Status, oldest_serial
 from mcsdns.roles.supervisor import Supervisor
 from mcsdns.roles.worker import Worker
-from mcsdns.server.pipeline import Pipeline
-from mcsdns.sources.files import load_file
+from mcsdns.serveconfig import Config
+from mcsdns.sources.manifest import load_file
 
 SRV = "_grpc._tcp.api.shop.svc.clusterset.local."
 

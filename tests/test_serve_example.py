@@ -39,7 +39,7 @@ def test_serve_example_installs_only_when_needed(tmp_path: Path) -> None:
     for f in ("scripts/serve-example", "pyproject.toml", "setup.py"):  # this work tree's, if not committed
         (clone / f).write_bytes((REPO / f).read_bytes())
     runs = []
-    for touch in (None, None, "mcsdns/server/_batchio.c", None):
+    for touch in (None, None, "mcsdns/transport/_batchio.c", None):
         if touch:
             (clone / touch).touch()
         runs.append(start(clone, tmp_path / "log"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 UNNEEDED = ("multiprocessing", "pickle", "ctypes.util", "mcsdns.sources.relay", "mcsdns.sources.files",
-            "mcsdns.sources.manifest", "mcsdns.data.state", "mcsdns.server.statekeeper")
+            "mcsdns.sources.manifest", "mcsdns.data.state", "mcsdns.publish.statekeeper")
 
 
 def loaded(args: list[str], unneeded: tuple[str, ...] = UNNEEDED) -> set[str]:
@@ -35,7 +35,7 @@ def test_one_process_with_a_kubeconfig_loads_only_what_it_uses(tmp_path: Path) -
     assert loaded(["serve", "--kubeconfig", str(kc), "--listen", "127.0.0.1:0"]) == set()
     state = loaded(["serve", "--kubeconfig", str(kc), "--listen", "127.0.0.1:0",
                     "--state-dir", str(tmp_path / "state")])
-    assert state == {"mcsdns.data.state", "mcsdns.server.statekeeper"}  # loaded when asked for
+    assert state == {"mcsdns.data.state", "mcsdns.publish.statekeeper"}  # loaded when asked for
 
 
 def test_in_a_pod_no_yaml_is_loaded() -> None:

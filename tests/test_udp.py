@@ -20,7 +20,7 @@ import dns.rcode
 import pytest
 from helpers import EXAMPLE, UDP_PATHS, Server, drain, example_app, run_server_on_path
 
-from mcsdns.server.handler import Handler
+from mcsdns.nameserver.handler import Handler
 
 SVC = "web.shop.svc.clusterset.local."
 NX = "nope.shop.svc.clusterset.local."
@@ -88,8 +88,8 @@ def _udp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 
 def test_extension_survives_a_failing_answer_and_drops_none() -> None:
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.transport import _batchio as batchio
     with _udp_pair() as (server, client):
         for msg in (b"ok-1", b"boom", b"none", b"ok-2"):
             client.sendto(msg, server.getsockname())
@@ -110,8 +110,8 @@ def test_extension_survives_a_failing_answer_and_drops_none() -> None:
 
 def test_extension_returns_what_the_socket_would_not_take() -> None:
     # A Unix datagram pair with the smallest send buffer: answers beyond it get EAGAIN.
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.transport import _batchio as batchio
     server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     with server, client:
         server.setblocking(False)
@@ -131,10 +131,10 @@ def test_extension_returns_what_the_socket_would_not_take() -> None:
 
 
 def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
-    from mcsdns.server.panics import Panics
-    from mcsdns.server.udp import BatchedUDP, RequestTimer
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.nameserver.panics import Panics
+    from mcsdns.transport import _batchio as batchio
+    from mcsdns.transport.udp import BatchedUDP, RequestTimer
 
     async def run() -> list[bytes]:
         server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -168,8 +168,8 @@ def _example_handler() -> Handler:
 
 
 def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.transport import _batchio as batchio
     handler = _example_handler()
     calls: list[bytes] = []
 
@@ -214,9 +214,9 @@ def test_cache_hits_are_answered_in_c_as_respond_would() -> None:
 
 
 def test_cache_entries_the_c_path_cannot_send_go_to_respond() -> None:
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
-    from mcsdns.server.response import Canned
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.nameserver.response import Canned
+    from mcsdns.transport import _batchio as batchio
 
     table: dict[bytes, object] = {b"-big": Canned(b"x" * 70_000, ("A", "NOERROR"), 70_002),
                                   b"-odd": "not a Canned", b"-ok": Canned(b"cached", ("A", "NOERROR"), 8)}
@@ -236,9 +236,9 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
     """An entry at sys.maxsize hits (as after 2**63 answers) is still sent from C and its
     counter stays there (was: a signed overflow, undefined; UBSan aborts, else it wraps
     to a negative count)."""
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
-    from mcsdns.server.response import Canned
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.nameserver.response import Canned
+    from mcsdns.transport import _batchio as batchio
 
     c = Canned(b"cached", ("A", "NOERROR"), 8)
     c.hits = sys.maxsize - 1
@@ -253,15 +253,15 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
 
 
 def test_response_cache_works_without_the_extension() -> None:
-    # where _batchio is not built, response.Canned gets its fields from mcsdns.server._canned
+    # where _batchio is not built, response.Canned gets its fields from mcsdns.nameserver._canned
     code = """
 import sys
-sys.modules["mcsdns.server._batchio"] = None  # as if it were not built
+sys.modules["mcsdns.transport._batchio"] = None  # as if it were not built
 sys.path.insert(0, "tests")
 import dns.message
-from mcsdns.server import response
+from mcsdns.nameserver import response
 from test_udp import _example_handler
-assert response.Canned.__mro__[1].__module__ == "mcsdns.server._canned"
+assert response.Canned.__mro__[1].__module__ == "mcsdns.nameserver._canned"
 h = _example_handler()
 orders = set()
 for i in range(4):
@@ -279,8 +279,8 @@ print("ok")
 
 
 def test_a_zone_change_keeps_other_cached_answers_and_negatives_get_the_new_serial() -> None:
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.transport import _batchio as batchio
     app = example_app()
     handler = app.handler
     calls: list[bytes] = []
@@ -341,8 +341,8 @@ def _sockaddr(sock: socket.socket) -> bytes:
 def test_respond_that_calls_the_extension_again_gets_runtime_error() -> None:
     # serve() and send() share static buffers: a nested call would overwrite the queries,
     # addresses and answers of the batch in progress
-    pytest.importorskip("mcsdns.server._batchio")
-    from mcsdns.server import _batchio as batchio
+    pytest.importorskip("mcsdns.transport._batchio")
+    from mcsdns.transport import _batchio as batchio
     with _udp_pair() as (server, client), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
         other.bind(("127.0.0.1", 0))
         other.settimeout(2)
@@ -377,10 +377,10 @@ def test_respond_that_calls_the_extension_again_gets_runtime_error() -> None:
 
 
 def test_a_second_thread_cannot_use_the_extension_while_the_first_is_in_respond() -> None:
-    pytest.importorskip("mcsdns.server._batchio")
+    pytest.importorskip("mcsdns.transport._batchio")
     import threading
 
-    from mcsdns.server import _batchio as batchio
+    from mcsdns.transport import _batchio as batchio
 
     inside, go = threading.Event(), threading.Event()
     result: list[tuple[int, int, object]] = []

@@ -417,11 +417,11 @@ def test_mutated_transfer_and_tsig_queries_never_raise(i: int, flips: list[tuple
 
 
 def _xfr_stack() -> tuple[object, object, object]:
+    from mcsdns.nameserver.cache import ResponseCache
+    from mcsdns.nameserver.handler import Handler
+    from mcsdns.nameserver.xfr import Transfers
     from mcsdns.ops.tsigkeys import parse_key
-    from mcsdns.server.cache import ResponseCache
-    from mcsdns.server.handler import Handler
-    from mcsdns.server.publisher import ZonePublisher
-    from mcsdns.server.xfr import Transfers
+    from mcsdns.publish.publisher import ZonePublisher
     from mcsdns.zone.journal import Versions
     from mcsdns.zone.serial import SerialClock
     from mcsdns.zone.zone import Zone
@@ -442,7 +442,7 @@ _XFR_STACK: tuple = _xfr_stack()  # type: ignore[type-arg]
 def test_concurrent_transfers_are_capped(mdir: Path, tmp_path: Path) -> None:
     """Ten stalled readers hold ten transfers; the eleventh is REFUSED, and once they
     are gone a transfer is served again (as BIND's transfers-out)."""
-    from mcsdns.server.xfr import MAX_ACTIVE
+    from mcsdns.nameserver.xfr import MAX_ACTIVE
 
     for k in range(4):  # 9 MB: more than the socket buffers of a stalled reader hold
         (mdir / f"big{k}.json").write_text(json.dumps(_headless_list(f"h{k}", 10000, 12)))

@@ -8,5 +8,5 @@ update when the view differs, delete; one error policy by kind and verb); the
 ClusterSetIP strategy (`clustersetip`: derived Services or `ipam`); leader election
 (`lease`).
 May import mcsdns.kube, mcsdns.data, mcsdns.ops, mcsdns.flags (the ClusterSetIP mode
-names) and (its CLI, for the version line) mcsdns.server.udp;
+names) and (its CLI, for the version line) mcsdns.transport.udp;
 nothing imports it but the CLIs (when `mcsdns controller` runs) and diagnose."""

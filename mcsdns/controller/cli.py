@@ -14,7 +14,7 @@ from types import FrameType
 from .. import flags
 from ..flags import CIDR, DERIVED
 from ..kube.names import valid_cluster_id
-from ..ops.errors import ConfigError
+from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.http import HTTPEndpoints, serve_http
 from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
@@ -114,8 +114,8 @@ class _Endpoints:
                 self.loop.run_until_complete(serve_http(host, port, ep))
             except OSError as e:
                 self.loop.close()
-                addr = flags.show_addr(host, port)
-                raise ConfigError(f"{flag} {addr}: {flags.os_reason(e)}") from None
+                addr = show_addr(host, port)
+                raise ConfigError(f"{flag} {addr}: {os_reason(e)}") from None
         threading.Thread(target=self.loop.run_forever, daemon=True, name="health").start()
 
     def stop(self) -> None:

@@ -1,6 +1,6 @@
-"""Member clusters: one API client each (`kube.client.Client`), the MCS API version it
+"""Member clusters: one API client each (`kube.apiclient.client.Client`), the MCS API version it
 serves, its cluster ID, and the counts of its writes, tried and landed (answered 2xx). The
-errors its requests raise are the one taxonomy of `kube.errors`, importable from here as before."""
+errors its requests raise are the one taxonomy of `kube.apiclient.errors`, importable from here as before."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.client import Client
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import VERBS, ApiError, Conflict, NotFound, Request, Unreachable
 from ..kube.clusterid import read_cluster_id
 from ..kube.config import connect, parse_cluster
-from ..kube.errors import VERBS, ApiError, Conflict, NotFound, Request, Unreachable
 from ..kube.names import MCS_GROUP, PREFERRED
 from ..kube.resources import MCS
 
@@ -46,7 +46,7 @@ class Member:
     warned: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     origin: str = ""  # where it was given, for errors (default: its --cluster flag)
-    member_file: bool = False  # from --members-dir: data only (kube.memberfile)
+    member_file: bool = False  # from --members-dir: data only (kube.apiclient.memberfile)
     allow_exec: bool = False  # ... but for an exec plugin (--members-allow-exec)
 
     @classmethod
@@ -70,7 +70,7 @@ class Member:
             raise RuntimeError(f"cluster {self.name}: not connected")
         return self.client
 
-    # --- requests: JSON in and out, the errors of kube.errors ----------------------------
+    # --- requests: JSON in and out, the errors of kube.apiclient.errors ----------------------------
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, str] | None = None) -> Any:
         """One API call; returns the decoded JSON body. Writes are counted when tried and when

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..flags import CIDR
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .contract import Target
 from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from .exports import SERVICE_NAME, is_ours

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..kube.resources import Resource
 from .exports import ExportState, is_ours
 from .member import MemberClient

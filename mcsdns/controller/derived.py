@@ -15,7 +15,7 @@ import base64
 import hashlib
 from typing import Any
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 
 DERIVED_ANNOTATION = "multicluster.kubernetes.io/derived-service"
 

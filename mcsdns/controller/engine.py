@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.errors import ApiError, asked_wait, explain
-from ..kube.keys import Key
+from ..kube.apiclient.errors import ApiError, asked_wait, explain
+from ..kube.apiclient.keys import Key
 from .clusters import Conflict, NotFound, Unreachable
 from .contract import Contract, Kind, Obj, Verb, label
 from .member import MemberClient, MemberView

@@ -25,7 +25,7 @@ from collections import Counter, OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kube.errors import ApiError, NotFound
+from ..kube.apiclient.errors import ApiError, NotFound
 from ..kube.resources import EVENTS, LEASES
 from .member import MemberClient
 

@@ -1,9 +1,9 @@
 """Per-member informer caches: namespaces, Services, EndpointSlices, ServiceExports, ServiceImports,
 and the Nodes' zone labels (metadata only: `client.METADATA_ONLY`).
 
-Each member runs the one informer set (mcsdns/kube/informers.py): discovery of its
+Each member runs the one informer set (mcsdns/kube/apiclient/informers.py): discovery of its
 cluster ID and MCS API version, then each collection listed once and watched, kept
-packed (mcsdns/kube/cache.py); every change is turned into the (namespace, name) keys
+packed (mcsdns/kube/apiclient/cache.py); every change is turned into the (namespace, name) keys
 of the services it affects and handed to `enqueue`. A member is reachable while the
 set is healthy (every watch is) and its probe (`probe.Probe`) says it answers; `last_ok` is
 the last contact measured (a good probe while the watches were healthy) or recorded in its
@@ -19,11 +19,11 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ..kube.cache import Cache, Entry
-from ..kube.client import METADATA_ONLY
-from ..kube.errors import explain
-from ..kube.informers import DISCOVERY, Informers
-from ..kube.keys import Key
+from ..kube.apiclient.cache import Cache, Entry
+from ..kube.apiclient.client import METADATA_ONLY
+from ..kube.apiclient.errors import explain
+from ..kube.apiclient.informers import DISCOVERY, Informers
+from ..kube.apiclient.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
 from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, NODES, SERVICES, Resource
 from .clusters import Member

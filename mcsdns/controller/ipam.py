@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 

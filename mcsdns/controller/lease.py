@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kube.errors import ApiError, Conflict, NotFound
+from ..kube.apiclient.errors import ApiError, Conflict, NotFound
 from ..kube.resources import LEASES
 from .clusters import Member
 

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.process import release_free_memory
 from .clusters import Member
 from .events import LEASE, NORMAL, WARNING, Recorder

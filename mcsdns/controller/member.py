@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .locality import NodeZones
 
 Obj = dict[str, Any]

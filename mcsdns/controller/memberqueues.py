@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .queue import Timings, WorkQueue
 
 

@@ -2,7 +2,7 @@
 A new file is a member joining, a removed one a member leaving, a changed one a member
 reloaded (a new client from the new file; the old one serves until the new one synced).
 A file that cannot be loaded is logged and skipped until it changes. A member file is data
-only (`kube.memberfile`): one that carries a file path or a program is refused, and the
+only (`kube.apiclient.memberfile`): one that carries a file path or a program is refused, and the
 field is kept in `refused` (a metric) until the file is fixed or removed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..kube.kubeconfig import KubeconfigError
+from ..kube.apiclient.kubeconfig import KubeconfigError
 from ..ops.errors import ConfigError
 from .clusters import Member
 from .manager import Manager

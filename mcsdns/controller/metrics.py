@@ -12,8 +12,8 @@ from functools import partial
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ..kube.client import Client
-from ..kube.expiry import Validity, of_identity
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.expiry import Validity, of_identity
 from ..ops import process
 from ..ops.metrics import SnapshotCollector
 from ..ops.stats import Put, Stats, define, put_histogram

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .exports import is_ours
 from .member import MemberView
 

@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..kube.errors import ApiError, Unreachable, explain
+from ..kube.apiclient.errors import ApiError, Unreachable, explain
+from ..kube.apiclient.transport import Timeout
 from ..kube.resources import NAMESPACES
-from ..kube.transport import Timeout
 from .clusters import Member
 
 log = logging.getLogger("mcsdns.controller")

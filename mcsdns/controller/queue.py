@@ -18,7 +18,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 
 # Upper bounds (seconds) of the wait and work duration histograms.
 BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

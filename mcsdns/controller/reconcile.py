@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..flags import CIDR, DERIVED
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .clustersetip import IPs, strategy
 from .contract import Target
 from .engine import Engine, Result

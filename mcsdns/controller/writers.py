@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .events import WARNING, Event
 
 log = logging.getLogger("mcsdns.controller")

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..kube.listdecode import Typed
+from ..kube.apiclient.listdecode import Typed
 
 Path: TypeAlias = tuple[str, ...]  # map keys, and ITEM for "every item of a list"
 ITEM = "[]"

@@ -33,7 +33,7 @@ KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 
 Obj: TypeAlias = dict[str, Any]  # a raw object, or a part of one
 
-_KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (kube.keys.key_of)
+_KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (apiclient.keys.key_of)
 _META = Fields("namespace", "name", labels=Fields())  # and `_meta`: the labels must be a map
 _PORTS = Each(Fields("port", "name", "protocol"))
 

@@ -1,12 +1,12 @@
-"""The store's parsing of raw ServiceImports and EndpointSlices, on the event loop or off
-it (`parse_all` runs in an executor): what parsing one costs, and its model or why it is
-malformed."""
+"""The store's parsing of raw ServiceImports and EndpointSlices, in the reflector thread
+(`prepare`), on the event loop or off it (`parse_all`; where each runs: ops/load.py): what
+parsing one costs, and its model or why it is malformed."""
 
 from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from .objects import ENDPOINT_SLICE, SERVICE_IMPORT, EndpointSlice, Malformed, ServiceImport
 
 Parsed: TypeAlias = ServiceImport | EndpointSlice

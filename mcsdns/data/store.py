@@ -4,8 +4,8 @@ Sources call `upsert`, `delete`, `apply` and `replace` (a full list of one kind)
 the event-loop thread. Subscribers are told which services changed, so only those
 are rebuilt.
 
-Once `loop` is set, the loop parses about TURN_ITEMS endpoints and ports per turn: a
-larger batch goes on over the next turns, in order; an object of more than BIG_ITEMS
+Once `loop` is set, the loop parses about load.TURN_ITEMS endpoints and ports per turn: a
+larger batch goes on over the next turns, in order; an object of more than load.BIG_ITEMS
 is parsed in `executor` and stored when that is done, unless a later small event or a
 deletion of the same object came first (a later large one is parsed next, so each
 lands). `idle` is False meanwhile.
@@ -24,23 +24,26 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
-from ..kube.keys import Key, key_of
-from ..ops import gcpause
+from ..kube.apiclient.keys import Key, key_of
+from ..ops import load
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
-from .objects import CLUSTER_PROPERTY as CLUSTER_PROPERTY
-from .objects import ENDPOINT_SLICE as ENDPOINT_SLICE
-from .objects import KINDS as KINDS
-from .objects import SERVICE_IMPORT as SERVICE_IMPORT
-from .objects import ClusterProperty, EndpointSlice, Malformed, Port, ServiceImport, who
+from .objects import (
+    CLUSTER_PROPERTY,
+    ENDPOINT_SLICE,
+    SERVICE_IMPORT,
+    ClusterProperty,
+    EndpointSlice,
+    Malformed,
+    Port,
+    ServiceImport,
+    who,
+)
 from .parsing import Deferred, Parsed, parse, parse_all, size
 
 log = logging.getLogger("mcsdns.store")
 
 Listener = Callable[[set[Key]], None]
-
-BIG_ITEMS = 2000  # endpoints + ports of one object above which it is parsed off the event loop
-TURN_ITEMS = 1000  # endpoints + ports (+1 per object) parsed on the loop per turn
 
 
 def parsed_size(si: ServiceImport | None, slices: Iterable[EndpointSlice]) -> int:
@@ -88,7 +91,7 @@ class Store:
         self.waiting: dict[tuple[str, Key], dict[str, Any]] = {}  # raw, after the one being parsed
         self._later: list[Deferred] = []  # deferred, not yet submitted
         self._ops: deque[Iterator[None]] = deque()  # operations queued or under way
-        self._budget = TURN_ITEMS  # items this loop turn may still parse on the loop
+        self._budget = load.TURN_ITEMS  # items this loop turn may still parse on the loop
         self._turn_scheduled = False
         self.executor: Executor | None = None  # where large objects are parsed (None: the loop's default)
 
@@ -211,7 +214,7 @@ class Store:
 
     def _next_turn(self) -> None:
         self._turn_scheduled = False
-        self._budget = TURN_ITEMS
+        self._budget = load.TURN_ITEMS
         self._drive()
 
     def restore(self, objs: Iterable[dict[str, Any]]) -> None:
@@ -247,7 +250,7 @@ class Store:
         if kind in (SERVICE_IMPORT, ENDPOINT_SLICE):
             if self.loop is not None:
                 items = size(kind, obj) + 1
-                if items > BIG_ITEMS:
+                if not load.on_loop(items):
                     self._spend(1)
                     if (kind, key) in self.pending:  # parsed once the one under way is stored:
                         self.waiting[(kind, key)] = obj  # each lands, however often it changes
@@ -310,24 +313,22 @@ class Store:
         self._later.append((kind, key, token, obj, self._current(kind, key)))
 
     def _submit(self) -> None:
-        """Hand what was deferred to the executor, about BIG_ITEMS per job."""
+        """Hand what was deferred to the executor, about load.BIG_ITEMS per job."""
         later, self._later = self._later, []
         job: list[Deferred] = []
         items = 0
         for d in later:
             job.append(d)
             items += size(d[0], d[3]) + 1
-            if items > BIG_ITEMS or d is later[-1]:
+            if not load.on_loop(items) or d is later[-1]:
                 self._start(job)
                 job, items = [], 0
 
     def _start(self, job: list[Deferred]) -> None:
         assert self.loop is not None
-        gcpause.hold()
-        fut = self.loop.run_in_executor(self.executor, parse_all, job)
+        fut = load.in_executor(self.loop, self.executor, parse_all, job)
 
         def done(f: asyncio.Future[list[tuple[Parsed | Malformed, bool]]]) -> None:
-            gcpause.release()
             if f.cancelled():
                 return  # shutting down
             try:

@@ -10,7 +10,7 @@ from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from ..controller.exports import is_ours, labels
 from ..controller.informers import slice_index
 from ..data.objects import EndpointSlice, Malformed, ServiceImport
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, valid_cluster_id
 from ..zone.leftout import LeftOut
 from ..zone.records import service_records

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import flags
 from ..dns.names import encode_name
-from ..kube.client import Client
+from ..kube.apiclient.client import Client
 from ..kube.permissions import CONTROLLER, SERVER
 from ..members.layout import CLUSTER_ROLE
 from ..ops.errors import ConfigError

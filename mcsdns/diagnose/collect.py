@@ -14,10 +14,10 @@ from typing import Any
 
 from ..controller.lease import LEASE_NAMESPACES
 from ..controller.writers import REASON
-from ..kube.client import Client
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import ApiError, NotFound, Rejected, explain
+from ..kube.apiclient.keys import Key, key_of
 from ..kube.clusterid import find_cluster_id
-from ..kube.errors import ApiError, NotFound, Rejected, explain
-from ..kube.keys import Key, key_of
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED
 from ..kube.permissions import Rule, show
 from ..kube.resources import (

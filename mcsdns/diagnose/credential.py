@@ -1,5 +1,5 @@
 """`mcsdns diagnose`'s look at each cluster's credential, read from its kubeconfig
-(`kube.expiry`): WARN when it is due for renewal (less than a fifth of its lifetime left)
+(`kube.apiclient.expiry`): WARN when it is due for renewal (less than a fifth of its lifetime left)
 or expired, OK with its expiry otherwise; no line when the credential does not say."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
-from ..kube.client import Client
-from ..kube.expiry import due, of_identity
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.expiry import due, of_identity
 from .checks import OK, WARN, Result
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..controller.exports import SERVICE_NAME, labels
-from ..kube.keys import Key, key_of
+from ..kube.apiclient.keys import Key, key_of
 from .checks import FAIL, OK
 from .collect import DNS_NAMESPACE, Snapshot
 from .dnsroute import Upstream

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..kube.client import Client
-from ..kube.errors import ApiError, NotFound, Rejected
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import ApiError, NotFound, Rejected
 from ..kube.resources import ACCESS_REVIEWS, SERVICE_ACCOUNTS, SUBJECT_ACCESS_REVIEWS
 from ..members import layout
 

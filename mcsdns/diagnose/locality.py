@@ -13,9 +13,9 @@ from ..controller.exports import SERVICE_NAME, is_ours, labels, read_export
 from ..controller.informers import slice_index
 from ..controller.locality import WARNINGS, ZONE_LABEL, NodeZones, Plan, plan
 from ..controller.merge import CLUSTERSET_IP, Merged, merge
-from ..kube.client import METADATA_ONLY, PAGE, Client
-from ..kube.errors import ApiError
-from ..kube.keys import Key
+from ..kube.apiclient.client import METADATA_ONLY, PAGE, Client
+from ..kube.apiclient.errors import ApiError
+from ..kube.apiclient.keys import Key
 from ..kube.resources import NODES
 from .checks import OK, WARN, Result
 from .collect import Snapshot, why

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from ..controller.membersdir import MembersDir
 from ..controller.membership import Membership
-from ..kube.client import Client
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import ApiError, NotFound
 from ..kube.config import connect, parse_cluster
-from ..kube.errors import ApiError, NotFound
 from ..kube.resources import SECRETS
 from ..ops.errors import ConfigError
 from .checks import FAIL, WARN, Result

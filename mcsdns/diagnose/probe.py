@@ -16,7 +16,7 @@ import dns.rdatatype
 from ..controller.exports import labels
 from ..controller.informers import slice_index
 from ..dns.names import encode_name
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..kube.names import SOURCE_CLUSTER_LABEL
 from .checks import FAIL, OK, Obj, Result
 from .collect import Snapshot

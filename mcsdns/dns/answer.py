@@ -2,7 +2,7 @@
 
 An `Answer` holds the records' bytes with one header per combination of the query's
 RD/CD bits and EDNS presence. Sending it is concatenation: query ID + header +
-question as asked + body (+ OPT), done by `mcsdns.server.response`.
+question as asked + body (+ OPT), done by `mcsdns.nameserver.response`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Answer:
     hdrs[i] / tc_hdrs[i] are flags + four counts for i = `header_index`; tc_hdrs are
     used with an empty body when neither the body nor the fallback (no Additional
     section) fits. `bodies` holds one or more rotations of the same records (same size),
-    taken in turn; `server.response` lays out and renders the response.
+    taken in turn; `nameserver.response` lays out and renders the response.
     """
 
     __slots__ = ("hdrs", "tc_hdrs", "bodies", "size", "rot", "rcode", "n", "fallback", "key", "serial_at")

@@ -4,8 +4,8 @@ checked (`names.valid_cluster_id`) once for the controller and `diagnose`."""
 from __future__ import annotations
 
 from ..ops.errors import ConfigError
-from .client import Client
-from .errors import NotFound
+from .apiclient.client import Client
+from .apiclient.errors import NotFound
 from .names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, valid_cluster_id
 from .resources import CLUSTER_PROPERTIES
 

@@ -5,11 +5,9 @@ for every command."""
 from __future__ import annotations
 
 from ..ops.errors import ConfigError
-from .client import TIMEOUT, Client
-from .kubeconfig import KubeconfigError, load
-from .transport import Timeout, Transport
-
-__all__ = ["KubeconfigError", "connect", "parse_cluster"]
+from .apiclient.client import TIMEOUT, Client
+from .apiclient.kubeconfig import KubeconfigError, load
+from .apiclient.transport import Timeout, Transport
 
 
 def connect(kubeconfig: str | None, context: str | None, *, member: str = "", origin: str = "",

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..controller.exports import APP_MANAGED_BY, CONTROLLER, MANAGED_BY, SERVICE_NAME
 from ..controller.lease import MemberLeases
-from ..kube.client import Client
-from ..kube.errors import NotFound
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import NotFound
 from ..kube.resources import ENDPOINT_SLICES, EVENTS, SERVICE_IMPORTS, SERVICES, Resource
 from .layout import PART_OF, labels, user
 from .objects import ensure, manifest

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from .. import flags
 from ..controller.lease import LEASE_NAMESPACES
-from ..kube.client import Client
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import ApiError, explain
 from ..kube.config import connect
-from ..kube.errors import ApiError, explain
-from ..ops.errors import ConfigError
+from ..ops.errors import EXIT_CONFIG, ConfigError
 from .admission import guard
 from .join import Refused, join
 from .kubeconfig import admin_cluster, dump, read_ca
@@ -74,7 +74,7 @@ def _write(path: str, text: str) -> None:
 def _wrong(verb: str, member: str, e: WrongMember) -> int:
     """The one line of a member-name refusal; exit 2."""
     flags.tell(f"mcsdns {verb}: {member}: {e}")
-    return flags.EXIT_CONFIG
+    return EXIT_CONFIG
 
 
 def join_main(args: argparse.Namespace) -> int:

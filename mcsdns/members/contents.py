@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..kube.client import METADATA_ONLY, Client
-from ..kube.errors import ApiError, Rejected
+from ..kube.apiclient.client import METADATA_ONLY, Client
+from ..kube.apiclient.errors import ApiError, Rejected
 
 Obj = dict[str, Any]
 # What Kubernetes itself puts in every namespace: (group, plural) -> the name, None for all.

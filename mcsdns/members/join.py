@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..kube.client import Client
-from ..kube.errors import NotFound
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import NotFound
 from ..kube.permissions import CONTROLLER, CONTROLLER_LEASES, READER, Rule, policy_rules
 from ..kube.resources import (
     CLUSTER_ROLE_BINDINGS,

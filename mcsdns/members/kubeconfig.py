@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from ..kube.kubeconfig import Server
+from ..kube.apiclient.kubeconfig import Server
 from ..ops.errors import ConfigError
 
 Obj = dict[str, Any]
@@ -44,7 +44,7 @@ def admin_cluster(s: Server, insecure: bool = False, ca: str | None = None) -> O
         raise ConfigError("the admin kubeconfig skips TLS verification: give the member's CA with "
                           "--certificate-authority FILE, or --insecure-skip-tls-verify to skip it in the "
                           "member kubeconfig too")
-    out: Obj = {"server": s.url}  # never with user info (kube.kubeconfig keeps it apart)
+    out: Obj = {"server": s.url}  # never with user info (kube.apiclient.kubeconfig keeps it apart)
     if ca:
         out["certificate-authority-data"] = base64.b64encode(ca.encode()).decode()
     if s.tls_server_name:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..controller.exports import APP_MANAGED_BY, CONTROLLER, MANAGED_BY
-from ..kube.client import Client
-from ..kube.errors import NotFound
-from ..kube.keys import key_of
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import NotFound
+from ..kube.apiclient.keys import key_of
 from ..kube.names import MCS_GROUP
 from ..kube.resources import (
     CLUSTER_ROLE_BINDINGS,

@@ -13,9 +13,9 @@ from typing import Any
 
 from ..controller.kinds.serviceexport import ServiceExport, now_rfc3339
 from ..controller.lease import member_lease
-from ..kube.client import Client
-from ..kube.errors import ApiError, Conflict, NotFound
-from ..kube.keys import key_of
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import ApiError, Conflict, NotFound
+from ..kube.apiclient.keys import key_of
 from ..kube.names import MCS_GROUP
 from ..kube.permissions import show
 from ..kube.resources import ACCESS_REVIEWS, LEASES, SERVICE_EXPORTS, Resource

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..kube.client import Client
-from ..kube.errors import Conflict, NotFound
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import Conflict, NotFound
 from ..kube.resources import Resource
 
 Obj = dict[str, Any]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.client import Client
-from ..kube.errors import NotFound
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import NotFound
 from ..kube.resources import CLUSTER_ROLE_BINDINGS, NAMESPACES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
 from .layout import BINDING, CREATED, JOIN, MEMBER, READER, SERVICE_ACCOUNT
 

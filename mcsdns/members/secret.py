@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base64
 
-from ..kube.client import Client
-from ..kube.errors import NotFound
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import NotFound
 from ..kube.resources import SECRETS
 from .layout import PART_OF
 from .objects import manifest, until_no_conflict

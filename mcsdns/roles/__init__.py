@@ -1,5 +1,5 @@
 """Process roles: what one `mcsdns serve` process is, as a class composing the zone
-pipeline (`server.pipeline`), its sources, the listeners (`server.listeners`) and the
+pipeline (`publish.pipeline`), its sources, the listeners (`transport.listeners`) and the
 HTTP endpoints.
 
 - `single.SingleProcess`: everything in one process (no --workers).
@@ -11,6 +11,6 @@ HTTP endpoints.
 
 Shared parts: `loader.Loader` (pipeline + sources + --state-dir, up to the first sync),
 `serving.Serving` (listeners, signals, lameduck and drain), `pool.Pool` (the workers'
-processes and pipes). May import `app` (Config) and every layer below; imported by the
+processes and pipes). May import `serveconfig` (Config) and every layer below; imported by the
 CLI.
 """

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..app import Config
 from ..dns.names import encode_name
 from ..flags import http_addrs
+from ..nameserver.notify import Notifier
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.http import HTTPEndpoints, HTTPErrors, HTTPServer, serve_http
 from ..ops.stats import Snapshot, Stats
-from ..server.notify import Notifier
+from ..serveconfig import Config
 
 log = logging.getLogger("mcsdns")
 

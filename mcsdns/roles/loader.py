@@ -4,35 +4,32 @@
 supervisor (its loader answers no query; the workers are forked from it), a worker.
 It restores --state-dir, starts the sources, and at the first full sync replaces the
 restored state, loads the zone (it answers from data from then on) and lets the
-cyclic GC run again. `load_once` is the same without a loop left running (`mcsdns
-records`, tests).
+cyclic GC run again (where each step runs and when the GC is held: ops/load.py).
+`load_once` is the same without a loop left running (`mcsdns records`, tests).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..app import Config
-from ..ops import process
+from ..ops import load
 from ..ops.errors import ConfigError, os_reason
 from ..ops.stats import Publisher
-from ..server.pipeline import Pipeline
+from ..publish.pipeline import Pipeline
+from ..serveconfig import Config
 from ..sources import Source
 
 if TYPE_CHECKING:  # imported where used: --state-dir and --workers only
     from ..data.store import Store
-    from ..server.statekeeper import StateKeeper
+    from ..publish.statekeeper import StateKeeper
     from ..sources.kube import Begun
     from ..sources.relay import Hub
 
 log = logging.getLogger("mcsdns")
-
-GC_PAUSE_MAX = 60.0  # seconds the cyclic GC may stay off while waiting for the first sync
 
 
 def pipeline_for(cfg: Config, serial_file: str | None = None, store: Store | None = None) -> Pipeline:
@@ -70,17 +67,6 @@ def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
     return [KubeSource(pipeline.store, cfg.kubeconfig, cfg.context, cfg.namespaces, has_data=has_data)]
 
 
-def pause_gc(loop: asyncio.AbstractEventLoop, paused: bool = False) -> None:
-    """No cyclic GC while the first sync loads: its collections, over a heap that only
-    grows, would take half of the load's time (0.9 s -> 0.4 s at 10k services). The load
-    makes no cyclic garbage (a collection after it frees nothing), so nothing is lost; if
-    the sync takes longer than GC_PAUSE_MAX, the GC comes back anyway. `paused`: it was
-    turned off before the loop ran (the source began reading then)."""
-    if paused or gc.isenabled():
-        gc.disable()
-        loop.call_later(GC_PAUSE_MAX, gc.enable)
-
-
 class Loader:
     """`pipeline` fed by `sources`, with --state-dir kept when `keep_state` (Kubernetes
     sources only: manifests are their own state).
@@ -90,10 +76,9 @@ class Loader:
     """
 
     def __init__(self, cfg: Config, pipeline: Pipeline, sources: list[Source],
-                 keep_state: bool = True, gc_paused: bool = False) -> None:
+                 keep_state: bool = True) -> None:
         self.cfg = cfg
         self.pipeline = pipeline
-        self.gc_paused = gc_paused  # the cyclic GC was turned off before the loop ran
         self.sources = sources
         self.loaded = asyncio.Event()
         if pipeline.ready:  # forked from a loaded zone
@@ -102,7 +87,7 @@ class Loader:
         self.keeper: StateKeeper | None = None
         if keep_state and cfg.state_dir and not cfg.manifests:
             from ..data import state
-            from ..server.statekeeper import StateKeeper
+            from ..publish.statekeeper import StateKeeper
 
             self.keeper = StateKeeper(pipeline.store, state.objects_path(cfg.state_dir), cfg.namespaces,
                                       cfg.state_interval, lambda: pipeline.ready and self.synced(),
@@ -131,11 +116,11 @@ class Loader:
             s.configure()
 
     def prepare(self, loop: asyncio.AbstractEventLoop, forked: bool = False) -> None:
-        """Before anything is bound: the GC off for the first sync, --state-dir restored,
-        large work off `loop`, the sources configured. `forked`: the pipeline was loaded
+        """Before anything is bound: the GC off for the first sync (`load.until_synced`),
+        --state-dir restored, large work off `loop`, the sources configured. `forked`: the pipeline was loaded
         by the process this one was forked from."""
         if not forked:
-            pause_gc(loop, self.gc_paused)
+            load.until_synced(loop)
             if self.keeper is not None and self.keeper.restore():
                 self._set_loaded()
         self.pipeline.off_loop(loop, forked)
@@ -167,16 +152,13 @@ class Loader:
 
     async def _until_synced(self) -> None:
         """At the first full sync: replace restored state, start answering from the data,
-        then move what is loaded out of the cyclic GC's sight (a full collection over a
-        large zone would otherwise pause answers) and turn the GC back on."""
+        then let the cyclic GC run again (`load.first_sync_done`)."""
         while not self.synced():
             await asyncio.sleep(0.005)
         if self.keeper is not None:
             self.keeper.synced()
         self._set_loaded()
-        gc.freeze()
-        gc.enable()
-        process.release_free_memory()
+        load.first_sync_done()
 
     async def load_once(self, timeout: float, waiting: Callable[[], None] | None = None,
                         answer: bool = True) -> list[str]:
@@ -219,7 +201,7 @@ class Loader:
 def loader_for(cfg: Config, *, serving: bool = True, keep_state: bool = True,
                serial_file: str | None = None, hub: Hub | None = None, begun: Begun | None = None) -> Loader:
     """A new pipeline with the configured source (as `pipeline_for`, `make_sources`); `begun`:
-    that source, already reading into its store (with the cyclic GC off since)."""
+    that source, already reading into its store (`load.reads_first`)."""
     pipeline = pipeline_for(cfg, serial_file, begun.store if begun is not None else None)
     return Loader(cfg, pipeline, make_sources(cfg, pipeline, serving=serving, hub=hub, begun=begun),
-                  keep_state, gc_paused=begun is not None)
+                  keep_state)

@@ -13,13 +13,14 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
-from ..app import Config
 from ..ops import process
 from ..ops.http import HTTPServer
 from ..ops.logs import flush_throttles
 from ..ops.stats import Put, Stats, define
-from ..server.listeners import HANDOFF, Listeners, pause
+from ..serveconfig import Config
+from ..transport.listeners import HANDOFF, Listeners, pause
 from .loader import Loader
 
 log = logging.getLogger("mcsdns")
@@ -124,3 +125,13 @@ class Serving:
 
     async def close(self) -> None:
         """The role's own parts, after the loader has stopped."""
+
+
+def run_loop(coro_fn: Callable[[], object]) -> None:
+    """Run a coroutine on uvloop when available."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        asyncio.run(coro_fn())  # type: ignore[arg-type]
+    else:
+        uvloop.run(coro_fn())  # type: ignore[arg-type]

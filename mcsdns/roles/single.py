@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..app import Config, run_loop
+from ..serveconfig import Config
 from .endpoints import notifier_for, serve_endpoints
 from .loader import loader_for
-from .serving import Serving, listeners_for
+from .serving import Serving, listeners_for, run_loop
 
 if TYPE_CHECKING:
     from ..sources.kube import Begun

@@ -40,17 +40,18 @@ import shutil
 import signal
 import tempfile
 
-from ..app import Config, run_loop
 from ..ops import process
 from ..ops.errors import ConfigError
 from ..ops.http import HTTPServer
 from ..ops.logs import flush_throttles
 from ..ops.stats import Snapshot, Stats
-from ..server.listeners import HANDOFF, bind_listen
+from ..serveconfig import Config
 from ..sources.relay import Hub
+from ..transport.listeners import HANDOFF, bind_listen
 from .endpoints import notifier_for, serve_endpoints
 from .loader import Loader, loader_for
 from .pool import CONTEXT, Pool
+from .serving import run_loop
 from .worker import work_forked, work_own
 
 log = logging.getLogger("mcsdns.workers")

@@ -17,14 +17,14 @@ import os
 import signal
 from collections.abc import Callable
 
-from ..app import Config, run_loop
 from ..ops import logs
 from ..ops.errors import EXIT_CONFIG, ConfigError
-from ..server.pipeline import Pipeline
+from ..publish.pipeline import Pipeline
+from ..serveconfig import Config
 from ..sources.relay import Hub, RelaySource
 from .loader import Loader, loader_for
 from .messages import Failed, Metrics, Outbox, Status
-from .serving import Serving, listeners_for
+from .serving import Serving, listeners_for, run_loop
 
 Conn = multiprocessing.connection.Connection
 REPORT_EVERY = 0.2  # seconds between metrics snapshots sent to the supervisor

@@ -11,10 +11,10 @@ from ..diagnose.checks import Result
 from ..diagnose.collect import Snapshot, collect, why
 from ..diagnose.credential import credential_checks
 from ..diagnose.members import Clusters
-from ..kube.client import Client
-from ..kube.errors import ApiError
-from ..kube.keys import Key
-from ..kube.transport import Timeout
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.errors import ApiError
+from ..kube.apiclient.keys import Key
+from ..kube.apiclient.transport import Timeout
 
 PROBE: Timeout = (2.0, 3.0)  # the reachability probe's deadline: connect, read
 

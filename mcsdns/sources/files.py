@@ -25,8 +25,9 @@ from typing import Any
 
 import yaml
 
-from ..data.store import KINDS, Store
-from ..ops import gcpause
+from ..data.objects import KINDS
+from ..data.store import Store
+from ..ops import load
 from ..ops.errors import os_reason
 from ..ops.fileio import Refused
 from ..ops.inotify import dir_watch
@@ -34,8 +35,6 @@ from ..ops.stats import Put
 from . import publish_source
 from .limits import MANIFEST_MAX_BYTES
 from .manifest import load_file
-
-__all__ = ["FileSource", "load_file"]
 
 log = logging.getLogger("mcsdns.files")
 
@@ -200,14 +199,14 @@ class FileSource:
         self.last_sync = time.time()
         if not changed and not removed:
             return
-        big = sum(sigs[p][1] for p in changed) > gcpause.HOLD_BYTES
+        big = sum(sigs[p][1] for p in changed) > load.HOLD_BYTES
         if big:
-            gcpause.hold()
+            load.hold()
         try:
             upserts, deletes = await loop.run_in_executor(None, self._changes, changed, removed, sigs)
         finally:
             if big:
-                gcpause.release()
+                load.release()
         self.store.apply(upserts, deletes)
 
     def _changes(self, changed: list[Path], removed: list[Path],

@@ -1,8 +1,8 @@
 """Kubernetes API source: list+watch ServiceImports, EndpointSlices and ClusterProperties.
 
 Discovery, then one worker thread per watched collection (kind x namespace), in
-the shared informer set (mcsdns/kube/informers.py: the reflector loop of
-mcsdns/kube/reflector.py over the one client, mcsdns/kube/client.py), reading
+the shared informer set (mcsdns/kube/apiclient/informers.py: the reflector loop of
+mcsdns/kube/apiclient/reflector.py over the one client, mcsdns/kube/apiclient/client.py), reading
 raw JSON:
 
 - list (paged) -> the Store gets the complete set (deletions included), then
@@ -15,7 +15,7 @@ raw JSON:
   skipped and counted (errors "bad_item", "bad_event"); the last known
   data keeps being served; each distinct error is logged once, with the API's
   own message and, for a 403, the RBAC rule that would allow the request
-  (mcsdns/kube/errors.py); getting connected is logged once per outage.
+  (mcsdns/kube/apiclient/errors.py); getting connected is logged once per outage.
 
 Threads only parse; Store methods run on the event loop (events are queued
 and applied in batches, coalesced per object). `synced` turns true once the
@@ -36,15 +36,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..data.objects import MODELS
+from ..data.objects import CLUSTER_PROPERTY, ENDPOINT_SLICE, MODELS, SERVICE_IMPORT
 from ..data.parsing import prepare
-from ..data.store import CLUSTER_PROPERTY, ENDPOINT_SLICE, SERVICE_IMPORT, Store, obj_key
-from ..kube.client import Client
+from ..data.store import Store, obj_key
+from ..kube.apiclient.client import Client
+from ..kube.apiclient.informers import DISCOVERY, Informers
+from ..kube.apiclient.keys import Key
+from ..kube.apiclient.reflector import Reflector
 from ..kube.config import connect
-from ..kube.informers import DISCOVERY, Informers
-from ..kube.keys import Key
 from ..kube.names import ABOUT_GROUP, MCS_GROUP, SERVICE_NAME_LABEL
-from ..kube.reflector import Reflector
 from ..kube.resources import CLUSTER_PROPERTIES, ENDPOINT_SLICES, SERVICE_IMPORTS
 from ..ops.errors import ConfigError
 from ..ops.stats import Put
@@ -285,6 +285,7 @@ class KubeSource:
                 watch_timeout=self.watch_timeout, idle_timeout=self.idle_timeout,
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
                 on_part=partial(self._on_part, c),
+                # parsed in the reflector thread as it arrives (ops/load.py, stage 3)
                 transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole),
                 typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder())
         inf.start()

@@ -21,7 +21,7 @@ from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node
 from yaml.resolver import Resolver
 
-from ..ops import gcpause
+from ..ops import load
 from ..ops.fileio import Refused, read_bounded
 from ..ops.logs import show
 from .limits import MANIFEST_MAX_BYTES
@@ -162,7 +162,7 @@ def load_file(path: Path, max_bytes: int = MANIFEST_MAX_BYTES) -> list[dict[str,
     text = read_bounded(path, max_bytes).decode("utf-8")
     if path.suffix == ".json":
         try:
-            docs = [gcpause.loads(text, _unique_pairs)]
+            docs = [load.loads(text, _unique_pairs)]
         except RecursionError:
             raise Refused("too_deep", "JSON nested too deep") from None
     else:

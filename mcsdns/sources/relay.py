@@ -28,7 +28,7 @@ from typing import Any
 
 from ..data.objects import essentials
 from ..data.store import Store
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.stats import Put
 from . import Inbox
 

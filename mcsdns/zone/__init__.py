@@ -3,4 +3,4 @@ names with their pre-rendered answers (`zone`), the content digest, serial and I
 journal (`journal`, `serial`), and the master-file printer (`zonefile`).
 
 May import mcsdns.dns, mcsdns.data and mcsdns.ops; imported by server and the
-binaries. It calls nothing above it: changes come in through server.publisher."""
+binaries. It calls nothing above it: changes come in through publish.publisher."""

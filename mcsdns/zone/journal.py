@@ -4,7 +4,7 @@ journal of per-version differences for IXFR (RFC 1995).
 `Versions.fold` folds each changed service's input digest into the zone's,
 `Versions.record(change)` each built change into the pending difference;
 `Versions.assign()` then gives the content its serial (the caller,
-`server.publisher.ZonePublisher`, serves it). The digest is an XOR of one
+`publish.publisher.ZonePublisher`, serves it). The digest is an XOR of one
 128-bit hash per service of what its records are made of (`service_digest`:
 the parsed objects and RECORDS_FORMAT, not the records, so that no record need
 be built to know the serial), updated in O(changed services) and the same in
@@ -23,7 +23,7 @@ import msgspec
 
 from ..data.objects import EndpointSlice, ServiceImport
 from ..dns.names import decode_name
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .locality import Locality
 from .records import reads_slices

@@ -18,7 +18,7 @@ from ..data.store import Store
 from ..dns.limits import RECORDS_OCTETS
 from ..dns.names import decode_name
 from ..dns.types import RRType
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.logs import Throttle, show
 from ..ops.stats import Put, define
 

@@ -17,8 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
-from ..data.objects import Endpoint, EndpointSlice, Port, ServiceImport, who
-from ..data.store import ENDPOINT_SLICE, SERVICE_IMPORT
+from ..data.objects import ENDPOINT_SLICE, SERVICE_IMPORT, Endpoint, EndpointSlice, Port, ServiceImport, who
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType

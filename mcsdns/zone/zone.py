@@ -3,7 +3,7 @@
 A service change replaces only its names' RRsets and returns a `Change`: the
 names it touched, for the response cache, and the records before and after,
 for the journal. Answers are rendered here, on demand, and kept by the response
-cache (server/cache.py), never in the zone. The SOA serial of a negative answer
+cache (nameserver/cache.py), never in the zone. The SOA serial of a negative answer
 is written into each response sent (`Answer.serial_at`), so a new serial
 invalidates none of them.
 Updates run on the event-loop thread in one synchronous step, so a query sees
@@ -18,7 +18,7 @@ authoritative NXDOMAIN from a zone not yet known.
 A service in the data whose records are not built yet is in `unbuilt`: a query for
 a name under it (`<...>.<svc>.<ns>.svc.<zone>`, or `<ns>.svc.<zone>` for the
 services of a namespace) has `build` make them first, so every answer, negative
-ones included, is the one the whole zone would give (server.builder builds the
+ones included, is the one the whole zone would give (publish.builder builds the
 rest in the background once loaded; `complete` builds them all at once).
 """
 
@@ -33,7 +33,7 @@ from ..dns.answer import RR, Answer, render
 from ..dns.names import encode_name, is_subdomain, labels, prefix
 from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .rrsets import Names, RRset, RRsets
 
@@ -96,7 +96,7 @@ class Zone:
     Invariants: only the event-loop thread changes it, one whole service per
     `set_service`, and RRsets are replaced, never changed in place; before `loaded`
     every name in the zone answers SERVFAIL.
-    `serial` is the SOA served; only `server.publisher.ZonePublisher` sets it.
+    `serial` is the SOA served; only `publish.publisher.ZonePublisher` sets it.
     """
 
     def __init__(self, zone: str = "clusterset.local", ttl: int = 5,
@@ -122,7 +122,7 @@ class Zone:
         self.version = 0  # bumped on every applied change
         self.loaded = False  # False: SERVFAIL for every name in the zone
         self.unbuilt: set[Key] = set()  # services in the data whose records are not here yet
-        self.build: Callable[[list[Key]], None] = _nothing  # builds some of them (server.builder)
+        self.build: Callable[[list[Key]], None] = _nothing  # builds some of them (publish.builder)
 
     def set_loaded(self) -> bool:
         """Start answering from the data (first sync or restored state); False if it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, ClassVar
 
-from ...kube.keys import Key, key_of
+from ...kube.apiclient.keys import Key, key_of
 from ...kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 from ...kube.resources import ENDPOINT_SLICES
 from ..contract import PORT_READS, Contract, Kind, Obj, Reads, Target, drop_none, port_view

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from ...kube.errors import ApiError
-from ...kube.keys import Key, key_of
+from ...kube.apiclient.errors import ApiError
+from ...kube.apiclient.keys import Key, key_of
 from ...kube.names import SERVICE_NAME_LABEL
 from ...kube.resources import SERVICES
 from ..contract import Contract, Kind, Obj, Reads, Target, Verb, port_view

@@ -1,6 +1,6 @@
 """TCP listener: length-prefixed messages, several per connection (RFC 7766).
 
-Connections are admitted, evicted and timed out as mcsdns.server.tcpconns says.
+Connections are admitted, evicted and timed out as mcsdns.transport.tcpconns says.
 
 Memory per connection is bounded: at most one whole message + 2 octets of
 input is queued (reading pauses while a transfer is being sent or the client
@@ -26,14 +26,12 @@ from time import perf_counter_ns
 from typing import Any, cast
 
 from ..dns.answer import MAX_TCP
+from ..nameserver.panics import Panics
 from ..ops.querylog import log_query
 from ..ops.stats import Put
-from . import bound_socket
-from .panics import Panics
+from .sockets import bound_socket
 from .tcpconns import ConnectionTable, TCPLimits, client_of
 from .udp import DURATION_BOUNDS_NS, RequestTimer, timing
-
-__all__ = ["TCPConnection", "TCPLimits", "TCPServerState", "bind_tcp", "client_of", "serve_tcp"]
 
 log = logging.getLogger("mcsdns.tcp")
 
@@ -53,7 +51,7 @@ class TCPServerState(ConnectionTable["TCPConnection"]):
         self.respond = respond
         self.panics = panics  # the response to a query respond (or a transfer) raised on
         self.sweeper: asyncio.Task[None] | None = None
-        self.stream: Stream | None = None  # zone transfers (mcsdns.server.xfr)
+        self.stream: Stream | None = None  # zone transfers (mcsdns.nameserver.xfr)
         self.scratch = memoryview(bytearray(QUEUED))  # every connection reads into it
         self.draining = False  # shutting down: close each connection once answered
         self.timer = RequestTimer("tcp")

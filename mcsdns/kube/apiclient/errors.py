@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..ops.errors import ConfigError
+from ...ops.errors import ConfigError
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}  # and GET: get, list
 

@@ -14,13 +14,14 @@ import contextlib
 import logging
 import socket
 
+from ..nameserver.handler import Handler
+from ..nameserver.xfr import Transfers
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.stats import Publisher
-from . import stop_tcp_intake, stop_udp_intake
-from .handler import Handler
-from .tcp import TCPLimits, TCPServerState, bind_tcp, serve_tcp
+from .sockets import stop_tcp_intake, stop_udp_intake
+from .tcp import TCPServerState, bind_tcp, serve_tcp
+from .tcpconns import TCPLimits
 from .udp import BatchedUDP, RequestTimer, bind_udp, serve_udp
-from .xfr import Transfers
 
 log = logging.getLogger("mcsdns")
 

@@ -1,11 +1,5 @@
-"""Serving: the socket-free zone `pipeline` (store → records via `builder` → the one
-owner of the zone version, `publisher` → the `cache` of responses, laid out by
-`response` → `handler`), the `listeners` (UDP and TCP: `udp`, `tcp`, and the C extension
-`_batchio` for batched UDP), zone transfers (`xfr`), NOTIFY (`notify`) and the
---state-dir writer (`statekeeper`). This file: socket helpers for the listeners.
-
-May import mcsdns.dns, mcsdns.zone, mcsdns.data, mcsdns.sources (sync status) and
-mcsdns.ops; imported only by the roles and the CLIs."""
+"""Socket helpers for the listeners: a bound non-blocking socket, and handing a port over to
+the other sockets of its SO_REUSEPORT group (`stop_udp_intake`, `stop_tcp_intake`)."""
 
 from __future__ import annotations
 

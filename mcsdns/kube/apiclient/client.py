@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .. import __version__
+from ... import __version__
+from ..names import PREFERRED
 from .errors import NotFound, Request, Unreachable, error_for
 from .kubeconfig import load as load_kubeconfig
-from .names import PREFERRED
 from .transport import Response, Timeout, Transport
 
 Obj = dict[str, Any]

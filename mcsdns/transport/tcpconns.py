@@ -72,7 +72,7 @@ def client_of(peer: Any) -> tuple[str, str]:
 
 
 class Conn(Hashable, Protocol):
-    """What the table reads of a connection (mcsdns.server.tcp.TCPConnection)."""
+    """What the table reads of a connection (mcsdns.transport.tcp.TCPConnection)."""
 
     @property
     def client(self) -> str: ...

@@ -16,11 +16,14 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 from ..data.store import Store
 from ..dns import tsig
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
+from ..nameserver.cache import CACHE_BYTES, ResponseCache
+from ..nameserver.handler import Handler
+from ..nameserver.xfr import Transfers
+from ..ops import load
 from ..ops.stats import Publisher
 from ..zone.journal import Versions
 from ..zone.leftout import LeftOutLog
@@ -28,10 +31,7 @@ from ..zone.locality import OFF, Locality
 from ..zone.serial import SerialClock
 from ..zone.zone import Zone
 from .builder import Builder
-from .cache import CACHE_BYTES, ResponseCache
-from .handler import Handler
 from .publisher import ZonePublisher
-from .xfr import Transfers
 
 log = logging.getLogger("mcsdns")
 
@@ -114,14 +114,13 @@ class Pipeline:
         self.builder.loaded()
 
     def off_loop(self, loop: asyncio.AbstractEventLoop, forked: bool = False) -> None:
-        """From now on, parse large objects and build large services off `loop`, in one
-        thread of this process's own (one: the loop competes for the GIL with it alone),
-        and adopt serials other workers allocate. `forked`: in a process forked from the
+        """From now on, parse large objects and build large services off `loop` (in
+        `load.executor()`), and adopt serials other workers allocate. `forked`: in a process forked from the
         one that built this pipeline: drop its file watch, redo what it did off its loop."""
         if forked:
             self.publisher.forget_watch()
         self.store.loop = self.builder.loop = loop
-        self.store.executor = self.builder.executor = ThreadPoolExecutor(1, "mcsdns-apply")
+        self.store.executor = self.builder.executor = load.executor()
         self.store.resume()
         self.builder.resume()
         self.publisher.watch(loop)

@@ -8,9 +8,9 @@ API server's list.
 
 Work stays linear in the size of the list: an item not yet complete is tried again only
 once the text after its start has doubled, so one large item is decoded a bounded
-number of times. Text of more than `gcpause.HOLD_BYTES` is decoded with a Python-level
+number of times. Text of more than `load.HOLD_BYTES` is decoded with a Python-level
 hook per object, so the GIL is handed back during it; the cyclic GC is held off
-throughout.
+throughout (ops/load.py, stage 2).
 
 An item that does not decode (nested deeper than json goes, a control character in a string,
 bytes that are not UTF-8, a number json refuses, text that is not JSON) is dropped and told to
@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from ..ops import gcpause
+from ...ops import load
 
 Obj = dict[str, Any]
 _WS = " \t\r\n"
@@ -112,7 +112,7 @@ class ListDecoder:
     def _value(self, final: bool) -> tuple[bool, Any]:
         """(whether one whole value was there, the value) at `pos`."""
         start = self.pos
-        big = len(self.buf) - start > gcpause.HOLD_BYTES
+        big = len(self.buf) - start > load.HOLD_BYTES
         try:
             value, end = (_HOOKED if big else _PLAIN).raw_decode(self.buf, start)
         except RecursionError:
@@ -198,7 +198,7 @@ class ListDecoder:
                         raise ValueError(f"expected ',' at {pos}, got {c!r}")
                     pos, state = pos + 1, "items"
                 else:
-                    big = n - pos > gcpause.HOLD_BYTES  # json, with a hook per object (the GIL handed back)
+                    big = n - pos > load.HOLD_BYTES  # json, with a hook per object (the GIL handed back)
                     try:
                         item, end = (hooked if big else plain)(buf, pos)
                     except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
@@ -315,7 +315,7 @@ def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: 
     list object. With `typed`, the whole response is read, then each item decoded by it
     (`_typed`); else, and where the response is not plain JSON, each item as it arrives
     (tried every `batch` characters)."""
-    gcpause.hold()  # decoding makes no cyclic garbage; full collections would rescan the list
+    load.hold()  # stage 2 (ops/load.py): full collections would rescan the list
     try:
         if typed is not None:
             body = b"".join(chunks)
@@ -330,7 +330,7 @@ def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: 
         dec.feed(text.decode(b"", final=True))
         return dec.finish()
     finally:
-        gcpause.release()
+        load.release()
 
 
 def _typed(body: bytes, on_item: Callable[[Any], None], typed: Typed,

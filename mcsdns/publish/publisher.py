@@ -17,12 +17,12 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 
-from ..kube.keys import Key
+from ..kube.apiclient.keys import Key
+from ..nameserver.cache import ResponseCache
 from ..ops.inotify import DirWatch, dir_watch
 from ..zone.journal import Versions, Worked
 from ..zone.rrsets import Names
 from ..zone.zone import Staged, Zone
-from .cache import ResponseCache
 
 log = logging.getLogger("mcsdns.serial")
 
@@ -59,7 +59,7 @@ class ZonePublisher:
         self.commit()
 
     def fill(self, built: Iterable[tuple[Key, Names]]) -> None:
-        """Set the names of services built for the first time (`server.builder`): content
+        """Set the names of services built for the first time (`publish.builder`): content
         the serial already counts (nothing journaled, no new serial); only what the cache
         may hold for their names is dropped (a namespace's name they add)."""
         touched: set[bytes] = set()
@@ -68,7 +68,7 @@ class ZonePublisher:
         self.cache.invalidate(touched)
 
     def swap(self, work: Iterable[tuple[Staged, Worked]]) -> None:
-        """As `apply`, for changes staged and worked out off the loop (server.builder)."""
+        """As `apply`, for changes staged and worked out off the loop (publish.builder)."""
         sets: list[set[bytes]] = []
         for st, worked in work:
             change = self.zone.commit(st)

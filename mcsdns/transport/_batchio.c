@@ -7,7 +7,7 @@
  * then the entry's `out`, then (if `bodies` is a tuple) its next body and
  * `tail`; for a negative answer (serial_at > 0) the 4 octets of `serial` (a
  * bytearray, the zone's SOA serial) go serial_at octets before the end.
- * That is `from_cache`, the one mirror of mcsdns/server/response.py `replayer`
+ * That is `from_cache`, the one mirror of mcsdns/nameserver/response.py `replayer`
  * (tests/test_batchio_diff.py compares the two byte for byte): a change to the
  * response layout is made in both. The key is the whole query after its ID, so
  * no question end is needed here (Python's is dns.message.question_end).
@@ -115,7 +115,7 @@ static PyType_Slot canned_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec canned_spec = {"mcsdns.server._batchio.Canned", sizeof(Canned), 0,
+static PyType_Spec canned_spec = {"mcsdns.transport._batchio.Canned", sizeof(Canned), 0,
                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, canned_slots};
 
 static PyTypeObject *CannedType;

@@ -11,7 +11,7 @@ Two implementations, chosen by `serve_udp`:
   (the query log needs each client's address).
 Both time each request into the `mcsdns_dns_request_duration_seconds`
 histogram: a batch's queries each count the batch's time from the end of
-its read to the end of its send. (mcsdns.server.tcp times TCP queries in
+its read to the end of its send. (mcsdns.transport.tcp times TCP queries in
 the same histogram.) MCSDNS_REQUEST_HISTOGRAM=0 turns the timing
 off (only to measure what it costs; see BENCHMARKS.md).
 """
@@ -27,10 +27,10 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import cast
 
+from ..nameserver.cache import Table
 from ..ops.querylog import log_query
 from ..ops.stats import Put, define, put_histogram
-from . import bound_socket
-from .cache import Table
+from .sockets import bound_socket
 
 Respond = Callable[[bytes, bool], "bytes | None"]
 OnError = Callable[[bytes, BaseException], "bytes | None"]  # what respond raised -> the response

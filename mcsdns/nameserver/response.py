@@ -25,7 +25,7 @@ from ..dns.answer import Answer
 from ..dns.rdata import SERIAL_SIZE
 
 try:  # the C type lets the batched UDP path answer hits without calling Python
-    from ._batchio import Canned as _CannedBase
+    from ..transport._batchio import Canned as _CannedBase
 except ImportError:  # not built: the same fields in Python
     from ._canned import CannedBase as _CannedBase
 

@@ -2,7 +2,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 # The C type has the fields of the pure-Python fallback, which declares them once.
-from ._canned import CannedBase as Canned
+from ..nameserver._canned import CannedBase as Canned
 
 BATCH: int
 Unsent = list[tuple[bytes, bytes]]

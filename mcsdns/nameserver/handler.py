@@ -37,7 +37,7 @@ SLOW_PATH = define("mcsdns_dns_slow_path_total", "counter", "Queries off the fas
 
 
 class Handler:
-    """Answers queries from the zone through `cache` (see mcsdns.server.cache).
+    """Answers queries from the zone through `cache` (see mcsdns.nameserver.cache).
 
     Invariants: `respond` returns one message per query (None: drop it), never
     larger than the client's limit (512, its EDNS size up to 1232, or 65535 over TCP).

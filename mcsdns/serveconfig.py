@@ -1,20 +1,18 @@
-"""What `mcsdns serve` was told (`Config`), and the event loop the roles run on.
+"""What `mcsdns serve` was told (`Config`).
 
-The roles themselves (one process, the --workers supervisor and its workers) are in
-`mcsdns.roles`; the zone they serve is a `server.pipeline.Pipeline`.
+The roles that act on it (one process, the --workers supervisor and its workers) are in
+`mcsdns.roles`; the zone they serve is a `publish.pipeline.Pipeline`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .dns import tsig
-from .server.cache import CACHE_BYTES
-from .server.tcp import TCPLimits
+from .nameserver.cache import CACHE_BYTES
+from .transport.tcpconns import TCPLimits
 from .zone.locality import OFF, Locality
 
 
@@ -51,13 +49,3 @@ class Config:
     def serial_path(self) -> str | None:
         """The serial state kept across restarts: STATE_DIR/serial."""
         return os.path.join(self.state_dir, "serial") if self.state_dir else None
-
-
-def run_loop(coro_fn: Callable[[], object]) -> None:
-    """Run a coroutine on uvloop when available."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        asyncio.run(coro_fn())  # type: ignore[arg-type]
-    else:
-        uvloop.run(coro_fn())  # type: ignore[arg-type]

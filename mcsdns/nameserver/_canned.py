@@ -1,5 +1,5 @@
 """The fields of a kept response (`response.Canned`), where the C extension
-(`server._batchio.Canned`) is not built."""
+(`transport._batchio.Canned`) is not built."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..ops import gcpause
+from ...ops import load
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, asked_wait, describe
 from .keys import Key, key_of
@@ -301,7 +301,7 @@ class Reflector:
     def _event(self, line: bytes) -> None:
         """One line of a watch."""
         try:
-            ev = gcpause.loads(line)
+            ev = load.loads(line)
             typ, obj = ev["type"], ev["object"]
             meta = obj.get("metadata") or {}
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:

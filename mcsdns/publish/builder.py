@@ -4,17 +4,18 @@ Until the zone is complete, a changed service whose records are not in the zone 
 only marked `Zone.unbuilt` (its input digest folded, so the serial is known at once):
 its records are built when a query asks for one of its names (`Zone.build`), a
 transfer or `mcsdns records` asks for them all (`Zone.complete`), or by the background
-pass the load starts (`loaded`: about FILL_ITEMS per loop turn, the GC held off), which
+pass the load starts (`loaded`: about load.FILL_ITEMS per loop turn, the GC held off), which
 then completes the zone; from then on every change is built as follows.
 
 `Builder.rebuild` builds the changed services' records on the loop, as one step,
-when they cost at most BIG_ITEMS (endpoints and ports, plus SERVICE_COST per service;
+when they cost at most load.BIG_ITEMS (endpoints and ports, plus SERVICE_COST per service;
 nearly every change). Larger changes are built in `executor`: the records (`zone.records`), what
 they change in the zone (`Zone.stage`) and the digest and journal difference
 (`journal.work_out`); the loop then swaps whole services in (`ZonePublisher.swap`),
-about SWAP_NAMES names per turn, so a query sees a service before or after its
+about load.SWAP_NAMES names per turn, so a query sees a service before or after its
 change, never half, and answering never waits for the build (the GIL is handed back
-every switch interval, 0.5 ms in `serve`; the GC is held off meanwhile, ops/gcpause.py).
+every switch interval, 0.5 ms in `serve`; the GC is held off meanwhile). Where each step
+runs is ops/load.py's to say.
 A service changed again while its build runs is built again after the swap.
 """
 
@@ -26,9 +27,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from ..data.objects import EndpointSlice, ServiceImport
-from ..data.store import BIG_ITEMS, Store, parsed_size
-from ..kube.keys import Key
-from ..ops import gcpause
+from ..data.store import Store, parsed_size
+from ..kube.apiclient.keys import Key
+from ..ops import load
 from ..zone.journal import Worked, service_digest, work_out
 from ..zone.leftout import LeftOut
 from ..zone.locality import Locality
@@ -39,9 +40,7 @@ from .publisher import ZonePublisher
 
 log = logging.getLogger("mcsdns.builder")
 
-SWAP_NAMES = 10_000  # names swapped in per loop turn (whole services: a larger one alone)
 SERVICE_COST = 8  # what building one service costs beyond its items, in items (about 100 us)
-FILL_ITEMS = 400  # items the background pass builds per loop turn (about a millisecond)
 
 Inputs = list[tuple[Key, ServiceImport | None, list[EndpointSlice]]]
 Work = list[tuple[Staged, Worked, LeftOut]]
@@ -122,15 +121,14 @@ class Builder:
             self.publisher.commit()
         if not inputs:
             return
-        if self.loop is None or cost <= BIG_ITEMS:
+        if self.loop is None or load.on_loop(cost):
             for key, _, _ in inputs:
                 versions.fold(key, self.digests.pop(key))
             self.publisher.apply(self._built_here(inputs, loc))
             return
         for key, _, _ in inputs:
             self.building[key] = False
-        gcpause.hold()
-        fut = self.loop.run_in_executor(self.executor, self._work, inputs, loc)
+        fut = load.in_executor(self.loop, self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
     def loaded(self) -> None:
@@ -142,16 +140,16 @@ class Builder:
             self.zone.complete()
             self.lazy = False
             return
-        gcpause.hold()  # the pass makes no cyclic garbage; released (what it built frozen) at its end
+        load.hold()  # the pass makes no cyclic garbage; released (what it built frozen) at its end
         self.filling = True
         self.loop.call_soon(self._fill)
 
     def _fill(self) -> None:
-        """One turn of the background pass: about FILL_ITEMS of unbuilt services."""
+        """One turn of the background pass: about load.FILL_ITEMS of unbuilt services."""
         unbuilt, store = self.zone.unbuilt, self.store
         keys: list[Key] = []
         cost = 0
-        while unbuilt and cost < FILL_ITEMS:
+        while unbuilt and cost < load.FILL_ITEMS:
             key = next(iter(unbuilt))
             keys.append(key)
             si, slices = store.service(key)
@@ -164,7 +162,7 @@ class Builder:
             self.loop.call_soon(self._fill)
             return
         self.lazy = self.filling = False
-        gcpause.release()
+        load.release()
         log.debug("zone complete: every service built")
 
     def _build_unbuilt(self, keys: list[Key]) -> None:
@@ -215,7 +213,6 @@ class Builder:
         return out
 
     def _built(self, fut: asyncio.Future[Work], keys: list[Key]) -> None:
-        gcpause.release()
         if fut.cancelled():
             return  # shutting down
         try:
@@ -230,10 +227,10 @@ class Builder:
         self._swap(work)
 
     def _swap(self, work: Work) -> None:
-        """Swap in whole services, about SWAP_NAMES names this turn; the rest next turn."""
+        """Swap in whole services, about load.SWAP_NAMES names this turn; the rest next turn."""
         batch: list[tuple[Staged, Worked]] = []
         names = 0
-        while work and names < SWAP_NAMES:
+        while work and names < load.SWAP_NAMES:
             st, w, left = work.pop()
             batch.append((st, w))
             self.report(st.key, left)

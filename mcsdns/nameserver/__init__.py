@@ -1,0 +1,9 @@
+"""Answering: the `handler` (one query in, its answer out, TSIG checked) over the `cache` of
+responses laid out by `response` (the C extension `transport._batchio` replays them for
+UDP), zone transfers (`xfr`), NOTIFY to the secondaries (`notify`), and what an internal error
+answers (`panics`) and how a refused TSIG request is logged (`tsiglog`). Answers come from the
+`zone.Zone` the publishing side keeps; no socket is opened here.
+
+May import mcsdns.dns, mcsdns.zone and mcsdns.ops, and the C extension's `Canned` type
+(`transport._batchio`, which answers cache hits in C); imported by mcsdns.publish, mcsdns.transport,
+the roles and the CLIs."""
