@@ -52,10 +52,10 @@ def mcsdns_help() -> str:
 
 
 def start_mcsdns(data: Path, workers: int = 1, env: dict[str, str] | None = None,
-                 name: str = "mcsdns") -> Proc:
+                 name: str = "mcsdns", args: tuple[str, ...] = ()) -> Proc:
     port, health = free_port(), free_port()
     cmd = [python(), "-m", "mcsdns", "serve", "--listen", f"127.0.0.1:{port}", "--health",
-           f"127.0.0.1:{health}", "--manifests", str(data / "manifests"), "--log-level", "WARNING"]
+           f"127.0.0.1:{health}", "--manifests", str(data / "manifests"), "--log-level", "WARNING", *args]
     cpus = SERVER_CPU
     if workers > 1:
         if "--workers" not in mcsdns_help():
