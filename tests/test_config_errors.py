@@ -36,7 +36,7 @@ def case(cmd: str, flag: str, value: str, reason: str, *more: str) -> Case:
             "records": ("records",),
             "controller": ("controller", "--cluster", "a={kubeconfig}"),
             "diagnose": ("diagnose",), "join": ("join", "west", "--output", "-"),
-            "leave": ("leave", "west")}[cmd]
+            "leave": ("leave", "west"), "show": ("show",)}[cmd]
     if value == "<none>":  # the value missing
         return Case((*base, *more, flag), flag, "", reason)
     if value.startswith("="):  # a value given to a flag that takes none
@@ -136,6 +136,22 @@ CASES = [
     case("controller", "--members-dir", "{missing}", "no such directory"),
     case("controller", "--members-dir", "{file}", "no such directory"),
     case("controller", "--members-allow-exec", "=yes", "ignored explicit argument"),
+    case("controller", "--local", "b", "expected one of the --cluster names"),
+    case("diagnose", "--members-secret", "x", "expected NAMESPACE/NAME"),
+    case("diagnose", "--members-dir", "{missing}", "no such directory"),
+    case("diagnose", "--service-account", "x", "expected NAMESPACE/NAME"),
+    case("show", "--kubeconfig", "{missing}", "cannot load kubeconfig"),
+    case("show", "--context", "nope", "cannot load kubeconfig", "--kubeconfig", "{kubeconfig}"),
+    case("show", "--cluster", "a", "expected NAME=KUBECONFIG[@CONTEXT]"),
+    case("show", "--members-secret", "x", "expected NAMESPACE/NAME"),
+    case("show", "--members-dir", "{missing}", "no such directory"),
+    case("show", "--service-account", "x", "expected NAMESPACE/NAME"),
+    case("show", "--output", "yaml", "expected one of table, json"),
+    case("show", "--json", "=yes", "ignored explicit argument"),
+    case("join", "--read-only", "=yes", "ignored explicit argument"),
+    case("leave", "--lease-kubeconfig", "{missing}", "cannot load kubeconfig", "--kubeconfig", "{kubeconfig}"),
+    case("leave", "--lease-context", "nope", "cannot load kubeconfig", "--kubeconfig", "{kubeconfig}",
+         "--lease-kubeconfig", "{kubeconfig}"),
     case("join", "--kubeconfig", "{missing}", "cannot load kubeconfig"),
     case("join", "--token-duration", "5m", "10 minutes at least", "--kubeconfig", "{kubeconfig}"),
     case("join", "--secret", "mcsdns-members", "expected NAMESPACE/NAME", "--kubeconfig", "{kubeconfig}"),

@@ -72,6 +72,9 @@ def test_a_hung_real_member_leaves_within_the_ttl_and_an_etcd_outage_is_noticed(
         with run_controller(args, tmp_path) as ctl:
             eventually(lambda: sources(b) == {"east", "north"}, timeout=60, what="web in b from a and c")
             eventually(ctl.ready, timeout=60, what="first full sync")
+            # c reachable first (a fresh kube-apiserver may answer a first watch 429, "storage
+            # is (re)initializing", and c is then unreachable until the watch runs)
+            eventually(lambda: ctl.metrics().get(reachable) == 1, timeout=60, what="c reachable")
             # 1. kube-apiserver hung: its connections open, nothing answered, its watches silent
             with stopped(apiserver) as hang:
                 t0 = time.monotonic()

@@ -100,6 +100,8 @@ def test_an_import_changed_while_its_build_is_under_way_is_built_again() -> None
         p, held = Pipeline(), _Held()
         p.builder.loop, p.builder.executor = asyncio.get_running_loop(), held
         p.load()
+        while p.builder.lazy:  # the background pass after the load: changes are built from then on
+            await asyncio.sleep(0)
         big = _import("web", "ClusterSetIP", ["10.42.0.1"])
         big["spec"]["ports"] = ports
         p.store.apply([big], [])

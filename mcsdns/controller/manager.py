@@ -144,13 +144,15 @@ class Manager:
             self.threads.append(t)
 
     def _gate(self) -> bool:
-        """Open once every member is synced or past its TTL (known from its Lease or since start)."""
+        """Open once every member is synced and reachable (its probe answered: a member not yet
+        known reachable gets no writes, and --once would end without them), or past its TTL
+        (known from its Lease or since start)."""
         if self.gate_open:
             return True
         now = self.clock()
         waiting = []
         for mc in self.caches:
-            if mc.synced:
+            if mc.synced and mc.reachable:
                 continue
             since = mc.last_ok if mc.last_ok is not None else self.started
             if now - since < self.ttl:
