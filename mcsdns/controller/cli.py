@@ -101,7 +101,7 @@ def _resolve_ids(members: list[Member]) -> None:
 
 
 class _Endpoints:
-    """/health, /ready and /metrics (mcsdns.server.http, with its limits) on a thread."""
+    """/health, /ready and /metrics (mcsdns.ops.http, with its limits) on a thread."""
 
     def __init__(self, addrs: dict[tuple[str, int], str], mgr: Manager, refused: dict[str, str]) -> None:
         """Serve on each address (its value: the flag that gave it); ConfigError when one
