@@ -5,7 +5,8 @@ service, and keeps, per phase, what the invariants say:
 - `lag`: the age of the oldest difference between what a member read now holds and what it
   should (fault_observe.problems); a difference older than `bound` is a violation;
 - `nxdomain`: seconds a member read now answered NXDOMAIN for a service some member has
-  validly exported for at least NEW_EXPORT seconds (summed over members and services);
+  validly exported for at least NEW_EXPORT seconds, the member read for as long (one back
+  from a fault gets as long to catch up); summed over members and services;
 - `dns_wrong`: seconds a member's DNS answer differed from its ServiceImport's ips (or gave an
   address without one) for longer than DNS_LAG (summed likewise);
 - `eps_gone`: the seconds from the phase's start (the fault) until no member read held an
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ class Stats:
     eps_gone: float | None = None
     unread: set[str] = field(default_factory=set)  # members not read at some tick
     extra_max: dict[str, float] = field(default_factory=dict)
+    nx_names: set[tuple[str, str]] = field(default_factory=set)  # (member, service) NXDOMAIN counted
     ticks: int = 0
 
 
@@ -58,9 +61,9 @@ class Checker:
         self.fresh: set[str] = set()
         self.since: dict[tuple[str, str, str], float] = {}
         self.wanted_since: dict[str, float] = {}
+        self.fresh_since: dict[str, float] = {}
         self.dns_since: dict[tuple[str, str], float] = {}
-        self.clean = 0  # consecutive ticks with every member read and no difference
-        self.clean_from = 0.0  # when the first of them began to read
+        self.ticks: deque[tuple[float, bool]] = deque(maxlen=900)  # (began, every member read, no difference)
         self.target: str | None = None
         self.stats = Stats(time.monotonic())
         self.lock = threading.Lock()
@@ -86,7 +89,11 @@ class Checker:
         """When the clusterset became consistent (every member read and no difference, `ticks`
         ticks in a row, all begun after `after`, a time.monotonic()): the first one's start."""
         with self.lock:
-            return self.clean_from if self.clean >= ticks and self.clean_from >= after else None
+            seen = [(t, ok) for t, ok in self.ticks if t >= after]
+        for i in range(len(seen) - ticks + 1):
+            if all(ok for _, ok in seen[i:i + ticks]):
+                return seen[i][0]
+        return None
 
     def ips(self) -> dict[tuple[str, str], tuple[str, ...]]:
         """(member, service) -> its ServiceImport's ips, as last read."""
@@ -119,6 +126,7 @@ class Checker:
         now = time.monotonic()
         with self.lock:
             self.fresh = {c for c, v in got.items() if v is not None}
+            self.fresh_since = {c: self.fresh_since.get(c, now) for c in self.fresh}
             self.views.update({c: v for c, v in got.items() if v is not None})
             st = self.stats
             st.ticks += 1
@@ -133,8 +141,7 @@ class Checker:
                 st.max_lag = max(st.max_lag, now - t)
                 if now - t > self.bound:
                     st.violations.add(k[0])
-            self.clean = self.clean + 1 if not found and self.fresh == set(cids) else 0
-            self.clean_from = began if self.clean == 1 else self.clean_from
+            self.ticks.append((began, not found and self.fresh == set(cids)))
             self._exports(now)
             self._dns(answers, now, dt)
             self._eps(now)
@@ -166,8 +173,10 @@ class Checker:
             v = self.views[cid]
             for s, ans in got.items():
                 ips = v.imports.get(s)
-                if ans is None and cid in self.fresh and now - self.wanted_since.get(s, now) >= NEW_EXPORT:
+                since = max(self.wanted_since.get(s, now), self.fresh_since.get(cid, now))
+                if ans is None and now - since >= NEW_EXPORT:
                     st.nxdomain += dt
+                    st.nx_names.add((cid, s))
                 want = None if ips is None else frozenset(ips)
                 if ans != want and not (ans == frozenset() and want == frozenset()):
                     wrong.add((cid, s))

@@ -107,7 +107,7 @@ class Member:
 def populate(members: list[Member], n: int) -> list[tuple[str, int]]:
     """Cluster IDs, namespace NS everywhere, and n services: s{i} exported by member i % 3 and,
     for every fourth, by the next member too (one Service, one EndpointSlice with one ready
-    endpoint, one ServiceExport each). Returns the (member name, service index) exports."""
+    endpoint, one ServiceExport each). Returns the (cluster ID, service index) exports."""
     pairs = [(members[i % 3], i) for i in range(n)] + [(members[(i + 1) % 3], i) for i in range(0, n, 4)]
     for m in members:
         m.k8s.json("POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", {
@@ -133,7 +133,7 @@ def populate(members: list[Member], n: int) -> list[tuple[str, int]]:
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, pairs))
-    return [(m.name, i) for m, i in pairs]
+    return [(m.cid, i) for m, i in pairs]
 
 
 def endpoints(m: Member, i: int, gen: int) -> list[dict[str, Any]]:
@@ -145,10 +145,11 @@ def endpoints(m: Member, i: int, gen: int) -> list[dict[str, Any]]:
 
 class Workload:
     """One change a second on a random export (60 % endpoint change, 20 % unexport, 20 %
-    export again), skipping the members in `avoid` (the faulted one) and pausing on `pause`."""
+    export again), skipping the members in `avoid` (cluster IDs: the faulted one) and pausing
+    on `pause`."""
 
     def __init__(self, members: list[Member], pairs: list[tuple[str, int]], seed: int = 39) -> None:
-        self.by_name = {m.name: m for m in members}
+        self.by_name = {m.cid: m for m in members}
         self.pairs = pairs
         self.exported = set(pairs)
         self.rng = random.Random(seed)
@@ -189,6 +190,12 @@ class Workload:
         elif on and r < 0.4:
             self._unexport(self.rng.choice(on))
         elif on:
+            self._endpoints(self.rng.choice(on))
+
+    def change_in(self, cid: str) -> None:
+        """One endpoint change of an export of member `cid` (if it has one)."""
+        on = [p for p in self.pairs if p[0] == cid and p in self.exported]
+        if on:
             self._endpoints(self.rng.choice(on))
 
     def _export(self, p: tuple[str, int]) -> None:

@@ -8,7 +8,8 @@ with its Lease in a; local: one per member, where the checkout has `--local`), a
 and asking every DNS server every second. Then the faults, one at a time
 (robustness/fault_kinds.py): before each the workload pauses until every member holds what
 it should; the fault is injected, the workload goes on (leaving the faulted member alone),
-the fault is undone, the workload pauses again until the clusterset is consistent.
+the fault is undone, the member it hit makes one endpoint change (is it heard again?) and the
+workload pauses until the clusterset is consistent.
 
 Printed, a Markdown table, one row a fault:
 - converged: seconds from the undo until every member read holds what it should;
@@ -90,7 +91,7 @@ def baseline(w: World, seconds: float) -> tuple[float, Row]:
 
 def run_fault(w: World, f: Fault, per_change: float) -> Row:
     """Settle, inject, hold, undo (always), converge; the row."""
-    first = isinstance(f, KillFirstSync) and not w.procs
+    first = not w.procs
     w.workload.pause()
     tp = time.monotonic()
     if not first:
@@ -108,6 +109,8 @@ def run_fault(w: World, f: Fault, per_change: float) -> Row:
         w.workload.pause()
         f.undo()
     tu = time.monotonic()
+    if f.member:  # a change in the member back: does it reach the others?
+        w.workload.change_in(f.member)
     conv = wait(lambda: w.checker.consistent(tu), CONVERGE, step=0.2)
     converged = conv - tu if conv else None
     time.sleep(2)
@@ -126,11 +129,17 @@ def run_fault(w: World, f: Fault, per_change: float) -> Row:
     return Row(f.name, f.hold, converged, max(during.max_lag, after.max_lag),
                during.nxdomain + after.nxdomain, during.dns_wrong + after.dns_wrong, changed, len(before),
                w1 - w0, w2 - w1, bound,
-               during.eps_gone if f.member else None, v, f.note + _unread(during))
+               during.eps_gone if f.member else None, v, f.note + _unread(during) + _nx(during, after))
 
 
 def _unread(st: Stats) -> str:
     return f" (checker could not read {','.join(sorted(st.unread))})" if st.unread else ""
+
+
+def _nx(*st: Stats) -> str:
+    names = sorted(set().union(*(s.nx_names for s in st)))
+    more = " ..." if len(names) > 4 else ""
+    return f" NXDOMAIN: {', '.join(f'{s} in {m}' for m, s in names[:4])}{more}" if names else ""
 
 
 def table(rows: list[Row]) -> str:
@@ -153,7 +162,7 @@ def run(args: argparse.Namespace, faults: list[type[Fault]]) -> list[Row]:
     try:
         print(f"{args.n} services, {len(w.pairs)} exports; controllers: {args.topology}", flush=True)
         todo = [cls(w) for cls in faults if not (cls.central_only and args.topology != "central")]
-        if todo and isinstance(todo[0], KillFirstSync):
+        if todo and type(todo[0]) is KillFirstSync:
             rows.append(run_fault(w, todo.pop(0), 0.0))
         else:
             w.start_controllers()
