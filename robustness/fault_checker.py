@@ -77,12 +77,18 @@ class Checker:
         self._thread.join(15)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def phase(self, target: str | None = None) -> Stats:
+    def phase(self, target: str | None = None, reset: bool = False) -> Stats:
         """End the current phase (returned) and start a new one; `target`: the member whose
-        imported slices elsewhere `eps_gone` times once it is no longer read."""
+        imported slices elsewhere `eps_gone` times once it is no longer read; `reset`: ages
+        (of differences, of exports for NXDOMAIN) count from now (a fault's start)."""
         with self.lock:
             old, self.stats = self.stats, Stats(time.monotonic())
             self.target = target
+            if reset:
+                now = self.stats.start
+                self.since = dict.fromkeys(self.since, now)
+                self.dns_since = dict.fromkeys(self.dns_since, now)
+                self.wanted_since = dict.fromkeys(self.wanted_since, now)
         return old
 
     def consistent(self, after: float = 0.0, ticks: int = 2) -> float | None:

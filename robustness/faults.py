@@ -97,7 +97,7 @@ def run_fault(w: World, f: Fault, per_change: float) -> Row:
     if not first:
         wait(lambda: w.checker.consistent(tp), SETTLE, step=0.5)
     ips0, t0, w0, c0 = w.checker.ips(), time.monotonic(), w.writes(), w.workload.changes
-    w.checker.phase(f.member)
+    w.checker.phase(f.member, reset=True)
     w.workload.avoid = {f.member} if f.member else set()
     w.workload.resume()
     try:
