@@ -5,18 +5,17 @@ all of it (a plain name), the named keys of a map (a nested `Fields`), or the sa
 item of a list (`Each`). `keep` returns a value cut down to those parts, for the `--workers`
 relay (`objects.essentials`); a part that is not of the declared shape (a map where a list
 is declared, a string where a map is) is kept as it is, so that it is reported the same.
-`decoder` decodes JSON into the same, through msgspec `Struct`s made of the declaration
-(`struct`): what is not declared is skipped, never built.
+`decoder` decodes JSON into the same, through msgspec `TypedDict`s made of the declaration
+(`typed`): what is not declared is skipped, never built, and the parts kept are plain dicts
+and lists, as the parsers read every other source (no second form of the rules).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypedDict
 
-import msgspec
-
-from ..kube.apiclient.listdecode import Typed
+from ..kube.apiclient.typedlist import Typed
 
 Path: TypeAlias = tuple[str, ...]  # map keys, and ITEM for "every item of a list"
 ITEM = "[]"
@@ -38,25 +37,17 @@ class Fields:
                 for k, shape in self.keys.items() if k in value for v in (value[k],)}
 
     def decoder(self) -> Typed:
-        """One JSON object's bytes decoded keeping only these fields, as `keep` keeps them;
+        """JSON objects decoded keeping only these fields, as `keep` keeps them;
         msgspec.ValidationError where a declared part is not of the declared shape (then
         json decodes it whole, and the parser says what is wrong)."""
-        decode = msgspec.json.Decoder(self.struct("Kept")).decode
-        to_builtins = msgspec.to_builtins
+        return Typed(self.typed("Kept"))
 
-        def typed(raw: bytes) -> Any:
-            return to_builtins(decode(raw))
-        return typed
-
-    def struct(self, name: str) -> type[msgspec.Struct]:
-        """This declaration as a msgspec Struct: a field per key (renamed: keys need not be
-        names), unset when absent (and then left out by `to_builtins`); null allowed."""
-        fields: list[tuple[str, Any, Any]] = []
-        for i, shape in enumerate(self.keys.values()):
-            typ: Any = object if shape is None else shape.struct(f"{name}_{i}") | None
-            fields.append((f"f{i}", typ, msgspec.UNSET))
-        return msgspec.defstruct(name, fields, rename={f"f{i}": k for i, k in enumerate(self.keys)},
-                                 omit_defaults=True)
+    def typed(self, name: str) -> Any:
+        """This declaration as a msgspec-decodable TypedDict: a key per declared key (any
+        string), absent when absent; null allowed where a map or list is declared."""
+        keys = {k: Any if shape is None else shape.typed(f"{name}_{i}") | None
+                for i, (k, shape) in enumerate(self.keys.items())}
+        return TypedDict(name, keys, total=False)  # type: ignore[operator]
 
     def paths(self, at: Path = ()) -> Iterator[Path]:
         """Every declared path that ends the declaration (a part read whole, or a map of
@@ -90,8 +81,8 @@ class Each:
     def keep(self, value: Any) -> Any:
         return [self.item.keep(v) for v in value] if isinstance(value, list) else value
 
-    def struct(self, name: str) -> Any:
-        return list[self.item.struct(name)]  # type: ignore[misc]
+    def typed(self, name: str) -> Any:
+        return list[self.item.typed(name)]  # type: ignore[misc]
 
     def paths(self, at: Path) -> Iterator[Path]:
         return self.item.paths((*at, ITEM))

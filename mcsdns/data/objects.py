@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
+from functools import lru_cache
 from socket import AF_INET, AF_INET6, inet_pton
+from sys import intern
 from typing import Any, ClassVar, TypeAlias
 
 from ..kube.names import (
@@ -72,6 +74,7 @@ def _meta(obj: Obj) -> tuple[str, str, dict[str, str]]:
     ns, name = meta.get("namespace", "default"), meta.get("name")
     if not isinstance(name, str) or not isinstance(ns, str):
         raise Malformed("metadata.name/namespace must be strings")
+    ns = intern(ns)  # a few namespaces, each held by thousands of objects
     labels = meta.get("labels") or {}
     if not isinstance(labels, dict):
         raise Malformed("metadata.labels must be a map")
@@ -109,13 +112,26 @@ class Port:
                 raise Malformed(f"{where}: bad port name {_show(name)}")
             if proto not in ("TCP", "UDP", "SCTP"):
                 raise Malformed(f"{where}: bad protocol {_show(proto)}")
-            out.append(Port(name.lower(), proto, num))
-        return tuple(out)
+            out.append(_port(name.lower(), proto, num))
+        return _ports(tuple(out))
 
     def manifest(self) -> Obj:
         if self.name:
             return {"name": self.name, "protocol": self.protocol, "port": self.port}
         return {"protocol": self.protocol, "port": self.port}
+
+
+@lru_cache(maxsize=4096)
+def _port(name: str, protocol: str, port: int) -> Port:
+    """One Port object for each of the (few) distinct ports, shared by the objects that
+    have it (a bounded cache: distinct ports past it cost a new object each)."""
+    return Port(intern(name), protocol, port)
+
+
+@lru_cache(maxsize=4096)
+def _ports(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    """One tuple for each distinct list of ports, shared likewise."""
+    return ports
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
@@ -245,7 +261,7 @@ class Endpoint:
         serving = conds.get("serving")
         zone = ep.get("zone") or ""
         return cls(packed, host, ready, ready if serving is None else serving is True,
-                   conds.get("terminating") is True, zone if isinstance(zone, str) else "")
+                   conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
 
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
@@ -303,7 +319,8 @@ class EndpointSlice:
                 add(parse(ep, i, v6, dropped))
             except ValueError as e:
                 dropped.add(f"endpoint {i}: {e}")
-        return cls(ns, name, svc, cluster.lower(), v6, tuple(eps), Port.parse_list(obj.get("ports"), "ports"),
+        return cls(ns, name, intern(svc), intern(cluster.lower()), v6, tuple(eps),
+                   Port.parse_list(obj.get("ports"), "ports"),
                    tuple(dropped.reasons), dropped.n)
 
     @staticmethod

@@ -6,7 +6,7 @@ runs; the cyclic GC meanwhile.
 
 1. Ask for the lists (`reads_first`): before serve imports the rest; GC off (`gc_off`) until
    stage 6, at most GC_PAUSE_MAX seconds (`until_synced`).
-2. Decode a list or a watch event (kube.apiclient.listdecode, .reflector): the collection's
+2. Decode a list or a watch event (kube.apiclient.typedlist, .listdecode, .reflector): the collection's
    reflector thread; `hold` while decoding, and text over HOLD_BYTES gets a Python hook per
    object (the GIL handed back to the loop).
 3. Parse each object (data.parsing.prepare): the same thread, as its item arrives.

@@ -1,6 +1,9 @@
 """A list response decoded as it streams in: each item of `items` is handed on as soon
 as its text has arrived, so the caller's work on it overlaps the rest of the transfer
-(the API server serializes a 10,000-object list for a third of a second).
+(the API server serializes a 10,000-object list for a third of a second). With a typed
+decoder (typedlist.py, msgspec) whole runs of items are decoded at once; this module's
+json decoder takes what that leaves (text not of the usual form, a bad item) and the lists
+read without one.
 
 Each object's metadata.managedFields is cut from the text before it is decoded (`_MANAGED`):
 nothing reads it, and it is a fifth (EndpointSlices) to two fifths (ServiceImports) of a real
@@ -21,14 +24,15 @@ before its last item does, a bracket that closes nothing), the whole list is ref
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import msgspec
-
 from ...ops import load
+from . import typedlist
+from .typedlist import Typed
 
 Obj = dict[str, Any]
 _WS = " \t\r\n"
@@ -48,10 +52,6 @@ _NEST = re.compile(r'"(?:[^"\\]++|\\.)*+(")?|[\[{]++|[\]}]++', re.S)  # a string
 DEEP = 1000  # brackets open past which a value's end is found by their count alone (json refuses it)
 
 
-Typed = Callable[[bytes], Any]  # one item's bytes decoded (data.fields `Fields.decoder`)
-_TypeError = (msgspec.ValidationError, msgspec.DecodeError)
-_RAWS = msgspec.json.Decoder(dict[str, msgspec.Raw])  # a list's members, undecoded
-_ITEMS = msgspec.json.Decoder(list[msgspec.Raw] | None)  # its items, each undecoded
 
 
 class ListDecoder:
@@ -61,16 +61,17 @@ class ListDecoder:
     refuses the list)."""
 
     def __init__(self, on_item: Callable[[Any], None], batch: int = BATCH,
-                 on_bad: Callable[[str], None] | None = None) -> None:
+                 on_bad: Callable[[str], None] | None = None, head: Obj | None = None) -> None:
         self.on_item, self.batch, self.on_bad = on_item, batch, on_bad
         self.tainted = False  # bytes that are not UTF-8 were fed: items are checked for them
         self.buf = ""  # text not decoded yet starts at `pos`
         self.pos = 0
         self.parts: list[str] = []  # text fed since, not yet joined to `buf`
         self.size = 0  # characters not decoded yet: in `buf` after `pos` and in `parts`
-        self.state = "start"  # start, key, colon, value, items, item-sep, sep, done
-        self.key = ""
-        self.head: Obj = {}
+        # start, key, colon, value, items, item-sep, sep, done
+        self.state = "start" if head is None else "items"
+        self.key = "items"
+        self.head: Obj = {} if head is None else head  # given: the items have begun
         self.retry_at = batch  # `size` below which an incomplete value is not tried again
 
     def feed(self, text: str, final: bool = False) -> None:
@@ -310,20 +311,20 @@ def _counted(text: str, pos: int, depth: int) -> int | None:
 
 def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: int = BATCH,
                 typed: Typed | None = None, on_bad: Callable[[str], None] | None = None) -> Obj:
-    """Decode a list response from its byte chunks, calling `on_item` with each item and
-    `on_bad` with why each item that does not decode was dropped; returns the rest of the
-    list object. With `typed`, the whole response is read, then each item decoded by it
-    (`_typed`); else, and where the response is not plain JSON, each item as it arrives
-    (tried every `batch` characters)."""
+    """Decode a list response from its byte chunks, calling `on_item` with each item as it
+    arrives and `on_bad` with why each item that does not decode was dropped; returns the
+    rest of the list object. With `typed`, items are decoded by msgspec (typedlist.py) as
+    far as the text allows; else, and for what it leaves, by json (tried every `batch`
+    characters)."""
     load.hold()  # stage 2 (ops/load.py): full collections would rescan the list
     try:
+        head = None
         if typed is not None:
-            body = b"".join(chunks)
-            head = _typed(body, on_item, typed, on_bad)
-            if head is not None:
-                return head
-            chunks = (body,)
-        dec = ListDecoder(on_item, batch, on_bad)
+            got = typedlist.read(iter(chunks), on_item, typed, batch, on_bad)
+            if not isinstance(got, typedlist.Rest):
+                return got
+            head, chunks = got.head, itertools.chain((got.text,), got.chunks)
+        dec = ListDecoder(on_item, batch, on_bad, head)
         text = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         for chunk in chunks:
             dec.feed(text.decode(chunk))
@@ -331,36 +332,3 @@ def decode_list(chunks: Iterable[bytes], on_item: Callable[[Any], None], batch: 
         return dec.finish()
     finally:
         load.release()
-
-
-def _typed(body: bytes, on_item: Callable[[Any], None], typed: Typed,
-           on_bad: Callable[[str], None] | None) -> Obj | None:
-    """The list in `body`, its items decoded by `typed` (msgspec: what it does not declare
-    skipped unbuilt); an item not of its declared shape by json, whole (its parser says
-    what is wrong). None, nothing handed on, where the text is not plain JSON that json
-    decodes alike (bytes not UTF-8, a broken list...): the streaming decoder then decides,
-    dropping a bad item alone."""
-    try:
-        if not body.isascii():
-            body.decode()  # msgspec does not check the bytes of what it skips
-        members = _RAWS.decode(body)
-        raws = _ITEMS.decode(members.pop("items", b"null"))
-        head: Obj = {k: json.loads(bytes(v)) for k, v in members.items()}
-    except (*_TypeError, ValueError, RecursionError):
-        return None
-    if raws is None:
-        return head
-    head["items"] = None
-    for raw in raws:
-        try:
-            item = typed(raw)
-        except _TypeError:
-            try:
-                item = json.loads(bytes(raw))
-            except RecursionError:  # msgspec read it: it is JSON, nested deeper than json goes
-                if on_bad is None:
-                    raise ValueError("an item nested too deep") from None
-                on_bad(f"nested too deep: {bytes(raw[:64])!r}")
-                continue
-        on_item(item)
-    return head

@@ -36,8 +36,9 @@ from ...ops import load
 from .client import Client
 from .errors import ApiError, Expired, Request, WatchError, asked_wait, describe
 from .keys import Key, key_of
-from .listdecode import BATCH, Typed, decode_list
+from .listdecode import BATCH, decode_list
 from .transport import Response
+from .typedlist import Typed
 
 log = logging.getLogger("mcsdns.kube")
 
