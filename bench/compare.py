@@ -1,5 +1,6 @@
 """Side by side, in one run: mcsdns (batched UDP I/O), mcsdns without its request
-histogram, mcsdns on the plain recvfrom/sendto path, knotd and dnslib.
+histogram, mcsdns on the plain recvfrom/sendto path, knotd, CoreDNS (its `file` plugin, from
+$MCSDNS_COREDNS: a binary or its .xz; skipped with a reason when unset) and dnslib.
 
 All servers are started at once, each pinned to CPU 0; only one is loaded at
 a time. The runs are interleaved: round after round, every mix against every
@@ -9,7 +10,8 @@ processes on CPU 1. The figure compared is queries answered per server
 CPU-second (`/proc/<pid>/stat`), which does not depend on whether dnsperf or
 the server was the limit; its median over the rounds is reported, with the
 best peak QPS. Afterwards, a latency run per mix at 50% of mcsdns' best peak
-QPS (for mcsdns and knotd) gives p50/p99 from `dnsperf -v`.
+QPS (for mcsdns and knotd) gives p50/p99 from `dnsperf -v`; CoreDNS, whose peak is
+below that rate, is left out of it.
 
     python bench/compare.py --rounds 5 --duration 5
     python bench/compare.py --servers mcsdns,knot --mix a,mix --rounds 3 --duration 3
@@ -18,6 +20,7 @@ QPS (for mcsdns and knotd) gives p50/p99 from `dnsperf -v`.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -31,8 +34,10 @@ from bench import perf  # noqa: E402
 from bench.gen_clusterset import MIXES, generate  # noqa: E402
 from bench.perf import PerfResult, Proc, dnsperf, wait_quiet  # noqa: E402
 from bench.run import (  # noqa: E402
+    COREDNS_ENV,
     TCP_MIXES,
     check,
+    start_coredns,
     start_dnslib,
     start_knot,
     start_mcsdns,
@@ -47,6 +52,7 @@ STARTERS: dict[str, Callable[[Path], Proc]] = {
     "mcsdns-plain-nohist": lambda d: start_mcsdns(
         d, env={"MCSDNS_BATCHIO": "0", "MCSDNS_REQUEST_HISTOGRAM": "0"}, name="mcsdns-plain-nohist"),
     "knot": start_knot,
+    "coredns": start_coredns,
     "dnslib": start_dnslib,
 }
 DOC = {
@@ -55,6 +61,7 @@ DOC = {
     "mcsdns-plain": "MCSDNS_BATCHIO=0: uvloop recvfrom/sendto per query",
     "mcsdns-plain-nohist": "the plain path, MCSDNS_REQUEST_HISTOGRAM=0",
     "knot": "knotd, udp-workers: 1",
+    "coredns": "CoreDNS `file` plugin on the same zone file, GOMAXPROCS=1, no `cache`",
     "dnslib": "dnslib DNSServer + dict resolver",
     "mcsdns-baseline": "mcsdns from the --baseline checkout (its extension built in place)",
     "mcsdns-baseline-plain": "the --baseline checkout with MCSDNS_BATCHIO=0",
@@ -103,7 +110,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], l
     """The options, the servers and the mixes (with --baseline, its servers added to STARTERS)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=Path("/tmp/mcsdns-bench"), help="generated clusterset dir")
-    p.add_argument("--servers", default="mcsdns,mcsdns-nohist,mcsdns-plain,knot,dnslib",
+    p.add_argument("--servers", default="mcsdns,mcsdns-nohist,mcsdns-plain,knot,coredns,dnslib",
                    help=f"comma list of {','.join(STARTERS)}")
     p.add_argument("--mix", default="a,h10,srv,nxdomain,mix", help=f"comma list of {','.join(MIXES)}")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
@@ -131,6 +138,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], l
     mixes = [m for m in a.mix.split(",") if m]
     if set(servers) - set(STARTERS) or set(mixes) - set(MIXES):
         p.error("unknown server or mix")
+    if "coredns" in servers and not os.environ.get(COREDNS_ENV):
+        print(f"skipping coredns: set {COREDNS_ENV} to a coredns binary (or coredns.xz)", file=sys.stderr)
+        servers.remove("coredns")
     return a, servers, mixes
 
 

@@ -133,6 +133,41 @@ def start_dnslib(data: Path) -> Proc:
     return proc
 
 
+COREDNS_ENV = "MCSDNS_COREDNS"
+COREDNS_CONF = """{zone}:{port} {{
+    bind 127.0.0.1
+    file {zonefile} {{
+        reload 0
+    }}
+}}
+"""
+
+
+def start_coredns(data: Path) -> Proc:
+    """CoreDNS ($MCSDNS_COREDNS: a binary or its .xz) serving the zone file with its `file` plugin,
+    its authoritative path: GOMAXPROCS=1, no `cache` (only the plugins listed run), no reload."""
+    from bench.startup_real import coredns_binary  # here: that module reaches the real-API helpers
+
+    d = data / "coredns"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir()
+    port = free_port()
+    (d / "Corefile").write_text(COREDNS_CONF.format(zone=ZONE, port=port, zonefile=data / f"{ZONE}.zone"))
+    binary = coredns_binary(os.environ[COREDNS_ENV], d)
+    proc = Proc("coredns", pinned(SERVER_CPU, [str(binary), "-conf", str(d / "Corefile")]),
+                data / "logs" / "coredns.log", port, {"GOMAXPROCS": "1"})
+    try:
+        proc.wait_dns()
+    except RuntimeError:
+        proc.stop()
+        raise
+    finally:
+        if binary.parent == d:
+            binary.unlink()  # the unpacked copy (75 MB): the running process keeps its inode
+    return proc
+
+
 STARTERS: dict[str, Callable[[Path], Proc]] = {"knot": start_knot, "dnslib": start_dnslib}
 
 
