@@ -231,6 +231,8 @@ class Proc:
     def __init__(self, args: list[str], tmp: Path, name: str, repo: Path) -> None:
         self.health = free_port()
         self.leader_elect = "--leader-elect" in args
+        # whose Lease it elects a leader for: its own cluster's (--local), else the Lease cluster's
+        self.lease = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--local"), "central")
         self.log = tmp / f"{name}-{self.health}.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(repo))
         cmd = [sys.executable, "-m", "mcsdns.controller", "--health", f"127.0.0.1:{self.health}", *args]

@@ -81,7 +81,10 @@ class World:
         """Controller processes of the Lease (the topology's, and any a fault started with
         --leader-elect) that say they lead."""
         live = [p for p in [*self.procs, *self.others] if p.proc.poll() is None and p.leader_elect]
-        return {"leaders": sum(p.metric("mcsdns_controller_leader") or 0.0 for p in live)}
+        per_lease: dict[str, float] = {}
+        for p in live:
+            per_lease[p.lease] = per_lease.get(p.lease, 0.0) + (p.metric("mcsdns_controller_leader") or 0.0)
+        return {"leaders": max(per_lease.values(), default=0.0)}  # the most leading one Lease at once
 
     # --- counting ---------------------------------------------------------------------
     def writes(self) -> float:
