@@ -1,7 +1,7 @@
 """Locality failover latency: a member's own endpoint goes not ready (or ready again) ->
 that member's imported EndpointSlices carry the new hints.
 
-Three test API servers (tests/kubeapi.py, in this process) with the three-cluster example of
+Three test API servers (tests/fakeapi/, in this process) with the three-cluster example of
 tests/test_controller_locality.py (shop/web, `trafficDistribution: PreferSameZone`), then
 `python -m mcsdns controller` against them; `--flips` times, west's endpoint 10.2.0.1 flips
 readiness and west's store is polled every 0.5 ms until the other local endpoint's zone

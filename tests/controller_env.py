@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fakeapi import KubeAPI
 from helpers import REPO, free_port, stop_process
-from kubeapi import KubeAPI
 
 from mcsdns.controller.clusters import Member, NotFound, Unreachable
 
@@ -195,7 +195,7 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 class Cluster:
-    """One member cluster: a test API server (tests/kubeapi.py), its kubeconfig, its cluster ID."""
+    """One member cluster: a test API server (tests/fakeapi/), its kubeconfig, its cluster ID."""
 
     def __init__(self, name: str, cluster_id: str, tmp: Path, mcs_version: str = "v1beta1",
                  service_cidrs: tuple[str, ...] = ("10.96.0.0/16", "fd00:10:96::/112")) -> None:

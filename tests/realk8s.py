@@ -1,5 +1,5 @@
 """A real control plane (etcd + kube-apiserver) for tests that must hold against the real
-thing, not only against the test API server (`kubeapi.py`).
+thing, not only against the test API server (`tests/fakeapi/`).
 
 The control plane comes from `realk8s.sh`, named by the environment variable
 `MCSDNS_REALK8S` (its path; `MCSDNS_KUBE_APISERVER` may name the kube-apiserver binary it

@@ -1,4 +1,4 @@
-"""Ask the test API server (tests/kubeapi.py) and a real kube-apiserver the same questions and
+"""Ask the test API server (tests/fakeapi/) and a real kube-apiserver the same questions and
 print where their answers differ (docs/testing.md lists the differences and what was done).
 
     MCSDNS_REALK8S=/path/to/realk8s.sh .venv/bin/python tests/realk8s_probe.py [--all]
@@ -20,7 +20,7 @@ from urllib.error import HTTPError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kubeapi import KubeAPI  # noqa: E402
+from fakeapi import KubeAPI  # noqa: E402
 from realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
 
 Answer = tuple[int, dict[str, str], bytes]

@@ -12,8 +12,8 @@ import sys
 
 import yaml
 from controller_env import Cluster
+from fakeapi.resources import Resource
 from helpers import REPO
-from kube_resources import Resource
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.members.admission import BINDINGS, DERIVED, MEMBER, POLICIES, objects

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fakeapi import KubeAPI
 from helpers import free_port, run_server, wait_for
-from kubeapi import KubeAPI
 from test_kube_source import addrs, service_import
 
 from mcsdns.kube.apiclient.errors import ApiError, Request, explain

@@ -18,8 +18,8 @@ from typing import Any
 import dns.message
 import dns.query
 import pytest
+from fakeapi import KubeAPI
 from helpers import REPO, run_server, wait_for
-from kubeapi import KubeAPI
 
 from mcsdns.data.store import Store
 from mcsdns.ops.load import BIG_ITEMS

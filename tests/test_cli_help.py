@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from controller_env import Kube
+from fakeapi import KubeAPI
 from helpers import REPO
-from kubeapi import KubeAPI
 
 from mcsdns.cli import build_parser
 

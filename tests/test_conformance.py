@@ -96,7 +96,7 @@ def _kube_run(tmp_path: Path, *extra: str, specs: tuple[str, ...] = ()) -> None:
     """Spec files (default all) through a Kubernetes API: both ServiceImport versions, several
     namespaces, a cluster-scoped ClusterProperty, and objects from one file that must be
     gone (deleted through the API) before the next."""
-    from kubeapi import KubeAPI
+    from fakeapi import KubeAPI
 
     with KubeAPI() as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from controller_env import Kube
+from fakeapi import KubeAPI
 from helpers import REPO, free_port
-from kubeapi import KubeAPI
 
 
 @pytest.fixture

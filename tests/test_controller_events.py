@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from controller_env import Cluster, eventually, run_controller
-from kubeapi import KubeAPI
+from fakeapi import KubeAPI
 from realk8s import RealK8s
 from test_controller_derived import args_for
 from test_controller_ports import export

@@ -19,7 +19,7 @@ import pytest
 from controller_env import Cluster, eventually, run_controller
 from controller_fakes import export_service
 from controller_fakes import member as member_view
-from kubeapi import KubeAPI
+from fakeapi import KubeAPI
 
 from mcsdns.controller.clusters import Member, Unreachable
 from mcsdns.controller.probe import Probe

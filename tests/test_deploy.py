@@ -4,7 +4,7 @@ The kustomizations are rendered (a small renderer for the subset they use, cross
 with `kubectl kustomize` where kubectl exists), every object is validated against the
 Kubernetes 1.30 OpenAPI schemas (kubernetes-validate, offline), the pods' hardening and
 wiring is asserted, and the RBAC rules are proven sufficient by running `mcsdns serve` and
-`mcsdns controller` with the Deployments' own arguments against tests/kubeapi.py and
+`mcsdns controller` with the Deployments' own arguments against tests/fakeapi/ and
 authorizing every API request they made against the rendered Roles, as the RBAC authorizer
 would.
 """
@@ -29,8 +29,8 @@ import kubernetes_validate  # the `test` extra; bundles the schemas, works offli
 import pytest
 import yaml
 from controller_env import eventually, run_controller
+from fakeapi import KubeAPI
 from helpers import EXAMPLE, REPO, run_server, tool
-from kubeapi import KubeAPI
 
 from mcsdns.cli import build_parser
 from mcsdns.kube import permissions
@@ -92,7 +92,7 @@ def pod(dep: Obj) -> Obj:
     return spec
 
 
-# --- an RBAC authorizer for the requests tests/kubeapi.py logged ----------------------------------
+# --- an RBAC authorizer for the requests tests/fakeapi/ logged ----------------------------------
 @dataclass(frozen=True)
 class Attrs:
     """The RBAC attributes of one API request."""

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from controller_env import eventually, run_controller
-from kubeapi import KubeAPI
+from fakeapi import KubeAPI
 from test_deploy import (
     MCS,
     VARIANTS,

@@ -1,4 +1,4 @@
-"""A broken or hostile API endpoint costs a bounded effort (tests/hostile_api.py): a watch that
+"""A broken or hostile API endpoint costs a bounded effort (tests/fakeapi/hostile.py): a watch that
 fails at once is followed only after client-go's backoff, whatever it read; a list item that
 does not decode is dropped and counted while the rest are served; a watch line without end is
 cut at 6 MiB, in linear time; a 429 or 503's Retry-After is honoured, within a bound."""
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi.hostile import HostileAPI
 from helpers import run_server, wait_for
-from hostile_api import HostileAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kube_source import addrs, endpoint_slice, service_import

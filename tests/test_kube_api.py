@@ -1,4 +1,4 @@
-"""tests/kubeapi.py through the real kubernetes client: what other tests rely on."""
+"""tests/fakeapi/ through the real kubernetes client: what other tests rely on."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi import KubeAPI
 from helpers import run_server, wait_for
-from kubeapi import KubeAPI
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from official import official_client

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubeapi import KubeAPI
+from fakeapi import KubeAPI
 
 from mcsdns.kube.apiclient import errors
 from mcsdns.kube.apiclient.client import Client

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi import KubeAPI
 from helpers import wait_for
-from kubeapi import KubeAPI
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Unreachable

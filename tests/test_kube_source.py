@@ -1,4 +1,4 @@
-"""`mcsdns serve --kubeconfig`: the Kubernetes source against tests/kubeapi.py, over real sockets."""
+"""`mcsdns serve --kubeconfig`: the Kubernetes source against tests/fakeapi/, over real sockets."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import dns.flags
 import dns.message
 import dns.rcode
 import pytest
+from fakeapi import KubeAPI
 from helpers import EXAMPLE, free_port, run_server, wait_for
-from kubeapi import KubeAPI
 from kubernetes import client
 from official import official_client
 

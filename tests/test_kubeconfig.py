@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubeapi import KubeAPI
+from fakeapi import KubeAPI
 from realk8s import RealK8s
 
 from mcsdns.kube.apiclient import kubeconfig

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi import KubeAPI
 from helpers import serve_http
-from kubeapi import KubeAPI
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Unreachable

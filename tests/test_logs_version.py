@@ -17,8 +17,8 @@ import dns.flags
 import dns.message
 import pytest
 from controller_env import Kube, run_controller
+from fakeapi import KubeAPI
 from helpers import EXAMPLE, REPO, Server, run_server, wait_for
-from kubeapi import KubeAPI
 from test_kube_source import example_objects
 
 from mcsdns import __version__

@@ -25,8 +25,8 @@ import dns.query
 import dns.rcode
 import yaml
 from controller_env import Cluster, run_controller, shop
+from fakeapi.credential import jwt, with_token
 from helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
-from kube_credential import jwt, with_token
 
 MONITORING = REPO / "deploy" / "monitoring"
 SERVER_RULES = MONITORING / "rules" / "mcsdns-server.rules.yaml"

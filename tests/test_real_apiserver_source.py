@@ -1,5 +1,5 @@
 """`mcsdns serve --kubeconfig` against a real kube-apiserver: what the real server does
-differently from tests/kubeapi.py (TLS, managedFields and full metadata on every object,
+differently from tests/fakeapi/ (TLS, managedFields and full metadata on every object,
 resourceVersion=0 lists from its watch cache, its own watch and bookmark timing) must not
 change what is answered.
 

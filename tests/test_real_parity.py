@@ -1,4 +1,4 @@
-"""The test API server (kubeapi.py) and a real kube-apiserver answer alike where tests and
+"""The test API server (tests/fakeapi/) and a real kube-apiserver answer alike where tests and
 benchmarks depend on it: every test here runs against both (the real one when MCSDNS_REALK8S
 names realk8s.sh, else that half skips), asserting the real server's answers."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubeapi import KubeAPI
+from fakeapi import KubeAPI
 from realk8s import RealK8s
 from realk8s_probe import EPS, MCS, Send, events, fake_send, js, si, slice_
 

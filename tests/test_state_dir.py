@@ -1,6 +1,6 @@
 """Answers before the first sync, and `--state-dir`: restarts while the Kubernetes API is down.
 
-Against tests/kubeapi.py with the API stopped at start, over real sockets.
+Against tests/fakeapi/ with the API stopped at start, over real sockets.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import dns.flags
 import dns.message
 import dns.rcode
 import pytest
+from fakeapi import KubeAPI
 from helpers import Server, run_server, wait_for
-from kubeapi import KubeAPI
 from test_kube_source import example_names as example_queries
 from test_kube_source import example_objects
 

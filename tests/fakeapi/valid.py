@@ -14,8 +14,8 @@ import json
 import re
 from typing import Any
 
-from kube_resources import Resource
-from kube_status import HTTPError, Obj
+from .resources import Resource
+from .status import HTTPError, Obj
 
 _LABEL_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _LABEL = re.compile(_LABEL_RE)

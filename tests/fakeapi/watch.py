@@ -9,10 +9,10 @@ import json
 import time
 from collections.abc import Callable
 
-from kube_resources import Resource, truthy
-from kube_select import field_matcher, label_matcher
-from kube_status import Obj, status
-from kube_store import Event, Store, view
+from .resources import Resource, truthy
+from .select import field_matcher, label_matcher
+from .status import Obj, status
+from .store import Event, Store, view
 
 Send = Callable[[bytes], None]
 NO_WATCH_LIST = ("a watch stream was requested by the client but the required storage feature "

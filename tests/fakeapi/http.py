@@ -10,10 +10,10 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
-from kube_status import HTTPError, RawJSON, status
+from .status import HTTPError, RawJSON, status
 
 if TYPE_CHECKING:
-    from kubeapi import KubeAPI
+    from .server import KubeAPI
 
 
 class Connections:

@@ -11,8 +11,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from kube_resources import Resource
-from kube_status import Obj
+from .resources import Resource
+from .status import Obj
 
 _SKIP_TOP = {"apiVersion", "kind", "metadata"}
 _META = ("labels", "annotations", "finalizers", "ownerReferences")

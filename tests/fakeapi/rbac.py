@@ -1,6 +1,6 @@
 """The test API server's RBAC. Requests without a token it issued are the admin's: only
 `deny()`ed (resource, verb) pairs are refused. A request bearing a TokenRequest token
-(kube_tokens) is the ServiceAccount's: 401 when the token expired or its ServiceAccount is
+(tokens) is the ServiceAccount's: 401 when the token expired or its ServiceAccount is
 gone (or was made again: another uid), else authorized as kube-apiserver's RBAC authorizer
 does, by the rules of the ClusterRoles and Roles bound to it (ClusterRoleBindings
 cluster-wide, RoleBindings in their namespace; apiGroups, resources[/subresource], verbs,
@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kube_resources import Resource, is_watch
-from kube_status import HTTPError, Obj
+from .resources import Resource, is_watch
+from .status import HTTPError, Obj
 
 _VERB = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 SUBJECT_ACCESS_REVIEWS = Resource("subjectaccessreviews", "SubjectAccessReview", "authorization.k8s.io",

@@ -1,4 +1,4 @@
-"""The test API server (kubeapi.KubeAPI) with hostile answers on demand, for the client's
+"""The test API server (fakeapi.KubeAPI) with hostile answers on demand, for the client's
 defences against a broken or hostile endpoint:
 
 - `watch_body`: every watch answers 200 with these bytes (a chunk each), then ends;
@@ -17,9 +17,9 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
 
-from kube_http import Handler
-from kube_status import RawJSON
-from kubeapi import KubeAPI
+from .http import Handler
+from .server import KubeAPI
+from .status import RawJSON
 
 
 class HostileAPI(KubeAPI):

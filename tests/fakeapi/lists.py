@@ -9,10 +9,10 @@ import itertools
 import json
 from collections import OrderedDict
 
-from kube_resources import Resource
-from kube_select import field_matcher, label_matcher
-from kube_status import HTTPError, Obj, RawJSON
-from kube_store import Store
+from .resources import Resource
+from .select import field_matcher, label_matcher
+from .status import HTTPError, Obj, RawJSON
+from .store import Store
 
 _META_V1 = "meta.k8s.io/v1"
 _PAGES_KEPT = 64  # snapshots kept for `continue` tokens; older tokens are 410 Expired

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kube_status import HTTPError, Obj
+from .status import HTTPError, Obj
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kube_resources import Resource
-from kube_status import HTTPError, Obj
+from .resources import Resource
+from .status import HTTPError, Obj
 
 _SET_TERM = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 

@@ -10,7 +10,7 @@ import secrets
 import time
 from typing import Any
 
-from kube_status import HTTPError, Obj
+from .status import HTTPError, Obj
 
 DEFAULT_SECONDS = 3600
 MIN_SECONDS, MAX_SECONDS = 600, 1 << 32

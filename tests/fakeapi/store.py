@@ -10,10 +10,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from kube_fields import record
-from kube_ipam import ClusterIPs
-from kube_resources import Resource
-from kube_status import HTTPError, Obj
+from .fields import record
+from .ipam import ClusterIPs
+from .resources import Resource
+from .status import HTTPError, Obj
 
 Key = tuple[str, str, str, str]  # group, plural, namespace ("" if cluster-scoped), name
 Event = tuple[int, str, str, str, Obj]  # rv, group, plural, type, object

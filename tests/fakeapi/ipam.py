@@ -7,7 +7,7 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
-from kube_status import HTTPError, Obj
+from .status import HTTPError, Obj
 
 FAMILY = {4: "IPv4", 6: "IPv6"}
 _IP_FIELDS = ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")
