@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from fakeapi.hostile import HostileAPI  # noqa: E402
-from helpers import run_server  # noqa: E402
+from support.helpers import run_server  # noqa: E402
 from test_kube_source import service_import  # noqa: E402
 
 from mcsdns.data.objects import ServiceImport  # noqa: E402

@@ -26,8 +26,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from controller_env import IDS, Cluster, eventually  # noqa: E402
-from helpers import stop_process  # noqa: E402
+from support.controller_env import IDS, Cluster, eventually  # noqa: E402
+from support.helpers import stop_process  # noqa: E402
 
 NS = "ns"
 

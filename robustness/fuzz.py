@@ -80,7 +80,7 @@ async def in_process(n: int, seed: int) -> dict[str, float]:
 
 
 def over_socket(n: int, seed: int) -> dict[str, float]:
-    from helpers import run_server
+    from support.helpers import run_server
 
     rng = random.Random(seed + 1)
     with tempfile.TemporaryDirectory() as tmp, run_server(["--manifests", str(EXAMPLE)], Path(tmp)) as srv:

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from fakeapi import KubeAPI  # noqa: E402
-from helpers import Server, run_server  # noqa: E402
+from support.helpers import Server, run_server  # noqa: E402
 
 N = 50
 

@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import yaml
-from controller_env import Cluster
 from fakeapi.resources import Resource
-from helpers import REPO
+from support.controller_env import Cluster
+from support.helpers import REPO
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.members.admission import BINDINGS, DERIVED, MEMBER, POLICIES, objects

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from helpers import REPO
+from support.helpers import REPO
 
 sys.path.insert(0, str(REPO))
 

@@ -19,7 +19,7 @@ import dns.message
 import dns.query
 import pytest
 from fakeapi import KubeAPI
-from helpers import REPO, run_server, wait_for
+from support.helpers import REPO, run_server, wait_for
 
 from mcsdns.data.store import Store
 from mcsdns.ops.load import BIG_ITEMS

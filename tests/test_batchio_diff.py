@@ -22,7 +22,7 @@ import dns.flags
 import dns.message
 import dns.rdatatype
 import pytest
-from helpers import EXAMPLE, REPO, drain, example_app, example_handlers, headless
+from support.helpers import EXAMPLE, REPO, drain, example_app, example_handlers, headless
 
 from mcsdns.nameserver.handler import Handler
 

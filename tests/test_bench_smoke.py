@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dns.rcode
 import pytest
-from helpers import REPO, run_server
+from support.helpers import REPO, run_server
 
 sys.path.insert(0, str(REPO))
 

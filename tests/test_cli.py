@@ -13,7 +13,7 @@ from pathlib import Path
 import dns.message
 import dns.query
 import pytest
-from helpers import EXAMPLE, REPO, run_server
+from support.helpers import EXAMPLE, REPO, run_server
 
 sys.path.insert(0, str(REPO / "conformance"))
 import speclib  # noqa: E402

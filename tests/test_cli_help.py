@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_env import Kube
 from fakeapi import KubeAPI
-from helpers import REPO
+from support.controller_env import Kube
+from support.helpers import REPO
 
 from mcsdns.cli import build_parser
 

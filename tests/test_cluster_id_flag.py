@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import dns.rdatatype
-from controller_env import Cluster, shop
-from diagnose_env import NS, installed
-from helpers import EXAMPLE, run_server
+from support.controller_env import Cluster, shop
+from support.diagnose_env import NS, installed
+from support.helpers import EXAMPLE, run_server
 from test_diagnose import clusterset, diagnose, fails, sync
 
 WARNING = "--cluster-id {flag} disagrees with the ClusterProperty's cluster ID {prop}"

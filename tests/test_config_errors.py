@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLE, REPO, copy_example, run_server, wait_for
+from support.helpers import EXAMPLE, REPO, copy_example, run_server, wait_for
 
 from mcsdns.cli import build_parser
 
@@ -205,11 +205,11 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def results(paths: dict[str, str]) -> dict[Case, subprocess.CompletedProcess[str]]:
-    """Every case run as `python -m mcsdns`, two at a time, by tests/forkrun.py: it imports
+    """Every case run as `python -m mcsdns`, two at a time, by tests/support/forkrun.py: it imports
     mcsdns once and forks per case, so a case costs its own work, not an interpreter start
     (101 interpreters, eight at once, timed out under load)."""
     argvs = [[a.format(**paths) for a in c.args] for c in CASES]
-    run = subprocess.run([sys.executable, str(Path(__file__).with_name("forkrun.py")), "2", "60"],
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "forkrun.py"), "2", "60"],
                          input=json.dumps(argvs), cwd=REPO, capture_output=True, text=True, check=True,
                          timeout=60 * len(CASES))
     return {c: subprocess.CompletedProcess(argv, code, out, err)

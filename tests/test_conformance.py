@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLE, REPO, run_server
+from support.helpers import EXAMPLE, REPO, run_server
 
 RUN = REPO / "conformance" / "run"
 SPECS = sorted((REPO / "specs").glob("*.yaml"))

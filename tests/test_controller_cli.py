@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_env import Kube
 from fakeapi import KubeAPI
-from helpers import REPO, free_port
+from support.controller_env import Kube
+from support.helpers import REPO, free_port
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 import pytest
-from controller_fakes import FakeMember, FakeView, member
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.controller_fakes import FakeMember, FakeView, member
 
 from mcsdns.controller.clusters import Conflict, NotFound, Unreachable
 from mcsdns.controller.contract import Contract, Kind, Target, Verb

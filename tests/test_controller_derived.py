@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import dns.rcode
-from controller_env import IDS, Cluster, eventually, run_controller
-from helpers import run_server
+from support.controller_env import IDS, Cluster, eventually, run_controller
+from support.helpers import run_server
 from test_controller_e2e import a_records
 
 from mcsdns.controller.probe import PATH as PROBE

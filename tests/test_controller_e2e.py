@@ -14,8 +14,8 @@ from typing import Any
 import dns.rcode
 import dns.rdatatype
 import yaml
-from controller_env import Cluster, Controller, eventually, run_controller, shop
-from helpers import run_server
+from support.controller_env import Cluster, Controller, eventually, run_controller, shop
+from support.helpers import run_server
 
 CIDR = "10.77.0.0/24"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller"

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import Cluster, eventually, run_controller
 from fakeapi import KubeAPI
-from realk8s import RealK8s
+from support.controller_env import Cluster, eventually, run_controller
+from support.realk8s import RealK8s
 from test_controller_derived import args_for
 from test_controller_ports import export
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import IDS, Cluster, Controller, eventually, run_controller
-from helpers import REPO
+from support.controller_env import IDS, Cluster, Controller, eventually, run_controller
+from support.helpers import REPO
 
 MANAGED = "mcsdns-controller"
 SLICE_MANAGER = "endpointslice.kubernetes.io/managed-by"

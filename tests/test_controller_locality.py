@@ -2,7 +2,7 @@
 member, imported EndpointSlices whose hints make kube-proxy use that member's own ready
 endpoints in the node's zone, then its other own ready endpoints, then every cluster's.
 Three test API servers, the controller as a process; the exact hints for each case, and
-which endpoints each node uses by kube-proxy's rule (tests/kubeproxy_rule.py)."""
+which endpoints each node uses by kube-proxy's rule (tests/support/kubeproxy_rule.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import IDS, Cluster, eventually, run_controller
-from helpers import REPO
-from kubeproxy_rule import used
+from support.controller_env import IDS, Cluster, eventually, run_controller
+from support.helpers import REPO
+from support.kubeproxy_rule import used
 from test_controller_derived import args_for, derived, slices_of
 
 Obj = dict[str, Any]

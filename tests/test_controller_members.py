@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from controller_env import Cluster, Controller, eventually, run_controller, shop
+from support.controller_env import Cluster, Controller, eventually, run_controller, shop
 
 
 def mount(d: Path, files: dict[str, bytes]) -> None:

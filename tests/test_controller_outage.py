@@ -9,9 +9,9 @@ from pathlib import Path
 
 import dns.rcode
 import pytest
-from controller_env import Cluster, eventually, run_controller, shop
-from controller_fakes import FakeView, export_service, member
-from helpers import run_server
+from support.controller_env import Cluster, eventually, run_controller, shop
+from support.controller_fakes import FakeView, export_service, member
+from support.helpers import run_server
 from test_controller_e2e import a_records, args_for, with_status
 
 from mcsdns.controller.derived import derived_name

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import Cluster, eventually, run_controller
+from support.controller_env import Cluster, eventually, run_controller
 from test_controller_derived import args_for, slices_of, svc_of
 
 from mcsdns.kube.names import SOURCE_CLUSTER_LABEL

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import Cluster, eventually, run_controller
-from controller_fakes import export_service
-from controller_fakes import member as member_view
 from fakeapi import KubeAPI
+from support.controller_env import Cluster, eventually, run_controller
+from support.controller_fakes import export_service
+from support.controller_fakes import member as member_view
 
 from mcsdns.controller.clusters import Member, Unreachable
 from mcsdns.controller.probe import Probe

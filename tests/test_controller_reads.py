@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from controller_fakes import FakeMember
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.controller_fakes import FakeMember
 
 from mcsdns.controller.contract import Target
 from mcsdns.controller.exports import (

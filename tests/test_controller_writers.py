@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller_env import Cluster, Controller, eventually, run_controller
+from support.controller_env import Cluster, Controller, eventually, run_controller
 from test_controller_derived import args_for
 from test_diagnose import diagnose
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import IDS, Cluster, eventually, run_controller
+from support.controller_env import IDS, Cluster, eventually, run_controller
 from test_controller_derived import args_for, source_slice
 
 N = 6  # exported services, spread round-robin over the members

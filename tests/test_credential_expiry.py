@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controller_env import Cluster, eventually, run_controller
 from fakeapi.credential import jwt, with_token
-from helpers import REPO
+from support.controller_env import Cluster, eventually, run_controller
+from support.helpers import REPO
 
 from mcsdns.kube.apiclient.expiry import LEFT, LEFT_UNKNOWN, MAX, Validity, due, of_certificate, of_token
 

@@ -28,9 +28,9 @@ import jsonschema  # a dependency of kubernetes-validate
 import kubernetes_validate  # the `test` extra; bundles the schemas, works offline
 import pytest
 import yaml
-from controller_env import eventually, run_controller
 from fakeapi import KubeAPI
-from helpers import EXAMPLE, REPO, run_server, tool
+from support.controller_env import eventually, run_controller
+from support.helpers import EXAMPLE, REPO, run_server, tool
 
 from mcsdns.cli import build_parser
 from mcsdns.kube import permissions

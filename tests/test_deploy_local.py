@@ -9,8 +9,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from controller_env import eventually, run_controller
 from fakeapi import KubeAPI
+from support.controller_env import eventually, run_controller
 from test_deploy import (
     MCS,
     VARIANTS,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import SLICES, Cluster, shop
-from diagnose_env import installed
-from helpers import REPO, run_server
+from support.controller_env import SLICES, Cluster, shop
+from support.diagnose_env import installed
+from support.helpers import REPO, run_server
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.kube import permissions

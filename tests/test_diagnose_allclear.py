@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from controller_env import Cluster, shop
-from diagnose_env import COREFILE, configmap, installed, lease, mcsdns_service, pod
+from support.controller_env import Cluster, shop
+from support.diagnose_env import COREFILE, configmap, installed, lease, mcsdns_service, pod
 from test_diagnose import Report, clusterset, diagnose, fails, sync
 
 

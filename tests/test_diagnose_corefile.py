@@ -7,10 +7,10 @@ would refuse, or an import diagnose cannot read, is said so."""
 from __future__ import annotations
 
 import pytest
-from controller_env import Cluster
-from diagnose_env import configmap
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.controller_env import Cluster
+from support.diagnose_env import configmap
 from test_diagnose import clusterset, diagnose, fails
 from test_diagnose_allclear import healthy, statuses
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from controller_env import Cluster
-from helpers import REPO
+from support.controller_env import Cluster
+from support.helpers import REPO
 from test_diagnose import Report, clusterset, diagnose, fails
 
 from mcsdns.kube.permissions import CONTROLLER

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_env import Cluster, eventually, run_controller, shop
-from diagnose_env import COREFILE, NS, configmap, installed, lease, mcsdns_service, stamp
+from support.controller_env import Cluster, eventually, run_controller, shop
+from support.diagnose_env import COREFILE, NS, configmap, installed, lease, mcsdns_service, stamp
 from test_diagnose import Report, clusterset, diagnose, fails, sync
 
 from mcsdns.controller.lease import MemberLeases

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from controller_env import SLICES, Cluster, shop
-from diagnose_env import installed
-from helpers import REPO
+from support.controller_env import SLICES, Cluster, shop
+from support.diagnose_env import installed
+from support.helpers import REPO
 from test_diagnose import clusterset, diagnose, fails
 
 SECRET = "mcsdns-system/mcsdns-members"

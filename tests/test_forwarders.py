@@ -13,7 +13,7 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, Server, free_port, headless, run_server
+from support.helpers import EXAMPLE, Server, free_port, headless, run_server
 
 Launcher = Callable[[Path, int, int], list[str]]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from fakeapi.hostile import HostileAPI
-from helpers import run_server, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.helpers import run_server, wait_for
 from test_kube_source import addrs, endpoint_slice, service_import
 
 from mcsdns.kube.apiclient.cache import Cache

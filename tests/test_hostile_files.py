@@ -13,7 +13,7 @@ from pathlib import Path
 
 import dns.rcode
 import pytest
-from helpers import Prober, Server, alias_bomb, clusterset_ip, copy_example, run_server, wait_for
+from support.helpers import Prober, Server, alias_bomb, clusterset_ip, copy_example, run_server, wait_for
 
 Z = "clusterset.local"
 

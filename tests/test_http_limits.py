@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_env import Cluster, eventually, run_controller
-from helpers import EXAMPLE, Server, run_server
+from support.controller_env import Cluster, eventually, run_controller
+from support.helpers import EXAMPLE, Server, run_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controller_env import Cluster, shop
-from helpers import REPO
+from support.controller_env import Cluster, shop
+from support.helpers import REPO
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controller_env import Cluster, shop
-from helpers import REPO
+from support.controller_env import Cluster, shop
+from support.helpers import REPO
 from test_join import mcsdns
 
 from mcsdns.kube.apiclient.client import Client

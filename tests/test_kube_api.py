@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
-from helpers import run_server, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from official import official_client
+from support.helpers import run_server, wait_for
+from support.official import official_client
 from test_kube_source import addrs, endpoint_slice, service_import
 
 from mcsdns.kube.apiclient.client import Client

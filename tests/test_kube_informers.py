@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
-from helpers import wait_for
+from support.helpers import wait_for
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Unreachable

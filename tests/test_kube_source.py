@@ -12,9 +12,9 @@ import dns.message
 import dns.rcode
 import pytest
 from fakeapi import KubeAPI
-from helpers import EXAMPLE, free_port, run_server, wait_for
 from kubernetes import client
-from official import official_client
+from support.helpers import EXAMPLE, free_port, run_server, wait_for
+from support.official import official_client
 
 from mcsdns.data.objects import SERVICE_IMPORT
 from mcsdns.data.store import Store

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import serve_http
+from support.helpers import serve_http
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Unreachable, describe

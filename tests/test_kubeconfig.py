@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
-from realk8s import RealK8s
+from support.realk8s import RealK8s
 
 from mcsdns.kube.apiclient import kubeconfig
 from mcsdns.kube.apiclient.client import Client

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
-from helpers import serve_http
+from support.helpers import serve_http
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Unreachable

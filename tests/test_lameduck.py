@@ -21,7 +21,7 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rdatatype
-from helpers import EXAMPLE, REPO, Server, drain, free_port, stop_process, wait_for
+from support.helpers import EXAMPLE, REPO, Server, drain, free_port, stop_process, wait_for
 
 from mcsdns.transport.sockets import stop_tcp_intake, stop_udp_intake
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller_env import Cluster, eventually, run_controller, shop
-from helpers import REPO
+from support.controller_env import Cluster, eventually, run_controller, shop
+from support.helpers import REPO
 from test_join import NS, join, mcsdns, secret_key
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"

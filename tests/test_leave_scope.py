@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import yaml
-from controller_env import Cluster
+from support.controller_env import Cluster
 from test_join import NS, join, mcsdns, secret_key
 
 from mcsdns.kube.apiclient.client import Client

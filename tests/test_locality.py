@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dns.rcode
 import pytest
-from helpers import REPO, Server, run_server, wait_for
+from support.helpers import REPO, Server, run_server, wait_for
 
 EXAMPLE = REPO / "examples" / "locality"
 NAME = "api.shop.svc.clusterset.local."

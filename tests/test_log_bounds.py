@@ -18,7 +18,7 @@ import dns.message
 import dns.rcode
 import dns.tsigkeyring
 import pytest
-from helpers import EXAMPLE, Server, copy_example, run_server, stop_process, wait_for
+from support.helpers import EXAMPLE, Server, copy_example, run_server, stop_process, wait_for
 
 ZONE = "clusterset.local."
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "

@@ -16,9 +16,9 @@ from typing import Any
 import dns.flags
 import dns.message
 import pytest
-from controller_env import Kube, run_controller
 from fakeapi import KubeAPI
-from helpers import EXAMPLE, REPO, Server, run_server, wait_for
+from support.controller_env import Kube, run_controller
+from support.helpers import EXAMPLE, REPO, Server, run_server, wait_for
 from test_kube_source import example_objects
 
 from mcsdns import __version__

@@ -22,8 +22,8 @@ import dns.rdatatype
 import dns.tsigkeyring
 import dns.zone
 import pytest
-from controller_env import Cluster
-from helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, tool, wait_for
+from support.controller_env import Cluster
+from support.helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, tool, wait_for
 from test_diagnose import clusterset, diagnose, fails, sync
 from test_secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
 

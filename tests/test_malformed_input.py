@@ -12,7 +12,7 @@ import dns.edns
 import dns.message
 import dns.rcode
 import pytest
-from helpers import (
+from support.helpers import (
     EXAMPLE,
     UDP_PATHS,
     Server,

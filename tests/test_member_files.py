@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import Cluster, eventually, run_controller, shop
-from helpers import serve_http
+from support.controller_env import Cluster, eventually, run_controller, shop
+from support.helpers import serve_http
 from test_controller_members import mount
 
 from mcsdns.controller.membersdir import MembersDir

@@ -24,9 +24,9 @@ import dns.message
 import dns.query
 import dns.rcode
 import yaml
-from controller_env import Cluster, run_controller, shop
 from fakeapi.credential import jwt, with_token
-from helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
+from support.controller_env import Cluster, run_controller, shop
+from support.helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
 
 MONITORING = REPO / "deploy" / "monitoring"
 SERVER_RULES = MONITORING / "rules" / "mcsdns-server.rules.yaml"

@@ -18,7 +18,7 @@ import dns.query
 import dns.rcode
 import pytest
 import yaml
-from helpers import REPO, copy_example, free_port, run_server, stop_process, wait_for
+from support.helpers import REPO, copy_example, free_port, run_server, stop_process, wait_for
 from test_monitoring import COMPAT_RULES, prometheus, render, traffic
 
 # The panels of CoreDNS's Grafana dashboard and the expressions of its alerts (the

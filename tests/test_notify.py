@@ -15,7 +15,7 @@ import dns.message
 import dns.opcode
 import dns.rdatatype
 import pytest
-from helpers import Server, clusterset_ip, copy_example, free_port, run_server, wait_for
+from support.helpers import Server, clusterset_ip, copy_example, free_port, run_server, wait_for
 
 ZONE = "clusterset.local."
 

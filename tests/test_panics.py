@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import EXAMPLE, Server, run_server  # noqa: E402
+from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 BOOM = "boom.shop.svc.clusterset.local"  # looking it up raises: every query
 CRASH = "crash.shop.svc.clusterset.local"  # rendering its answer raises: once

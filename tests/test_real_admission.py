@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import eventually
-from helpers import REPO
-from realk8s import RealK8s
+from support.controller_env import eventually
+from support.helpers import REPO
+from support.realk8s import RealK8s
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.kube.apiclient.client import Client

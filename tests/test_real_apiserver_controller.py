@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import eventually, run_controller
-from realk8s import SKIP_REASON, RealK8s, script
+from support.controller_env import eventually, run_controller
+from support.realk8s import SKIP_REASON, RealK8s, script
 from test_controller_writes import DERIVED, writes_by_member
 
 from mcsdns.kube.apiclient.client import Client
@@ -25,7 +25,7 @@ N = 3
 
 
 class Real:
-    """One realk8s control plane (tests/realk8s.py) and a client of it."""
+    """One realk8s control plane (tests/support/realk8s.py) and a client of it."""
 
     def __init__(self, home: Path, name: str) -> None:
         self.k8s = RealK8s.up(name, home)

@@ -13,8 +13,8 @@ from typing import Any
 
 import dns.rcode
 import pytest
-from helpers import Server, run_server, wait_for
-from realk8s import RealK8s
+from support.helpers import Server, run_server, wait_for
+from support.realk8s import RealK8s
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import NotFound

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from helpers import REPO
-from realk8s import RealK8s
+from support.helpers import REPO
+from support.realk8s import RealK8s
 
 PATHS = {"ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
          "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",

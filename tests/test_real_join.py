@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_env import eventually, run_controller
-from helpers import REPO
-from realk8s import RealK8s, control_plane
+from support.controller_env import eventually, run_controller
+from support.helpers import REPO
+from support.realk8s import RealK8s, control_plane
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import ApiError

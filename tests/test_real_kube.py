@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import wait_for
-from realk8s import RealK8s
-from realk8s_probe import si
+from support.helpers import wait_for
+from support.realk8s import RealK8s
+from support.realk8s_probe import si
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Conflict, NotFound, Rejected, explain

@@ -3,7 +3,7 @@
 Counts where 30 connections to the ClusterSetIP (the derived Service's ClusterIP) land
 before, while and after west's own endpoint is not ready.
 
-Needs MCSDNS_REALK8S (tests/realk8s.py), MCSDNS_KUBE_PROXY (tests/kubeproxy_env.py), root
+Needs MCSDNS_REALK8S (tests/support/realk8s.py), MCSDNS_KUBE_PROXY (tests/support/kubeproxy_env.py), root
 and iproute2; skips, saying which is missing, otherwise."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import eventually, run_controller
-from kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY
-from kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe, rules
-from realk8s import SKIP_REASON, RealK8s, script
+from support.controller_env import eventually, run_controller
+from support.kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY
+from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe, rules
+from support.realk8s import SKIP_REASON, RealK8s, script
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.controller.locality import ZONE_LABEL

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realk8s import RealK8s
+from support.realk8s import RealK8s
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realk8s import RealK8s, control_plane
+from support.realk8s import RealK8s, control_plane
 from test_real_join import mcsdns
 
 from mcsdns.kube.apiclient.client import Client

@@ -17,9 +17,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from controller_env import Controller, eventually, run_controller
-from helpers import REPO
-from realk8s import SKIP_REASON, RealK8s, script
+from support.controller_env import Controller, eventually, run_controller
+from support.helpers import REPO
+from support.realk8s import SKIP_REASON, RealK8s, script
 from test_real_member_queues import addresses
 from test_real_probe import populate, stopped
 

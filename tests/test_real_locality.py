@@ -1,7 +1,7 @@
 """Locality degrades per node and per service, never per cluster: the controller against two REAL
 kube-apiservers (MCSDNS_REALK8S; skipped without it). West has Nodes in z1 and z2 and a new
 Node without a zone label, with an endpoint on each: the labelled nodes keep their zone's
-endpoint (kube-proxy's rule, tests/kubeproxy_rule.py, on the slices the real server holds), the
+endpoint (kube-proxy's rule, tests/support/kubeproxy_rule.py, on the slices the real server holds), the
 unlabelled one spreads over every cluster. Then nine zones: only the service whose one endpoint
 would need nine zone hints (the real server takes at most 8) loses its hints, and the warning
 and `mcsdns_controller_locality_degraded` name it."""
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import eventually, run_controller
-from kubeproxy_rule import used
-from realk8s import SKIP_REASON, script
+from support.controller_env import eventually, run_controller
+from support.kubeproxy_rule import used
+from support.realk8s import SKIP_REASON, script
 from test_real_apiserver_controller import MCS, Real
 
 from mcsdns.controller.locality import ELSEWHERE, ZONE_LABEL

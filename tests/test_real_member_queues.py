@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from controller_env import Cluster, eventually, run_controller
-from realk8s import SKIP_REASON, RealK8s, script
+from support.controller_env import Cluster, eventually, run_controller
+from support.realk8s import SKIP_REASON, RealK8s, script
 from test_real_probe import populate, stopped
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import eventually, run_controller
-from realk8s import SKIP_REASON, RealK8s, script
+from support.controller_env import eventually, run_controller
+from support.realk8s import SKIP_REASON, RealK8s, script
 from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 
 from mcsdns.kube.apiclient.client import Client

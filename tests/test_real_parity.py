@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
-from realk8s import RealK8s
-from realk8s_probe import EPS, MCS, Send, events, fake_send, js, si, slice_
+from support.realk8s import RealK8s
+from support.realk8s_probe import EPS, MCS, Send, events, fake_send, js, si, slice_
 
 from mcsdns.kube.apiclient.client import METADATA_ONLY
 

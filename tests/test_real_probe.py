@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from controller_env import Cluster, eventually, run_controller
-from realk8s import SKIP_REASON, RealK8s, script
+from support.controller_env import Cluster, eventually, run_controller
+from support.realk8s import SKIP_REASON, RealK8s, script
 from test_controller_probe import lease_renew_time, sources
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO
-from realk8s import SKIP_REASON, script
+from support.helpers import REPO
+from support.realk8s import SKIP_REASON, script
 from test_real_apiserver_controller import MCS, Real, service
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import Controller, eventually, run_controller
-from realk8s import SKIP_REASON, script
+from support.controller_env import Controller, eventually, run_controller
+from support.realk8s import SKIP_REASON, script
 from test_controller_writes import writes_by_member
 from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 

@@ -1,11 +1,11 @@
-"""`Reconciler` on plain dicts (tests/controller_fakes.py): no API server, no process. What
+"""`Reconciler` on plain dicts (tests/support/controller_fakes.py): no API server, no process. What
 one reconcile of one service writes into every member, and what it leaves alone."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller_fakes import MCS, FakeView, export_service, member
+from support.controller_fakes import MCS, FakeView, export_service, member
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.controller.ipam import Allocator

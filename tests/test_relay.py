@@ -10,7 +10,7 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
-from helpers import EXAMPLE
+from support.helpers import EXAMPLE
 
 from mcsdns.data.objects import (
     ENDPOINT_SLICE,

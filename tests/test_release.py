@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import REPO
 from packaging.requirements import Requirement
+from support.helpers import REPO
 
 import mcsdns
 

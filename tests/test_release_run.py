@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO, skip_without_package_index
+from support.helpers import REPO, skip_without_package_index
 
 import mcsdns
 

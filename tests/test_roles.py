@@ -12,7 +12,7 @@ from typing import Any
 
 import dns.message
 import pytest
-from helpers import EXAMPLE, REPO
+from support.helpers import EXAMPLE, REPO
 
 from mcsdns.ops.stats import Snapshot
 from mcsdns.publish.pipeline import Pipeline

@@ -18,8 +18,8 @@ import dns.rcode
 import dns.rdatatype
 import dns.zone
 import pytest
-from helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, wait_for
-from knot_conf import secondary_conf
+from support.helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, wait_for
+from support.knot_conf import secondary_conf
 
 ZONE = "clusterset.local."
 SECRET = base64.b64encode(b"mcsdns-secondaries-test-key-4567").decode()

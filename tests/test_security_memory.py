@@ -14,7 +14,7 @@ import dns.query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import EXAMPLE, Server, run_server  # noqa: E402
+from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 from robustness.memory_abuse import (  # noqa: E402
     SERVED,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from helpers import REPO
+from support.helpers import REPO
 
 FORBIDDEN = ("DESIGN.md", "../shared", "shared/reference", "/work/")
 # CI alone may put the workplace's real peers (../shared/peers) to use when they exist.

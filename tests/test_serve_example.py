@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import REPO, free_port, skip_without_package_index, stop_process, tool
+from support.helpers import REPO, free_port, skip_without_package_index, stop_process, tool
 
 
 def start(clone: Path, log: Path) -> tuple[bool, float]:

@@ -12,7 +12,7 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import pytest
-from helpers import Server, clusterset_ip, copy_example, headless, run_server, wait_for
+from support.helpers import Server, clusterset_ip, copy_example, headless, run_server, wait_for
 
 SVC = "web.shop.svc.clusterset.local."
 

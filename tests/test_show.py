@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_env import Cluster, shop
-from diagnose_env import installed
-from helpers import REPO
+from support.controller_env import Cluster, shop
+from support.diagnose_env import installed
+from support.helpers import REPO
 from test_diagnose_members import members_dir, sync3
 
 

@@ -18,7 +18,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 import pytest
-from helpers import REPO, Server, run_server
+from support.helpers import REPO, Server, run_server
 
 sys.path.insert(0, str(REPO / "conformance"))
 import speclib  # noqa: E402

@@ -20,7 +20,7 @@ import dns.message
 import dns.rcode
 import pytest
 from fakeapi import KubeAPI
-from helpers import Server, run_server, wait_for
+from support.helpers import Server, run_server, wait_for
 from test_kube_source import example_names as example_queries
 from test_kube_source import example_objects
 
@@ -71,7 +71,7 @@ def saved_objects(path: Path) -> list[dict[str, Any]]:
 
 def down_api(tmp_path: Path) -> tuple[KubeAPI, Path]:
     """An API server that is not listening yet (down at start), and its kubeconfig."""
-    from helpers import free_port
+    from support.helpers import free_port
 
     api = KubeAPI()
     api.port = free_port()

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import dns.rcode
-from helpers import EXAMPLE, run_server
+from support.helpers import EXAMPLE, run_server
 
 from mcsdns.dns.types import qtype_label
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dns.message
 import pytest
-from helpers import EXAMPLE, Server, copy_example, run_server, wait_for
+from support.helpers import EXAMPLE, Server, copy_example, run_server, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -26,7 +26,7 @@ import dns.rcode
 import dns.tsig
 import dns.tsigkeyring
 import pytest
-from helpers import EXAMPLE, REPO, Server, free_port, run_server
+from support.helpers import EXAMPLE, REPO, Server, free_port, run_server
 
 sys.path.insert(0, str(REPO))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import dns.message
 import dns.rcode
 import pytest
-from helpers import EXAMPLE, UDP_PATHS, Server, drain, example_app, run_server_on_path
+from support.helpers import EXAMPLE, UDP_PATHS, Server, drain, example_app, run_server_on_path
 
 from mcsdns.nameserver.handler import Handler
 

@@ -7,7 +7,7 @@ import re
 import signal
 from pathlib import Path
 
-from helpers import EXAMPLE, run_server, wait_for
+from support.helpers import EXAMPLE, run_server, wait_for
 
 NAME = "web.shop.svc.clusterset.local."
 SAMPLE = 'mcsdns_dns_responses_total{proto="udp",rcode="NOERROR",type="A"}'

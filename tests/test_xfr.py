@@ -25,9 +25,9 @@ import dns.tsigkeyring
 import dns.xfr
 import dns.zone
 import pytest
-from helpers import REPO, Server, clusterset_ip, copy_example, headless, run_server, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.helpers import REPO, Server, clusterset_ip, copy_example, headless, run_server, wait_for
 
 ZONE = "clusterset.local."
 SECRET = base64.b64encode(b"mcsdns-test-transfer-key-0123456").decode()

@@ -31,7 +31,7 @@ import pytest
 
 ENV = "MCSDNS_REALK8S"
 APISERVER_ENV = "MCSDNS_KUBE_APISERVER"
-CRDS = Path(__file__).resolve().parent.parent / "deploy" / "crds"
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 SKIP_REASON = (f"no real API server: set {ENV} to the path of realk8s.sh (etcd and kubectl on PATH) "
                "to run this test against a real kube-apiserver")
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from netns_agent import pipe
+from support.netns_agent import pipe
 
 HERE = Path(__file__).resolve().parent
 ENV = "MCSDNS_KUBE_PROXY"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from fakeapi import KubeAPI
-from helpers import REPO, free_port, stop_process
 
 from mcsdns.controller.clusters import Member, NotFound, Unreachable
+from support.helpers import REPO, free_port, stop_process
 
 SLICES = "/apis/discovery.k8s.io/v1"
 IDS = (("a", "east"), ("b", "west"), ("c", "north"))  # member names and cluster IDs

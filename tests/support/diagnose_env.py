@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from controller_env import SLICES, Cluster
+from support.controller_env import SLICES, Cluster
 
 NS = "mcsdns-system"
 COREFILE = """.:53 {

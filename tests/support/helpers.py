@@ -27,7 +27,7 @@ from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.loader import loader_for
 from mcsdns.serveconfig import Config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "clusterset"
 
 

@@ -3,7 +3,7 @@ once, then forks a child per command line that runs the package's __main__ exact
 `python -m` does (same sys.path, sys.argv, exit status and stderr), at most JOBS at once,
 each killed after TIMEOUT seconds.
 
-Usage: python tests/forkrun.py JOBS TIMEOUT < [[args...], ...] (JSON) > [[status, stdout,
+Usage: python tests/support/forkrun.py JOBS TIMEOUT < [[args...], ...] (JSON) > [[status, stdout,
 stderr], ...] (JSON; status -N: killed by signal N, as subprocess reports it).
 """
 

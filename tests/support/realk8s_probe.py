@@ -1,7 +1,7 @@
 """Ask the test API server (tests/fakeapi/) and a real kube-apiserver the same questions and
 print where their answers differ (docs/testing.md lists the differences and what was done).
 
-    MCSDNS_REALK8S=/path/to/realk8s.sh .venv/bin/python tests/realk8s_probe.py [--all]
+    MCSDNS_REALK8S=/path/to/realk8s.sh .venv/bin/python tests/support/realk8s_probe.py [--all]
 
 Each probe reduces both answers to a few facts (status codes, which fields are set, counts);
 only the facts that differ are printed, unless --all. Exit status 1 if any differ.
@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, run as a script
 
 from fakeapi import KubeAPI  # noqa: E402
-from realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
+
+from support.realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
 
 Answer = tuple[int, dict[str, str], bytes]
 Send = Callable[..., Answer]
