@@ -260,9 +260,9 @@ sys.modules["mcsdns.transport._batchio"] = None  # as if it were not built
 sys.path.insert(0, "tests")
 import dns.message
 from mcsdns.nameserver import response
-from test_udp import _example_handler
+from support.helpers import example_app
 assert response.Canned.__mro__[1].__module__ == "mcsdns.nameserver._canned"
-h = _example_handler()
+h = example_app().handler
 orders = set()
 for i in range(4):
     q = dns.message.make_query("db.shop.svc.clusterset.local.", "A")
@@ -273,7 +273,7 @@ for i in range(4):
 assert len(orders) > 1 and h.cache.hits() == 3 and sum(h.cache.responses(False).values()) == 4
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
 

@@ -16,7 +16,7 @@ import dns.message
 import pytest
 from support.helpers import EXAMPLE, Server, copy_example, run_server, wait_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from robustness.tcp_trickle import addresses, pipeline, trickle  # noqa: E402
 
