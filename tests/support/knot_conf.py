@@ -1,5 +1,5 @@
 """knotd's configuration as a secondary of mcsdns for clusterset.local on loopback (used by
-tests/test_secondaries.py and bench/xfr.py)."""
+tests/nameserver/test_secondaries.py and bench/xfr.py)."""
 
 from __future__ import annotations
 

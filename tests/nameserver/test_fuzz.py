@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mcsdns.dns.errors import Drop, FormErr  # noqa: E402
 from mcsdns.dns.message import parse_query  # noqa: E402

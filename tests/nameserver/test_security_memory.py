@@ -12,7 +12,7 @@ import dns.edns
 import dns.message
 import dns.query
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 

@@ -23,7 +23,7 @@ import dns.rdatatype
 import dns.zone
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from support.helpers import copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
 from test_secondaries import KEY, knotd  # noqa: E402

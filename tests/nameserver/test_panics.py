@@ -18,7 +18,7 @@ import dns.query
 import dns.rcode
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
