@@ -21,7 +21,7 @@ from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.resources import NAMESPACES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def variant(real_k8s: RealK8s, tmp_path: Path, cluster: dict[str, Any] | None = None,

@@ -26,7 +26,7 @@ from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.apiclient.kubeconfig import KubeconfigError
 from mcsdns.kube.resources import NAMESPACES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

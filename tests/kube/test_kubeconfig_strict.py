@@ -26,7 +26,7 @@ from mcsdns.kube.apiclient.kubeconfig import KubeconfigError, load
 from mcsdns.kube.resources import NAMESPACES
 from mcsdns.members.kubeconfig import admin_cluster
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 V1 = "client.authentication.k8s.io/v1"
 CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="  # base64 of a PEM header
 
