@@ -2,7 +2,7 @@
 that member's imported EndpointSlices carry the new hints.
 
 Three test API servers (tests/fakeapi/, in this process) with the three-cluster example of
-tests/test_controller_locality.py (shop/web, `trafficDistribution: PreferSameZone`), then
+tests/controller/test_controller_locality.py (shop/web, `trafficDistribution: PreferSameZone`), then
 `python -m mcsdns controller` against them; `--flips` times, west's endpoint 10.2.0.1 flips
 readiness and west's store is polled every 0.5 ms until the other local endpoint's zone
 hints show it (p50/p90/max).

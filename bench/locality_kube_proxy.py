@@ -4,7 +4,7 @@ ClusterSetIP's traffic. kube-proxy syncs at most once per --iptables-min-sync-pe
 --nftables-min-sync-period (1 s by default): a change right after a sync waits for the rest
 of that period, a change on an idle kube-proxy is synced at once.
 
-The set-up of tests/test_real_kube_proxy.py (three real kube-apiservers, the controller, kube-proxy
+The set-up of tests/controller/test_real_kube_proxy.py (three real kube-apiservers, the controller, kube-proxy
 as west's Node b-1 in a network namespace; root, MCSDNS_REALK8S and MCSDNS_KUBE_PROXY). For each
 --min-sync value, kube-proxy is started with it and west's endpoint flips `--flips` times,
 alternately after 2.5 s idle ("idle": no sync in the last period) and right after the previous

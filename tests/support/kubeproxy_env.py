@@ -1,5 +1,5 @@
 """A real kube-proxy in a network namespace of its own, for end-to-end tests of what the
-controller writes (tests/test_real_kube_proxy.py).
+controller writes (tests/controller/test_real_kube_proxy.py).
 
 `MCSDNS_KUBE_PROXY` names the kube-proxy binary (or its .xz); the tests also need root and
 iproute2. In namespace NS, `netns_agent.py serve` relays 127.0.0.1:PORT to the API server on
