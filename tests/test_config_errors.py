@@ -236,7 +236,7 @@ def test_every_flag_is_covered() -> None:
     for cmd, parser in sub.choices.items():
         for action in parser._actions:
             for flag in action.option_strings:
-                if flag not in ("-h", "--help", "--version"):  # --version: tests/test_logs_version.py
+                if flag not in ("-h", "--help", "--version"):  # --version: tests/ops/test_logs_version.py
                     assert (cmd, flag) in covered, f"no bad-value case for {cmd} {flag}"
 
 

@@ -16,7 +16,7 @@ import pytest
 from support.controller_env import Cluster, eventually, run_controller
 from support.helpers import EXAMPLE, Server, run_server
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from robustness.http_flood import probe_during_flood  # noqa: E402
 

@@ -14,7 +14,7 @@ from support.helpers import EXAMPLE, run_server
 
 from mcsdns.dns.types import qtype_label
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from robustness.memory_abuse import send_window  # noqa: E402
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNNEEDED = ("multiprocessing", "pickle", "ctypes.util", "mcsdns.sources.relay", "mcsdns.sources.files",
             "mcsdns.sources.manifest", "mcsdns.data.state", "mcsdns.publish.statekeeper")
 
