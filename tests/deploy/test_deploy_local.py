@@ -1,5 +1,5 @@
 """deploy/overlays/per-cluster: the controller of the per-cluster topology (`--local`), checked
-as tests/test_deploy.py checks the central one: its arguments are the CLI's, its reader
+as tests/deploy/test_deploy.py checks the central one: its arguments are the CLI's, its reader
 ClusterRole is mcsdns.kube.permissions.READER, and run with the Deployment's own arguments
 against two test API servers it imports the other member's export while every request it makes
 there is authorized by the reader role alone (no write)."""
