@@ -1,6 +1,6 @@
 """Releases: one version source, a changelog entry per version, the Apache-2.0 licence, the image's
 dependencies pinned with hashes in a lock made from pyproject.toml, a CycloneDX SBOM listing every
-locked package with its licence. scripts/release itself: tests/test_release_run.py.
+locked package with its licence. scripts/release itself: tests/project/test_release_run.py.
 
 The image itself (built from the lock, with its OCI labels) is built and checked by
 scripts/container-test, which CI runs; its Containerfile is checked statically here."""
