@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakeapi.hostile import HostileAPI  # noqa: E402
 from support.helpers import run_server  # noqa: E402
-from test_kube_source import service_import  # noqa: E402
+from support.kube_objects import service_import  # noqa: E402
 
 from mcsdns.data.objects import ServiceImport  # noqa: E402
 from mcsdns.kube.apiclient.client import Client  # noqa: E402

@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from support.controller_checks import args_for  # noqa: E402
 from support.controller_env import IDS, Cluster, eventually, run_controller  # noqa: E402
-from test_controller_derived import args_for  # noqa: E402
-from test_controller_locality import B_HINTS, ENDPOINTS, NODES, export, hints, node, service, source  # noqa: E402
+from support.locality_env import B_HINTS, ENDPOINTS, NODES, export, hints, node, service, source  # noqa: E402
 
 
 def main() -> int:

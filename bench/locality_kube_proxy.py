@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from support.controller_env import eventually, run_controller  # noqa: E402
 from support.kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY  # noqa: E402
 from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe  # noqa: E402
+from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, SLICES, hinted, set_ready, set_up  # noqa: E402
 from support.realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
-from test_real_kube_proxy import ENDPOINTS, IDS, NODE_IP, NS, SLICES, hinted, set_ready, set_up  # noqa: E402
 
 from mcsdns.controller.derived import derived_name  # noqa: E402
 

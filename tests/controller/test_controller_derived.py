@@ -4,8 +4,6 @@ Test API servers as members, the real kubernetes client, the controller as a pro
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import ipaddress
 import json
 import time
@@ -13,51 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import dns.rcode
+from support.controller_checks import SVC_LABEL, a_records, args_for, derived, slices_of, source_slice, svc_of
 from support.controller_env import IDS, Cluster, eventually, run_controller
 from support.helpers import run_server
-from test_controller_e2e import a_records
 
 from mcsdns.controller.probe import PATH as PROBE
-
-SVC_LABEL = "kubernetes.io/service-name"
-MCS_LABEL = "multicluster.kubernetes.io/service-name"
-
-
-def derived(ns: str, name: str) -> str:
-    """The mcs-api name: derived- + base32hex(sha256("ns/name")), lower case, 10 characters."""
-    digest = hashlib.sha256(f"{ns}/{name}".encode()).digest()
-    return "derived-" + base64.b32hexencode(digest).decode().lower()[:10]
-
-
-def args_for(*clusters: Cluster, ttl: float = 60, extra: tuple[str, ...] = ()) -> list[str]:
-    out = []
-    for c in clusters:
-        out += ["--cluster", f"{c.name}={c.kubeconfig}"]
-    return [*out, "--endpoint-ttl", str(ttl), "--resync", "600", *extra]
-
-
-def svc_of(cl: Cluster, ns: str, name: str) -> dict[str, Any] | None:
-    return cl.api.get("Service", ns, derived(ns, name))
-
-
-def slices_of(cl: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
-    """Our imported slices for a service, read from the server's state (no HTTP request)."""
-    return [s for s in cl.api.objects("EndpointSlice") if s["metadata"]["namespace"] == ns
-            and (s["metadata"].get("labels") or {}).get(MCS_LABEL) == name]
 
 
 def addresses(slices: list[dict[str, Any]], ready_only: bool = True) -> set[str]:
     return {a for s in slices for e in s.get("endpoints") or []
             if not ready_only or (e.get("conditions") or {}).get("ready", True) for a in e["addresses"]}
-
-
-def source_slice(ns: str, svc: str, name: str, ips: list[str], ready: bool = True) -> dict[str, Any]:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": name, "namespace": ns,
-                         "labels": {SVC_LABEL: svc, "endpointslice.kubernetes.io/managed-by":
-                                    "endpointslice-controller.k8s.io"}},
-            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [ip], "conditions": {"ready": ready}} for ip in ips]}
 
 
 def test_export_makes_a_derived_service_whose_clusterip_dns_answers(clusters2: list[Cluster],

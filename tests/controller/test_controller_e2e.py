@@ -14,39 +14,19 @@ from typing import Any
 import dns.rcode
 import dns.rdatatype
 import yaml
+from support.controller_checks import CIDR, a_records, cidr_args_for, with_status
 from support.controller_env import Cluster, Controller, eventually, run_controller, shop
 from support.helpers import run_server
 
-CIDR = "10.77.0.0/24"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mcsdns-controller"
 WRITE_LOG = re.compile(r"cluster \w+: (create|update|delete) |ServiceExport .* status:")
-
-
-def with_status(si: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ServiceImport once the controller has written its status (a second request
-    after the create), else None."""
-    return si if si is not None and si.get("status") else None
-
-
-def args_for(*clusters: Cluster, ttl: float = 60, extra: tuple[str, ...] = ()) -> list[str]:
-    out = []
-    for c in clusters:
-        out += ["--cluster", f"{c.name}={c.kubeconfig}"]
-    return [*out, "--clusterset-cidr", CIDR, "--endpoint-ttl", str(ttl), "--resync", "1", *extra]
-
-
-def a_records(srv: object, name: str) -> set[str]:
-    r = srv.query(name, "A")  # type: ignore[attr-defined]
-    if r.rcode() != dns.rcode.NOERROR:
-        return set()
-    return {rd.address for rrset in r.answer if rrset.rdtype == dns.rdatatype.A for rd in rrset}
 
 
 def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: list[Cluster],
                                                                    tmp_path: Path) -> None:
     a, b, _c = clusters3
     shop(a, (a, b))
-    with run_controller(args_for(*clusters3), tmp_path):
+    with run_controller(cidr_args_for(*clusters3), tmp_path):
         si = eventually(lambda: with_status(b.kube.serviceimport("shop", "web")), what="ServiceImport in B")
         ip = si["spec"]["ips"][0]
         assert ipaddress.ip_address(ip) in ipaddress.ip_network(CIDR)
@@ -84,7 +64,7 @@ def test_export_clustersetip_and_headless_reach_dns_in_other_cluster(clusters3: 
 def test_dns_server_watching_another_cluster(clusters2: list[Cluster], tmp_path: Path) -> None:
     a, b = clusters2
     shop(a, clusters2, web=("10.1.0.5",))
-    with run_controller(args_for(a, b), tmp_path), \
+    with run_controller(cidr_args_for(a, b), tmp_path), \
             run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
         si = eventually(lambda: with_status(b.kube.serviceimport("shop", "web")), what="ServiceImport in B")
         ip = si["spec"]["ips"][0]
@@ -104,7 +84,7 @@ def test_invalid_exports_get_valid_false(clusters2: list[Cluster], tmp_path: Pat
     a.kube.export("ns", "ghost")
     a.kube.service("ns", "ext", type_="ExternalName")
     a.kube.export("ns", "ext")
-    with run_controller(args_for(a, b), tmp_path):
+    with run_controller(cidr_args_for(a, b), tmp_path):
         c = eventually(lambda: a.kube.conditions("ns", "ghost").get("Valid"), what="Valid on ghost")
         assert (c["status"], c["reason"]) == ("False", "NoService")
         c = eventually(lambda: a.kube.conditions("ns", "ext").get("Valid"), what="Valid on ext")
@@ -123,7 +103,7 @@ def test_conflicts_merge_ports_and_name_the_oldest_cluster(clusters2: list[Clust
     b.kube.endpoints("ns", "api", "api-b", [("10.2.0.1", None)])
     time.sleep(1.1)  # creationTimestamp has one-second resolution
     b.kube.export("ns", "api")
-    with run_controller(args_for(a, b), tmp_path):
+    with run_controller(cidr_args_for(a, b), tmp_path):
         def conflicted(cl: Cluster) -> dict[str, str] | None:
             c = cl.kube.conditions("ns", "api").get("Conflict")
             return c if c and c["status"] == "True" else None
@@ -145,7 +125,7 @@ def test_unexport_removes_slices_then_import(clusters2: list[Cluster], tmp_path:
         cl.kube.service("ns", "web")
         cl.kube.endpoints("ns", "web", f"web-{cl.name}", [("10.9.0.1" if cl is a else "10.9.0.2", None)])
         cl.kube.export("ns", "web")
-    with run_controller(args_for(a, b), tmp_path):
+    with run_controller(cidr_args_for(a, b), tmp_path):
         eventually(lambda: a.kube.source_clusters("ns", "web") == {"east", "west"}, what="both sources")
         a.kube.unexport("ns", "web")
         for cl in (a, b):
@@ -167,7 +147,7 @@ def test_lost_cluster_endpoints_expire_and_return(clusters2: list[Cluster], tmp_
         cl.kube.endpoints("ns", "web", f"web-{cl.name}", [("10.9.0.1" if cl is a else "10.9.0.2", None)])
         cl.kube.export("ns", "web")
     name = "web.ns.svc.clusterset.local."
-    with run_controller(args_for(a, b, ttl=3), tmp_path) as ctl, \
+    with run_controller(cidr_args_for(a, b, ttl=3), tmp_path) as ctl, \
             run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
         eventually(lambda: a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}, what="both clusters in DNS")
         a.stop()
@@ -196,7 +176,7 @@ def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster
     b.kube.service("ns", "db", headless=True)
     b.kube.endpoints("ns", "db", "db-b", [("10.9.0.2", "db-0")])
     b.kube.export("ns", "db")
-    with run_controller(args_for(a, b), tmp_path, name="first"):
+    with run_controller(cidr_args_for(a, b), tmp_path, name="first"):
         eventually(lambda: all(cl.kube.conditions("ns", svc).get("Ready", {}).get("status") == "True"
                                for cl, svc in ((a, "web"), (a, "api"), (b, "db"))), what="all Ready")
         eventually(lambda: len(a.kube.imported_slices("ns", "db")) == 1, what="slices")
@@ -210,7 +190,7 @@ def test_restart_makes_no_writes_and_keeps_clustersetips(clusters2: list[Cluster
                        and not cl.kube.imported_slices("ns", low), what="the freed one gone")
         time.sleep(0.5)
     before = (a.writes(), b.writes())
-    with run_controller(args_for(a, b), tmp_path, name="second") as ctl:
+    with run_controller(cidr_args_for(a, b), tmp_path, name="second") as ctl:
         eventually(ctl.ready, what="first pass")
         time.sleep(2.5)  # several passes (resync 1 s)
         assert (a.writes(), b.writes()) == before, ctl.logs()
@@ -233,8 +213,9 @@ def two_replicas(a: Cluster, b: Cluster, tmp_path: Path,
     a.kube.service("ns", "web")
     a.kube.export("ns", "web")
     le = ("--leader-elect", "--lease-cluster", "a", "--lease-duration", lease_duration)
-    with run_controller(args_for(a, b, extra=(*le, "--identity", "one")), tmp_path, name="one") as one, \
-            run_controller(args_for(a, b, extra=(*le, "--identity", "two")), tmp_path, name="two") as two:
+    one_args, two_args = (cidr_args_for(a, b, extra=(*le, "--identity", i)) for i in ("one", "two"))
+    with run_controller(one_args, tmp_path, name="one") as one, \
+            run_controller(two_args, tmp_path, name="two") as two:
         eventually(lambda: b.kube.serviceimport("ns", "web"), what="import")
         lease = a.kube.get(LEASE)
         assert lease is not None
@@ -273,7 +254,7 @@ def test_v1alpha1_member_dual_stack_and_late_namespace(tmp_path: Path) -> None:
         a.kube.service("ns", "web", dual_stack=True)
         a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
         a.kube.export("ns", "web")
-        args = args_for(a, old, extra=("--clusterset-cidr", "fd00:77::/120"))
+        args = cidr_args_for(a, old, extra=("--clusterset-cidr", "fd00:77::/120"))
         with run_controller(args, tmp_path):
             si = eventually(lambda: with_status(a.kube.serviceimport("ns", "web")), what="import in A")
             assert si["apiVersion"] == "multicluster.x-k8s.io/v1beta1"
@@ -312,7 +293,7 @@ def test_objects_of_others_are_left_alone(clusters2: list[Cluster], tmp_path: Pa
     b.kube.create("/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices", foreign_slice)
     a.kube.service("ns", "web")
     a.kube.export("ns", "web")
-    with run_controller(args_for(a, b), tmp_path) as ctl:
+    with run_controller(cidr_args_for(a, b), tmp_path) as ctl:
         c = eventually(lambda: (lambda r: r if r and r["status"] == "False" else None)(
             a.kube.conditions("ns", "web").get("Ready")), what="Ready=False")
         assert "west" in c["message"] and "managed by someone else" in c["message"]
@@ -329,7 +310,7 @@ def test_watches_trigger_passes_and_errors_are_retried(clusters2: list[Cluster],
     for cl in (a, b):
         cl.kube.namespace("ns")
     a.kube.service("ns", "web")
-    args = [arg if arg != "1" else "600" for arg in args_for(a, b)]  # --resync 600: only watches
+    args = [arg if arg != "1" else "600" for arg in cidr_args_for(a, b)]  # --resync 600: only watches
     assert "600" in args
     with run_controller(args, tmp_path) as ctl:
         eventually(ctl.ready, what="first pass")

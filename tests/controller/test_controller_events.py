@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
+from support.controller_checks import args_for, export
 from support.controller_env import Cluster, eventually, run_controller
 from support.realk8s import RealK8s
-from test_controller_derived import args_for
-from test_controller_ports import export
 
 from mcsdns.controller.clusters import Member
 from mcsdns.controller.events import Recorder, export_events

@@ -6,34 +6,12 @@ no write; a removed member's exports go from the others as when it unexports the
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from support.controller_checks import mount
 from support.controller_env import Cluster, Controller, eventually, run_controller, shop
-
-
-def mount(d: Path, files: dict[str, bytes]) -> None:
-    """Lay `files` out in `d` as the kubelet updates a mounted Secret (AtomicWriter): a new
-    timestamped directory, `..data` renamed onto a symlink to it, a symlink per key."""
-    d.mkdir(exist_ok=True)
-    ts = d / f"..{time.time_ns()}"
-    ts.mkdir()
-    for k, v in files.items():
-        (ts / k).write_bytes(v)
-    old = os.readlink(d / "..data") if (d / "..data").is_symlink() else None
-    (d / "..data_tmp").symlink_to(ts.name)
-    os.rename(d / "..data_tmp", d / "..data")
-    for k in files:
-        if not (d / k).is_symlink():
-            (d / k).symlink_to(f"..data/{k}")
-    for link in d.iterdir():
-        if not link.name.startswith(".") and link.name not in files:
-            link.unlink()
-    if old is not None:
-        shutil.rmtree(d / old)
 
 
 def writes(c: Cluster) -> list[tuple[str, str]]:

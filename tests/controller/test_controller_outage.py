@@ -9,10 +9,10 @@ from pathlib import Path
 
 import dns.rcode
 import pytest
+from support.controller_checks import a_records, cidr_args_for, with_status
 from support.controller_env import Cluster, eventually, run_controller, shop
 from support.controller_fakes import FakeView, export_service, member
 from support.helpers import run_server
-from test_controller_e2e import a_records, args_for, with_status
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.controller.ipam import Allocator
@@ -145,7 +145,7 @@ def test_an_outage_past_the_ttl_keeps_names_and_clustersetips(clusters3: list[Cl
     a, b, c = clusters3
     shop(c, clusters3)
     web, db = "web.shop.svc.clusterset.local.", "db.shop.svc.clusterset.local."
-    with run_controller(args_for(a, b, c, ttl=2), tmp_path) as ctl, \
+    with run_controller(cidr_args_for(a, b, c, ttl=2), tmp_path) as ctl, \
             run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
         for cl in (a, b):
             eventually(lambda cl=cl: with_status(cl.kube.serviceimport("shop", "web")) and
@@ -235,13 +235,13 @@ def test_a_restart_during_an_outage_keeps_names_and_clustersetips(clusters3: lis
     a, b, c = clusters3
     a.kube.namespace("kube-system")  # the member Leases live in a (the first --cluster)
     shop(c, clusters3, db=False)
-    with run_controller(args_for(a, b, c, ttl=2), tmp_path, name="first"):
+    with run_controller(cidr_args_for(a, b, c, ttl=2), tmp_path, name="first"):
         for cl in (a, b):
             eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"},
                        what=f"web imported in {cl.name}")
         before = clustersetips((a, b), "web")
     c.stop()
-    with run_controller(args_for(a, b, c, ttl=2), tmp_path, name="second") as ctl:
+    with run_controller(cidr_args_for(a, b, c, ttl=2), tmp_path, name="second") as ctl:
         for cl in (a, b):
             eventually(lambda cl=cl: not cl.kube.source_clusters("shop", "web"), timeout=20,
                        what=f"c's endpoints gone from {cl.name}")
@@ -258,7 +258,7 @@ def test_past_the_import_grace_the_import_goes(clusters2: list[Cluster], tmp_pat
     """The grace's end re-queues the lost member's services (no resync does it here)."""
     a, c = clusters2
     shop(c, clusters2, db=False)
-    args = [*args_for(a, c, ttl=1), "--import-grace", "4", "--resync", "600"]
+    args = [*cidr_args_for(a, c, ttl=1), "--import-grace", "4", "--resync", "600"]
     with run_controller(args, tmp_path) as ctl:
         eventually(lambda: a.kube.source_clusters("shop", "web") == {"west"}, what="web imported in a")
         c.stop()

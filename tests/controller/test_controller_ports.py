@@ -7,31 +7,14 @@ wins every conflict."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.controller_checks import Ports, args_for, export, slices_of, svc_of
 from support.controller_env import Cluster, eventually, run_controller
-from test_controller_derived import args_for, slices_of, svc_of
 
 from mcsdns.kube.names import SOURCE_CLUSTER_LABEL
-
-Ports = Sequence[tuple[str, int, str]]
-
-
-def export(cl: Cluster, ports: Ports, target: int, ip: str) -> None:
-    """Service ns/api with `ports`, its EndpointSlice (each port's target = port + `target`), exported."""
-    cl.kube.namespace("ns")
-    cl.kube.service("ns", "api", ports=ports)
-    cl.kube.create("/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices", {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": f"api-{cl.name}", "namespace": "ns",
-                     "labels": {"kubernetes.io/service-name": "api",
-                                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-        "ports": [{"name": n, "port": p + target, "protocol": pr} for n, p, pr in ports]})
-    cl.kube.export("ns", "api")
 
 
 def keys(ports: list[dict[str, Any]]) -> set[tuple[str, str]]:

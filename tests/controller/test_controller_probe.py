@@ -11,12 +11,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakeapi import KubeAPI
+from support.controller_checks import lease_renew_time, sources
 from support.controller_env import Cluster, eventually, run_controller
 from support.controller_fakes import export_service
 from support.controller_fakes import member as member_view
@@ -152,24 +152,12 @@ def test_one_hung_member_does_not_delay_the_probe_of_another(tmp_path: Path) -> 
             api.stop()
 
 
-# --- the controller --------------------------------------------------------------------------
-def lease_renew_time(cl: Cluster, member: str) -> float:
-    lease = cl.api.get("Lease", "kube-system", f"mcsdns-member-{member}")
-    assert lease is not None
-    ts = lease["spec"]["renewTime"]
-    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
-
-
 def lease_events(cl: Cluster, member: str) -> list[Obj]:
     """The Events about `member`'s Lease, oldest first."""
     want = ("coordination.k8s.io/v1", "Lease", "kube-system", f"mcsdns-member-{member}")
     out = [e for e in cl.api.objects("Event") if tuple(e["involvedObject"].get(k) for k in (
         "apiVersion", "kind", "namespace", "name")) == want and e["involvedObject"].get("uid")]
     return sorted(out, key=lambda e: str(e["firstTimestamp"]) + e["metadata"]["name"])
-
-
-def sources(cl: Cluster) -> set[str]:
-    return cl.kube.source_clusters("shop", "web")
 
 
 def test_a_hung_members_endpoints_leave_the_others_after_the_ttl_from_the_last_contact(

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from support.controller_checks import args_for
 from support.controller_env import Cluster, Controller, eventually, run_controller
-from test_controller_derived import args_for
-from test_diagnose import diagnose
+from support.diagnose_env import diagnose
 
 NS = "ns"
 A_SVCS = [f"a{i}" for i in range(4)]  # exported by a

@@ -10,33 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.controller_checks import CIDR, DERIVED_WRITES, args_for, source_slice, writes_by_member
 from support.controller_env import IDS, Cluster, eventually, run_controller
-from test_controller_derived import args_for, source_slice
 
 N = 6  # exported services, spread round-robin over the members
-CIDR = "10.77.0.0/24"
-# Per importing member and service: the ServiceImport (created with the rest's owner uid unknown),
-# in derived mode its derived Service (owned by the import; its ClusterIP is the import's ips), the
-# import's spec again with those ips, its status (a subresource: a create drops status), and the
-# imported EndpointSlice (owned by the import).
-DERIVED = {("serviceimports", "create"): 1, ("services", "create"): 1, ("serviceimports", "update"): 1,
-           ("serviceimports/status", "update"): 1, ("endpointslices", "create"): 1}
 # With --clusterset-cidr the import is created with its ips: no derived Service, no second write.
 CIDR_MODE = {("serviceimports", "create"): 1, ("serviceimports/status", "update"): 1,
              ("endpointslices", "create"): 1}
-
-
-def writes_by_member(metrics: dict[str, float]) -> dict[str, Counter[tuple[str, str]]]:
-    """mcsdns_controller_writes_total without Leases and Events: member -> (resource, verb) -> count."""
-    out: dict[str, Counter[tuple[str, str]]] = {}
-    for sample, v in metrics.items():
-        if not sample.startswith("mcsdns_controller_writes_total{"):
-            continue
-        lb = dict(part.split("=", 1) for part in sample[sample.index("{") + 1:-1].split(","))
-        lb = {k: val.strip('"') for k, val in lb.items()}
-        if lb["resource"] not in ("leases", "events"):
-            out.setdefault(lb["member"], Counter())[(lb["resource"], lb["verb"])] += int(v)
-    return out
 
 
 def done(si: dict[str, Any] | None) -> bool:
@@ -68,7 +48,7 @@ def test_first_sync_writes_per_service(tmp_path: Path, mode: str) -> None:
                            what=f"exports Ready in {c.name}")
             got = writes_by_member(ctl.metrics())
             logs = ctl.logs()
-        per_member = DERIVED if mode == "derived" else CIDR_MODE
+        per_member = DERIVED_WRITES if mode == "derived" else CIDR_MODE
         exported = {c.name: len(range(cl.index(c), N, len(cl))) for c in cl}
         for c in cl:
             want = Counter({k: v * N for k, v in per_member.items()})

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.controller_checks import mount
 from support.controller_env import Cluster, eventually, run_controller, shop
 from support.helpers import serve_http
-from test_controller_members import mount
 
 from mcsdns.controller.membersdir import MembersDir
 from mcsdns.controller.membership import Membership

@@ -6,73 +6,18 @@ test_controller_writes counts on the test API server."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.controller_checks import DERIVED_WRITES, writes_by_member
 from support.controller_env import eventually, run_controller
-from support.realk8s import SKIP_REASON, RealK8s, script
-from test_controller_writes import DERIVED, writes_by_member
-
-from mcsdns.kube.apiclient.client import Client
+from support.real_fleet import MCS, Real, clusters, service
+from support.realk8s import SKIP_REASON, script
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
-MCS = "multicluster.x-k8s.io/v1beta1"
 N = 3
-
-
-class Real:
-    """One realk8s control plane (tests/support/realk8s.py) and a client of it."""
-
-    def __init__(self, home: Path, name: str) -> None:
-        self.k8s = RealK8s.up(name, home)
-        self.kubeconfig = str(self.k8s.kubeconfig)
-        self.client = Client.load(self.kubeconfig, None, name=name)
-
-    def down(self) -> None:
-        self.client.close()
-        self.k8s.down()
-
-    def create(self, path: str, obj: dict[str, Any]) -> None:
-        self.client.request("POST", path, obj)
-
-    def get(self, path: str) -> dict[str, Any] | None:
-        try:
-            out: dict[str, Any] = self.client.get(path)
-            return out
-        except Exception:
-            return None
-
-
-@pytest.fixture
-def reals(tmp_path: Path) -> Iterator[list[Real]]:
-    out: list[Real] = []
-    try:
-        for name in ("a", "b"):
-            out.append(Real(tmp_path / f"realk8s-{name}", f"mcsdns-test-{os.getpid()}-{name}"))
-        yield out
-    finally:
-        for r in out:
-            r.down()
-
-
-def clusters(a: Real, b: Real) -> None:
-    """Cluster IDs a and b, namespace ns in both."""
-    for r, cid in ((a, "a"), (b, "b")):
-        r.create("/apis/about.k8s.io/v1alpha1/clusterproperties", {
-            "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-            "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})
-        r.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
-
-
-def service(r: Real, name: str) -> None:
-    """Service ns/`name`, one port (http 80/TCP)."""
-    r.create("/api/v1/namespaces/ns/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
 
 
 def populate(a: Real, b: Real) -> None:
@@ -125,7 +70,7 @@ def test_first_sync_on_real_apiservers(reals: list[Real], tmp_path: Path) -> Non
             eventually(lambda i=i: ready(a, i), timeout=30, what=f"s{i}'s export Ready in a")
         got = writes_by_member(ctl.metrics())
     for name in ("a", "b"):
-        want = Counter({k: v * N for k, v in DERIVED.items()})
+        want = Counter({k: v * N for k, v in DERIVED_WRITES.items()})
         if name == "a":
             want[("serviceexports/status", "update")] = N
         assert got[name] == want, got

@@ -20,55 +20,12 @@ import pytest
 from support.controller_env import eventually, run_controller
 from support.kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY
 from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe, rules
+from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, hinted, set_ready, set_up
 from support.realk8s import SKIP_REASON, RealK8s, script
 
 from mcsdns.controller.derived import derived_name
-from mcsdns.controller.locality import ZONE_LABEL
 
 Obj = dict[str, Any]
-NS = "shop"
-IDS = {"a": "east", "b": "west", "c": "north"}
-ENDPOINTS = {"a": ("10.244.2.1", "z1"), "b": ("10.244.1.1", "z1"), "c": ("10.244.3.1", "zc")}
-NODES = {"a": {"a-1": "z1"}, "b": {"b-1": "z1", "b-2": "z2"}, "c": {"c-1": "zc"}}
-NODE_IP = "10.0.0.1"  # b-1's InternalIP, in the namespace
-SLICES = f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
-
-
-def source_slice(ip: str, zone: str, node: str, ready: bool) -> Obj:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "web-src", "namespace": NS,
-                         "labels": {"kubernetes.io/service-name": "web"}},
-            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [ip], "zone": zone, "nodeName": node,
-                           "conditions": {"ready": ready}}]}
-
-
-def set_up(name: str, k: RealK8s) -> None:
-    """Cluster ID, Nodes, namespace, the Service (PreferSameZone), its slice and its export."""
-    k.json("POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", {
-        "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": IDS[name]}})
-    for node, zone in NODES[name].items():
-        n = k.json("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
-                                            "metadata": {"name": node, "labels": {ZONE_LABEL: zone}}})
-        n["status"] = {"addresses": [{"type": "InternalIP", "address": NODE_IP}]}
-        k.json("PUT", f"/api/v1/nodes/{node}/status", n)
-    k.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    k.json("POST", f"/api/v1/namespaces/{NS}/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
-        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}],
-                 "trafficDistribution": "PreferSameZone"}})
-    ip, zone = ENDPOINTS[name]
-    k.json("POST", SLICES, source_slice(ip, zone, next(iter(NODES[name])), True))
-    k.json("POST", f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{NS}/serviceexports", {
-        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
-        "metadata": {"name": "web", "namespace": NS}})
-
-
-def set_ready(k: RealK8s, ready: bool) -> None:
-    s = k.json("GET", f"{SLICES}/web-src")
-    s["endpoints"][0]["conditions"]["ready"] = ready
-    k.json("PUT", f"{SLICES}/web-src", s)
 
 
 def set_distribution(ks: dict[str, RealK8s], td: str | None) -> None:
@@ -79,12 +36,6 @@ def set_distribution(ks: dict[str, RealK8s], td: str | None) -> None:
         if td:
             svc["spec"]["trafficDistribution"] = td
         k.json("PUT", f"/api/v1/namespaces/{NS}/services/web", svc)
-
-
-def hinted(k: RealK8s) -> bool:
-    sel = "multicluster.kubernetes.io/service-name%3Dweb"
-    items = k.json("GET", f"{SLICES}?labelSelector={sel}")["items"]
-    return len(items) == 3 and all(e.get("hints") for s in items for e in s["endpoints"])
 
 
 @pytest.fixture(scope="module")

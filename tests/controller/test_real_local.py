@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 from support.controller_env import Controller, eventually, run_controller
 from support.helpers import REPO
+from support.real_fleet import addresses, populate, stopped
 from support.realk8s import SKIP_REASON, RealK8s, script
-from test_real_member_queues import addresses
-from test_real_probe import populate, stopped
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected

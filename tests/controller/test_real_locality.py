@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from support.controller_env import eventually, run_controller
 from support.kubeproxy_rule import used
+from support.real_fleet import MCS, Real
 from support.realk8s import SKIP_REASON, script
-from test_real_apiserver_controller import MCS, Real
 
 from mcsdns.controller.locality import ELSEWHERE, ZONE_LABEL
 

@@ -13,20 +13,11 @@ from pathlib import Path
 
 import pytest
 from support.controller_env import Cluster, eventually, run_controller
+from support.real_fleet import addresses, populate, stopped
 from support.realk8s import SKIP_REASON, RealK8s, script
-from test_real_probe import populate, stopped
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 BURST = 5
-
-
-def addresses(cl: Cluster | RealK8s) -> set[str]:
-    """The endpoint addresses of shop/web's imported slices in a member."""
-    path = ("/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices"
-            "?labelSelector=multicluster.kubernetes.io%2Fservice-name%3Dweb")
-    items = (cl.kube.items(path.split("?")[0], "multicluster.kubernetes.io/service-name=web")
-             if isinstance(cl, Cluster) else cl.json("GET", path)["items"])
-    return {ip for s in items for e in s.get("endpoints") or [] for ip in e["addresses"]}
 
 
 def gave_up(logs: str) -> list[str]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from support.controller_env import eventually, run_controller
+from support.real_fleet import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 from support.realk8s import SKIP_REASON, RealK8s, script
-from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 
 from mcsdns.kube.apiclient.client import Client
 

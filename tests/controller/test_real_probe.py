@@ -8,49 +8,18 @@ never noticed). Every signal is undone in `finally`."""
 from __future__ import annotations
 
 import os
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support.controller_checks import lease_renew_time, sources
 from support.controller_env import Cluster, eventually, run_controller
+from support.real_fleet import populate, stopped
 from support.realk8s import SKIP_REASON, RealK8s, script
-from test_controller_probe import lease_renew_time, sources
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 MCS = "multicluster.x-k8s.io/v1beta1"
 TTL = 10
-
-
-@contextmanager
-def stopped(pid: int) -> Iterator[float]:
-    """The process SIGSTOPped (yields the time.time() of the signal), SIGCONTed at the end."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield time.time()
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-def populate(c: RealK8s, cluster_id: str = "north", ip: str = "10.3.0.1") -> None:
-    """Cluster ID north; shop/web exported with endpoint 10.3.0.1 (or those given)."""
-    c.json("POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", {
-        "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cluster_id}})
-    c.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                          "metadata": {"name": "shop"}})
-    c.json("POST", "/api/v1/namespaces/shop/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
-    c.json("POST", "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices", {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "web-x", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
-        "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}]})
-    c.json("POST", f"/apis/{MCS}/namespaces/shop/serviceexports", {
-        "apiVersion": MCS, "kind": "ServiceExport", "metadata": {"name": "web", "namespace": "shop"}})
 
 
 def test_a_hung_real_member_leaves_within_the_ttl_and_an_etcd_outage_is_noticed(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.controller_checks import writes_by_member
 from support.controller_env import Controller, eventually, run_controller
+from support.real_fleet import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 from support.realk8s import SKIP_REASON, script
-from test_controller_writes import writes_by_member
-from test_real_apiserver_controller import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 N = 3

@@ -11,17 +11,17 @@ from pathlib import Path
 
 from fakeapi import KubeAPI
 from support.controller_env import eventually, run_controller
-from test_deploy import (
+from support.deploy_env import (
     MCS,
     VARIANTS,
     Attrs,
-    _members,
-    _service,
     allowed,
     cluster_args,
     grants,
+    member_flags,
     named,
     pod,
+    ready_service,
     render,
     requested,
 )
@@ -64,10 +64,10 @@ def test_the_local_controller_only_reads_the_other_member(tmp_path: Path) -> Non
     kept = [a for a in args[1:] if not a.startswith(("--cluster=", "--members-dir=", "--health"))]
     with ExitStack() as stack:
         apis = [stack.enter_context(KubeAPI()) for _ in range(2)]
-        flags, perms = _members(objs, dep, cluster_args(args)[:2], apis, tmp_path, "mcsdns-reader")
+        flags, perms = member_flags(objs, dep, cluster_args(args)[:2], apis, tmp_path, "mcsdns-reader")
         local, member = apis
         local.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
-        for o in _service("shop", "web") + [{"apiVersion": f"{MCS}/v1beta1", "kind": "ServiceExport",
+        for o in ready_service("shop", "web") + [{"apiVersion": f"{MCS}/v1beta1", "kind": "ServiceExport",
                                              "metadata": {"name": "web", "namespace": "shop"}}]:
             member.put(o)
         with run_controller([*kept, *flags], tmp_path) as ctl:

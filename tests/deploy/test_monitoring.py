@@ -12,12 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import dns.exception
 import dns.message
@@ -26,21 +23,24 @@ import dns.rcode
 import yaml
 from fakeapi.credential import jwt, with_token
 from support.controller_env import Cluster, run_controller, shop
-from support.helpers import REPO, Server, free_port, run_server, stop_process, tool, wait_for
+from support.helpers import REPO, run_server, tool, wait_for
+from support.monitoring import (
+    COMPAT_RULES,
+    CONTROLLER_RULES,
+    MONITORING,
+    RULE_FILES,
+    SERVER_RULES,
+    Obj,
+    Prometheus,
+    groups,
+    prometheus,
+    render,
+    traffic,
+)
 
-MONITORING = REPO / "deploy" / "monitoring"
-SERVER_RULES = MONITORING / "rules" / "mcsdns-server.rules.yaml"
-CONTROLLER_RULES = MONITORING / "rules" / "mcsdns-controller.rules.yaml"
-COMPAT_RULES = MONITORING / "rules" / "coredns-compat.rules.yaml"
-RULE_FILES = (SERVER_RULES, CONTROLLER_RULES, COMPAT_RULES)
 UNIT_TESTS = sorted((MONITORING / "tests").glob("*.tests.yaml"))
 DASHBOARD = MONITORING / "dashboard" / "mcsdns.json"
 OPERATIONS = REPO / "docs" / "operations.md"
-Obj = dict[str, Any]
-
-
-def groups(*files: Path) -> list[Obj]:
-    return [g for f in files for g in yaml.safe_load(f.read_text())["groups"]]
 
 
 def rules(*files: Path) -> list[Obj]:
@@ -134,12 +134,6 @@ def test_dashboard_is_importable_with_a_datasource_variable() -> None:
         assert 'cluster=~"$cluster"' in e and 'job=~"$job"' in e and 'job="' not in e, e
 
 
-def render(overlay: str) -> list[Obj]:
-    out = subprocess.run([tool("kubectl"), "kustomize", str(REPO / "deploy" / "overlays" / overlay)],
-                         capture_output=True, text=True, check=True).stdout
-    return [o for o in yaml.safe_load_all(out) if o]
-
-
 def one(objs: list[Obj], kind: str, name: str) -> Obj:
     return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
 
@@ -222,67 +216,6 @@ def test_gen_monitoring_writes_copies_for_other_jobs(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-# --- a real Prometheus --------------------------------------------------------------------------
-class Prometheus:
-    """Prometheus on 127.0.0.1, scraping and evaluating every second."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def api(self, path: str, **params: str) -> Any:
-        q = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{q}", timeout=5) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def firing(self) -> set[str]:
-        return {a["labels"]["alertname"] for a in self.api("alerts")["alerts"] if a["state"] == "firing"}
-
-    def targets_up(self) -> set[str]:
-        return {t["labels"]["job"] for t in self.api("targets")["activeTargets"] if t["health"] == "up"}
-
-
-@contextmanager
-def prometheus(tmp: Path, targets: dict[str, int], rule_files: tuple[Path, ...] = RULE_FILES
-               ) -> Iterator[Prometheus]:
-    """Scrape `targets` (job -> port on 127.0.0.1) with the shipped rules of `rule_files`, the
-    alerts' `for:` cut to 0 s (the promtool unit tests hold the real durations; the
-    expressions are the shipped ones)."""
-    doc = {"groups": groups(*rule_files)}
-    for g in doc["groups"]:
-        for r in g["rules"]:
-            if "alert" in r:
-                r["for"] = "0s"
-    (tmp / "rules.yaml").write_text(yaml.safe_dump(doc))
-    cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-           "rule_files": [str(tmp / "rules.yaml")],
-           "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
-                              for job, port in targets.items()]}
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    log = tmp / "prometheus.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([tool("prometheus"), f"--config.file={tmp / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={tmp / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                                stdout=out, stderr=subprocess.STDOUT)
-    prom = Prometheus(f"http://127.0.0.1:{port}")
-    try:
-        assert wait_for(lambda: _answers(prom), 30), log.read_text()
-        yield prom
-    finally:
-        stop_process(proc)
-
-
-def _answers(prom: Prometheus) -> bool:
-    try:
-        prom.api("status/buildinfo")
-        return True
-    except OSError:
-        return False
-
-
 @contextmanager
 def secondary(rcode: dns.rcode.Rcode) -> Iterator[int]:
     """A UDP port that answers every message (NOTIFY) with `rcode`, as a secondary would."""
@@ -309,33 +242,6 @@ def secondary(rcode: dns.rcode.Rcode) -> Iterator[int]:
         stop.set()
         t.join()
         sock.close()
-
-
-@contextmanager
-def traffic(srv: Server) -> Iterator[set[str]]:
-    """Until the block ends: a query every 20 ms and an AXFR every second (counters must grow
-    between scrapes for rate() to see them). Yields the rcodes seen."""
-    seen: set[str] = set()
-    stop = threading.Event()
-
-    def run() -> None:
-        axfr = dns.message.make_query("clusterset.local.", "AXFR")
-        n = 0
-        while not stop.is_set():
-            seen.add(dns.rcode.to_text(srv.query("web.shop.svc.clusterset.local.").rcode()))
-            if n % 50 == 0:
-                r = dns.query.tcp(axfr, "127.0.0.1", port=srv.port, timeout=3)
-                seen.add("AXFR " + dns.rcode.to_text(r.rcode()))
-            n += 1
-            time.sleep(0.02)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        t.join()
 
 
 SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?(?!\s*\()")

@@ -5,7 +5,6 @@ Corefile snippet, whose `prometheus` line counts the zone under the same labels.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,10 +15,9 @@ import dns.exception
 import dns.message
 import dns.query
 import dns.rcode
-import pytest
 import yaml
 from support.helpers import REPO, copy_example, free_port, run_server, stop_process, wait_for
-from test_monitoring import COMPAT_RULES, prometheus, render, traffic
+from support.monitoring import COMPAT_RULES, coredns_binary, prometheus, render, traffic
 
 # The panels of CoreDNS's Grafana dashboard and the expressions of its alerts (the
 # coredns-mixin's, as kube-prometheus ships them), with their selector set to mcsdns's job.
@@ -92,20 +90,6 @@ def test_real_prometheus_server_only_install_and_coredns_dashboard_queries(tmp_p
                                        'sum(mcsdns_dns_responses_total{job="mcsdns"})')["result"]
         assert both and abs(float(both[0]["value"][1])) < 200
     assert "NOERROR" in rcodes
-
-
-def coredns_binary(tmp: Path) -> str:
-    """CoreDNS from MCSDNS_COREDNS (a binary, or one compressed with xz); skips without it."""
-    path = os.environ.get("MCSDNS_COREDNS", "")
-    if not path or not Path(path).is_file():
-        pytest.skip("no CoreDNS: set MCSDNS_COREDNS to a coredns binary (or coredns.xz) to run this test")
-    if not path.endswith(".xz"):
-        return path
-    out = tmp / "coredns"
-    with open(out, "wb") as f:
-        subprocess.run(["xz", "-dc", path], stdout=f, check=True)
-    out.chmod(0o755)
-    return str(out)
 
 
 @contextmanager

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import dns.rdatatype
 from support.controller_env import Cluster, shop
-from support.diagnose_env import NS, installed
+from support.diagnose_env import NS, clusterset, diagnose, fails, installed, sync
 from support.helpers import EXAMPLE, run_server
-from test_diagnose import clusterset, diagnose, fails, sync
 
 WARNING = "--cluster-id {flag} disagrees with the ClusterProperty's cluster ID {prop}"
 

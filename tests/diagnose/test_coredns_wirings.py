@@ -25,7 +25,7 @@ import pytest
 from support.controller_env import Cluster
 from support.diagnose_env import NS
 from support.helpers import REPO, free_port, run_server, stop_process, tool, wait_for
-from test_monitoring_coredns import coredns_binary
+from support.monitoring import coredns_binary
 
 ZONE_IP = "10.42.0.7"  # the ServiceImport's: what every right answer holds
 NAME = "web.shop.svc.clusterset.local"

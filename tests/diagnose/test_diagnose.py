@@ -4,47 +4,19 @@ its check, and by nothing else."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.controller_env import SLICES, Cluster, shop
-from support.diagnose_env import installed
+from support.diagnose_env import Report, clusterset, diagnose, fails, installed, sync
 from support.helpers import REPO, run_server
 
 from mcsdns.controller.derived import derived_name
 from mcsdns.kube import permissions
-
-Report = dict[str, Any]
-
-
-def diagnose(*args: str) -> tuple[int, Report]:
-    out = subprocess.run([sys.executable, "-m", "mcsdns", "diagnose", "--output", "json", *args],
-                         capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert out.returncode in (0, 1), out.stderr
-    report: Report = json.loads(out.stdout)
-    return out.returncode, report
-
-
-def clusterset(a: Cluster, b: Cluster) -> list[str]:
-    return ["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}"]
-
-
-def fails(report: Report) -> set[tuple[str, str, str]]:
-    """(check, cluster, subject) of every FAIL."""
-    return {(r["check"], r["cluster"], r["subject"]) for r in report["results"] if r["status"] == "FAIL"}
-
-
-def sync(a: Cluster, b: Cluster) -> None:
-    """One pass of the real controller (derived mode) over both members."""
-    cmd = [sys.executable, "-m", "mcsdns.controller", *clusterset(a, b), "--once"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert out.returncode == 0, out.stderr
 
 
 @pytest.fixture

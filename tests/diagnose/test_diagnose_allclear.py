@@ -5,26 +5,22 @@ need it skipped), and the CoreDNS / NodeLocal DNSCache forward of the zone, each
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from support.controller_env import Cluster, shop
-from support.diagnose_env import COREFILE, configmap, installed, lease, mcsdns_service, pod
-from test_diagnose import Report, clusterset, diagnose, fails, sync
-
-
-def statuses(report: Report, check: str) -> dict[str, tuple[str, str]]:
-    """cluster -> (status, message) of `check`."""
-    return {r["cluster"]: (r["status"], r["message"]) for r in report["results"] if r["check"] == check}
-
-
-@pytest.fixture
-def healthy(clusters2: list[Cluster]) -> Iterator[tuple[Cluster, Cluster]]:
-    a, b = clusters2
-    shop(a, clusters2, db=False)
-    installed(a, b)
-    sync(a, b)
-    yield a, b
+from support.diagnose_env import (
+    COREFILE,
+    clusterset,
+    configmap,
+    diagnose,
+    fails,
+    installed,
+    lease,
+    mcsdns_service,
+    pod,
+    statuses,
+    sync,
+)
 
 
 def test_healthy_reports_the_controller_and_the_dns_forward(healthy: tuple[Cluster, Cluster]) -> None:

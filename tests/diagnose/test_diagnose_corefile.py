@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.controller_env import Cluster
-from support.diagnose_env import configmap
-from test_diagnose import clusterset, diagnose, fails
-from test_diagnose_allclear import healthy, statuses
+from support.diagnose_env import clusterset, configmap, diagnose, fails, healthy, statuses
 
 from mcsdns.diagnose.collect import Obj, Snapshot
 from mcsdns.diagnose.dnsconfig import verdict

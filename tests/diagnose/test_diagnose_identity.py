@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 from support.controller_env import Cluster
+from support.diagnose_env import Report, clusterset, diagnose, fails
 from support.helpers import REPO
-from test_diagnose import Report, clusterset, diagnose, fails
 
 from mcsdns.kube.permissions import CONTROLLER
 

@@ -10,8 +10,20 @@ from pathlib import Path
 
 import pytest
 from support.controller_env import Cluster, eventually, run_controller, shop
-from support.diagnose_env import COREFILE, NS, configmap, installed, lease, mcsdns_service, stamp
-from test_diagnose import Report, clusterset, diagnose, fails, sync
+from support.diagnose_env import (
+    COREFILE,
+    NS,
+    Report,
+    clusterset,
+    configmap,
+    diagnose,
+    fails,
+    installed,
+    lease,
+    mcsdns_service,
+    stamp,
+    sync,
+)
 
 from mcsdns.controller.lease import MemberLeases
 

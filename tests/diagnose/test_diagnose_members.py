@@ -5,34 +5,16 @@ exports, and a subset of members named by hand is never a FAIL."""
 from __future__ import annotations
 
 import base64
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support.controller_env import SLICES, Cluster, shop
-from support.diagnose_env import installed
+from support.diagnose_env import clusterset, diagnose, fails, installed, members_dir, sync3
 from support.helpers import REPO
-from test_diagnose import clusterset, diagnose, fails
 
 SECRET = "mcsdns-system/mcsdns-members"
-
-
-def sync3(cs: list[Cluster]) -> None:
-    cmd = [sys.executable, "-m", "mcsdns.controller", *(f"--cluster={c.name}={c.kubeconfig}" for c in cs),
-           "--once"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert out.returncode == 0, out.stderr
-
-
-def members_dir(tmp: Path, *cs: Cluster) -> Path:
-    """A members folder as the controller mounts it: one kubeconfig per member, named by it."""
-    d = tmp / "members"
-    d.mkdir(exist_ok=True)
-    for c in cs:
-        shutil.copy(c.kubeconfig, d / c.name)
-    return d
 
 
 def members_secret(holder: Cluster, *cs: Cluster) -> None:

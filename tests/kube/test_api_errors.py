@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakeapi import KubeAPI
 from support.helpers import free_port, run_server, wait_for
-from test_kube_source import addrs, service_import
+from support.kube_objects import addrs, service_import
 
 from mcsdns.kube.apiclient.errors import ApiError, Request, explain
 

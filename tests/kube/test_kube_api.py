@@ -14,8 +14,8 @@ from fakeapi import KubeAPI
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.helpers import run_server, wait_for
+from support.kube_objects import addrs, endpoint_slice, service_import
 from support.official import official_client
-from test_kube_source import addrs, endpoint_slice, service_import
 
 from mcsdns.kube.apiclient.client import Client
 

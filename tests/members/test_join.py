@@ -5,7 +5,6 @@ that leave undoes it (and, on request, what the controller imported)."""
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -14,31 +13,11 @@ import pytest
 import yaml
 from support.controller_env import Cluster, shop
 from support.helpers import REPO
+from support.joins import NS, join, mcsdns, secret_key
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.permissions import CONTROLLER, CONTROLLER_LEASES, policy_rules
-
-NS = "mcsdns-system"
-
-
-def mcsdns(*args: str) -> tuple[int, str, str]:
-    out = subprocess.run([sys.executable, "-m", "mcsdns", *args], capture_output=True, text=True,
-                         timeout=60, cwd=REPO)
-    return out.returncode, out.stdout, out.stderr
-
-
-def join(member: Cluster, ctl: Cluster, name: str, *extra: str) -> str:
-    rc, _, err = mcsdns("join", name, "--kubeconfig", str(member.kubeconfig),
-                        "--controller-kubeconfig", str(ctl.kubeconfig), *extra)
-    assert rc == 0, err
-    return err
-
-
-def secret_key(ctl: Cluster, name: str) -> dict[str, object] | None:
-    s = ctl.api.get("Secret", NS, "mcsdns-members")
-    data = (s or {}).get("data") or {}
-    return yaml.safe_load(base64.b64decode(data[name])) if name in data else None
 
 
 def test_join_makes_least_privilege_rbac_and_a_kubeconfig_idempotently(

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from support.controller_env import Cluster, shop
 from support.helpers import REPO
-from test_join import mcsdns
+from support.joins import mcsdns
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected

@@ -14,7 +14,7 @@ from typing import Any
 
 from support.controller_env import Cluster, eventually, run_controller, shop
 from support.helpers import REPO
-from test_join import NS, join, mcsdns, secret_key
+from support.joins import NS, join, mcsdns, secret_key
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 from support.controller_env import Cluster
-from test_join import NS, join, mcsdns, secret_key
+from support.joins import NS, join, mcsdns, secret_key
 
 from mcsdns.kube.apiclient.client import Client
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support.controller_env import eventually, run_controller
 from support.helpers import REPO
+from support.joins import mcsdns_proc
 from support.realk8s import RealK8s, control_plane
 
 from mcsdns.kube.apiclient.client import Client
@@ -21,11 +22,6 @@ from mcsdns.kube.apiclient.errors import ApiError
 from mcsdns.kube.permissions import CONTROLLER
 
 MCS = "/apis/multicluster.x-k8s.io/v1beta1"
-
-
-def mcsdns(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mcsdns", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +56,9 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
     cluster_id(a, "east")
     cluster_id(b, "west")
     ja, jb = tmp_path / "a.kubeconfig", tmp_path / "b.kubeconfig"
-    out = mcsdns("join", "a", "--kubeconfig", str(a.kubeconfig), "--output", str(ja))
+    out = mcsdns_proc("join", "a", "--kubeconfig", str(a.kubeconfig), "--output", str(ja))
     assert out.returncode == 0, out.stderr
-    out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(jb),
+    out = mcsdns_proc("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(jb),
                  "--controller-kubeconfig", str(a.kubeconfig), "--token-duration", "24h")
     assert out.returncode == 0, out.stderr
     print(out.stderr)
@@ -81,7 +77,7 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
              ["status"]["conditions"]}
     assert conds.get("Ready") == "True", conds
 
-    diag = mcsdns("diagnose", "--cluster", f"a={ja}", "--cluster", f"b={jb}")
+    diag = mcsdns_proc("diagnose", "--cluster", f"a={ja}", "--cluster", f"b={jb}")
     n = sum(len(verbs) for _, _, verbs in CONTROLLER)
     assert f"all {n} permissions the controller needs" in diag.stdout, diag.stdout
     member = Client.load(str(jb), None)
@@ -93,7 +89,7 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
             member.request(method, path, body={} if method == "POST" else None)
         assert e.value.status == 403, (method, path, e.value)
 
-    out = mcsdns("leave", "b", "--kubeconfig", str(b.kubeconfig), "--controller-kubeconfig",
+    out = mcsdns_proc("leave", "b", "--kubeconfig", str(b.kubeconfig), "--controller-kubeconfig",
                  str(a.kubeconfig), "--purge-imports")
     assert out.returncode == 0, out.stderr
     print(out.stderr)
@@ -116,8 +112,8 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
     cluster_id(b, "west")
     ja, members = tmp_path / "a.kubeconfig", tmp_path / "members"
     members.mkdir()
-    out = mcsdns("join", "a", "--kubeconfig", str(a.kubeconfig), "--output", str(ja), "--lease-namespace",
-                 "mcsdns-system")
+    out = mcsdns_proc("join", "a", "--kubeconfig", str(a.kubeconfig), "--output", str(ja),
+                      "--lease-namespace", "mcsdns-system")
     assert out.returncode == 0, out.stderr
     ns = a.namespace("shop")
     b.json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -129,10 +125,10 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
         leases = "/apis/coordination.k8s.io/v1/namespaces/mcsdns-system/leases"
         assert a.json("GET", f"{leases}/mcsdns-controller")["spec"]["holderIdentity"]
         account = "mcsdns-system"
-        out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"))
+        out = mcsdns_proc("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"))
         if "is being deleted" in out.stderr:  # the first test's leave; no namespace controller here
             account = "mcsdns-live"
-            out = mcsdns("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"),
+            out = mcsdns_proc("join", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(members / "b"),
                          "--namespace", account)
         assert out.returncode == 0, out.stderr
         export(b, ns)
@@ -143,7 +139,7 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
         print("before leave:", {t: (c["status"], c["reason"]) for t, c in conditions(b, ns).items()})
         print("before leave: GET lease mcsdns-member-b:", a.request("GET", f"{leases}/mcsdns-member-b")[0])
         assert "forbidden" not in ctl.logs().lower(), ctl.logs()  # (b's token dies with leave)
-        out = mcsdns("leave", "b", "--kubeconfig", str(b.kubeconfig), "--namespace", account, "--output",
+        out = mcsdns_proc("leave", "b", "--kubeconfig", str(b.kubeconfig), "--namespace", account, "--output",
                      str(members / "b"), "--lease-kubeconfig", str(a.kubeconfig), "--lease-namespace",
                      "mcsdns-system")
         assert out.returncode == 0, out.stderr

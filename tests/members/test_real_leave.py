@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from support.joins import mcsdns_proc
 from support.realk8s import RealK8s, control_plane
-from test_real_join import mcsdns
 
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import ApiError
@@ -48,11 +48,11 @@ def test_leave_under_another_name_deletes_nothing(member: RealK8s, tmp_path: Pat
     """Today's main: `leave nosuch` deleted west's ServiceAccount, RBAC and namespace (exit 0),
     and west's token was then refused."""
     ns, out = fresh(), tmp_path / "west.kubeconfig"
-    run = mcsdns("join", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns, "--output",
+    run = mcsdns_proc("join", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns, "--output",
                  str(out))
     assert run.returncode == 0, run.stderr
     for name in ("nosuch", "east"):
-        run = mcsdns("leave", name, "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
+        run = mcsdns_proc("leave", name, "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
         assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
         assert f"joined as west, not {name}: nothing deleted" in run.stderr, run.stderr
     assert _get(member, f"/api/v1/namespaces/{ns}/serviceaccounts/mcsdns-member") is not None
@@ -60,10 +60,11 @@ def test_leave_under_another_name_deletes_nothing(member: RealK8s, tmp_path: Pat
     assert not terminating(member, ns)
     joined = Client.load(str(out), None)
     assert joined.list("/api/v1/namespaces")  # west's token still works
-    run = mcsdns("join", "north", "--kubeconfig", str(member.kubeconfig), "--namespace", ns, "--output", "-")
+    run = mcsdns_proc("join", "north", "--kubeconfig", str(member.kubeconfig), "--namespace", ns,
+                      "--output", "-")
     assert run.returncode == 2 and "joined as west: run `mcsdns leave west` first" in run.stderr, run.stderr
 
-    run = mcsdns("leave", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
+    run = mcsdns_proc("leave", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
     assert run.returncode == 0, run.stderr
     assert f"namespace {ns} (made by join): deleted" in run.stderr, run.stderr
     assert terminating(member, ns)
@@ -78,10 +79,10 @@ def test_leave_keeps_the_members_secrets_namespace_and_removes_the_lease_grant(m
     and without --lease-namespace left the lease Role, RoleBinding and namespace."""
     ns, lease_ns = fresh(), fresh()
     k = str(member.kubeconfig)
-    run = mcsdns("join", "east", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+    run = mcsdns_proc("join", "east", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
                  "--controller-kubeconfig", k, "--secret", f"{ns}/mcsdns-members")
     assert run.returncode == 0, run.stderr
-    run = mcsdns("leave", "east", "--kubeconfig", k, "--namespace", ns)
+    run = mcsdns_proc("leave", "east", "--kubeconfig", k, "--namespace", ns)
     assert run.returncode == 0, run.stderr
     assert f"namespace {ns}: kept (holds secret/mcsdns-members)" in run.stderr, run.stderr
     assert not terminating(member, ns)
@@ -108,16 +109,16 @@ def test_join_verifies_tls_in_what_it_writes(member: RealK8s, tmp_path: Path) ->
     insecure.write_text(yaml.safe_dump(cfg))
     ca_file.write_text(ca)
     ns = fresh()
-    run = mcsdns("join", "west", "--kubeconfig", str(insecure), "--namespace", ns, "--output", str(out))
+    run = mcsdns_proc("join", "west", "--kubeconfig", str(insecure), "--namespace", ns, "--output", str(out))
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--insecure-skip-tls-verify" in run.stderr
     assert _get(member, f"/api/v1/namespaces/{ns}") is None
-    run = mcsdns("join", "west", "--kubeconfig", str(insecure), "--namespace", ns, "--output", str(out),
+    run = mcsdns_proc("join", "west", "--kubeconfig", str(insecure), "--namespace", ns, "--output", str(out),
                  "--certificate-authority", str(ca_file))
     assert run.returncode == 0, run.stderr
     written = yaml.safe_load(out.read_text())["clusters"][0]["cluster"]
     assert "insecure-skip-tls-verify" not in written and written["certificate-authority-data"]
     assert Client.load(str(out), None).list("/api/v1/namespaces")
-    run = mcsdns("leave", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
+    run = mcsdns_proc("leave", "west", "--kubeconfig", str(member.kubeconfig), "--namespace", ns)
     assert run.returncode == 0, run.stderr
 
 
@@ -127,7 +128,7 @@ def test_leave_refused_the_lease_deletes_nothing_then_deletes_it(member: RealK8s
     With the admin's: the Lease `mcsdns-member-NAME` goes, the one of another member stays."""
     ns, lease_ns = fresh(), fresh()
     k = str(member.kubeconfig)
-    run = mcsdns("join", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+    run = mcsdns_proc("join", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
                  "--output", "-")
     assert run.returncode == 0, run.stderr
     leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases"
@@ -135,14 +136,14 @@ def test_leave_refused_the_lease_deletes_nothing_then_deletes_it(member: RealK8s
         member.json("POST", leases, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                      "metadata": {"name": name}, "spec": {"holderIdentity": "ctl"}})
     nobody = member.token_for(ns, "nobody")
-    run = mcsdns("leave", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+    run = mcsdns_proc("leave", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
                  "--lease-kubeconfig", str(nobody))
     assert run.returncode == 1 and run.stderr == (
         f"mcsdns leave: south: may not delete leases.coordination.k8s.io in namespace {lease_ns} of the "
         f"lease cluster (--lease-kubeconfig {nobody}): nothing deleted\n"), run.stderr
     assert _get(member, f"/api/v1/namespaces/{ns}/serviceaccounts/mcsdns-member") is not None
     assert _get(member, f"{leases}/mcsdns-member-south") is not None
-    run = mcsdns("leave", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
+    run = mcsdns_proc("leave", "south", "--kubeconfig", k, "--namespace", ns, "--lease-namespace", lease_ns,
                  "--lease-kubeconfig", k)
     assert run.returncode == 0, run.stderr
     assert f"south (lease cluster): lease {lease_ns}/mcsdns-member-south: deleted" in run.stderr, run.stderr

@@ -19,7 +19,7 @@ import pytest
 from fakeapi import KubeAPI
 from support.controller_env import Kube, run_controller
 from support.helpers import EXAMPLE, REPO, Server, run_server, wait_for
-from test_kube_source import example_objects
+from support.kube_objects import example_objects
 
 from mcsdns import __version__
 

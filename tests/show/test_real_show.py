@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from support.helpers import REPO
+from support.real_fleet import MCS, Real, service
 from support.realk8s import SKIP_REASON, script
-from test_real_apiserver_controller import MCS, Real, service
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 NAMES = ("a", "b", "c")

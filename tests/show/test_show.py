@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from support.controller_env import Cluster, shop
-from support.diagnose_env import installed
+from support.diagnose_env import installed, members_dir, sync3
 from support.helpers import REPO
-from test_diagnose_members import members_dir, sync3
 
 
 def show(*args: str) -> tuple[int, str]:

@@ -19,7 +19,7 @@ from fakeapi.hostile import HostileAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.helpers import run_server, wait_for
-from test_kube_source import addrs, endpoint_slice, service_import
+from support.kube_objects import addrs, endpoint_slice, service_import
 
 from mcsdns.kube.apiclient.cache import Cache
 from mcsdns.kube.apiclient.client import Client

@@ -14,50 +14,27 @@ import pytest
 from fakeapi import KubeAPI
 from kubernetes import client
 from support.helpers import EXAMPLE, free_port, run_server, wait_for
+from support.kube_objects import (
+    MCS,
+    SERVICE,
+    Z,
+    addrs,
+    endpoint_slice,
+    example_names,
+    example_objects,
+    service_import,
+)
 from support.official import official_client
 
 from mcsdns.data.objects import SERVICE_IMPORT
 from mcsdns.data.store import Store
 from mcsdns.sources.kube import Collection, KubeSource
-from mcsdns.sources.manifest import load_file
-
-Z = "clusterset.local"
-MCS = "multicluster.x-k8s.io"
-SERVICE = "multicluster.kubernetes.io/service-name"
-CLUSTER = "multicluster.kubernetes.io/source-cluster"
-
-
-def example_objects() -> list[dict[str, Any]]:
-    return [o for p in sorted(EXAMPLE.glob("*.yaml")) for o in load_file(p)]
-
-
-def service_import(name: str, ns: str, ips: list[str], version: str = "v1beta1",
-                   typ: str = "ClusterSetIP") -> dict[str, Any]:
-    return {"apiVersion": f"{MCS}/{version}", "kind": "ServiceImport",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"type": typ, "ips": ips, "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
-
-
-def endpoint_slice(name: str, ns: str, svc: str, ips: list[str],
-                   cluster: str = "cluster-a") -> dict[str, Any]:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": name, "namespace": ns, "labels": {SERVICE: svc, CLUSTER: cluster}},
-            "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
-            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
 
 
 def answer(msg: dns.message.Message) -> tuple[str, list[str]]:
     """(rcode, sorted answer records) of a response."""
     return dns.rcode.to_text(msg.rcode()), sorted(
         f"{rr.name} {rr.rdtype} {rd}" for rr in msg.answer for rd in rr)
-
-
-def addrs(srv: Any, name: str, rdtype: str = "A") -> list[str] | str:
-    """The sorted addresses of an A/AAAA answer, or the rcode text when not NOERROR."""
-    m = srv.query(name, rdtype)
-    if m.rcode() != dns.rcode.NOERROR:
-        return dns.rcode.to_text(m.rcode())
-    return sorted(str(rd) for rr in m.answer for rd in rr)
 
 
 def converges(srv: Any, name: str, want: list[str] | str, timeout: float = 5.0) -> bool:
@@ -77,23 +54,6 @@ def api(tmp_path: Path) -> Iterator[KubeAPI]:
 @pytest.fixture
 def kubeconfig(api: KubeAPI, tmp_path: Path) -> Path:
     return api.write_kubeconfig(tmp_path / "kubeconfig")
-
-
-def example_names() -> list[tuple[str, str]]:
-    """Every name the example objects define (service, SRV, per-endpoint), with the types a client asks."""
-    qs: list[tuple[str, str]] = []
-    for o in example_objects():
-        md = o["metadata"]
-        if o["kind"] == "ServiceImport":
-            base = f"{md['name']}.{md['namespace']}.svc.{Z}"
-            qs += [(base, "A"), (base, "AAAA"), (base, "SRV")]
-            qs += [(f"_{p['name']}._{p['protocol'].lower()}.{base}", "SRV")
-                   for p in o["spec"]["ports"] if p.get("name")]
-        elif o["kind"] == "EndpointSlice":
-            svc = f"{md['labels'][SERVICE]}.{md['namespace']}.svc.{Z}"
-            qs += [(f"{e['hostname']}.{md['labels'][CLUSTER]}.{svc}", "A") for e in o["endpoints"]
-                   if e.get("hostname")]
-    return qs
 
 
 def example_queries() -> list[tuple[str, str]]:

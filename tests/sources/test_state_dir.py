@@ -21,8 +21,8 @@ import dns.rcode
 import pytest
 from fakeapi import KubeAPI
 from support.helpers import Server, run_server, wait_for
-from test_kube_source import example_names as example_queries
-from test_kube_source import example_objects
+from support.kube_objects import example_names as example_queries
+from support.kube_objects import example_objects
 
 Z = "clusterset.local"
 MCS = "multicluster.x-k8s.io"

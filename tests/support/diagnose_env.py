@@ -1,14 +1,25 @@
 """What a healthy cluster has besides the MCS objects, for `mcsdns diagnose` tests: an
 mcsdns Service with a ready endpoint, CoreDNS forwarding the zone to it, and a controller
-keeping its Lease fresh."""
+keeping its Lease fresh; then `mcsdns diagnose` run on members synced by the controller, and
+its report read (`diagnose`, `fails`, `statuses`)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from support.controller_env import SLICES, Cluster
+import pytest
 
+from support.controller_env import SLICES, Cluster, shop
+from support.helpers import REPO
+
+Report = dict[str, Any]
 NS = "mcsdns-system"
 COREFILE = """.:53 {
     errors
@@ -71,3 +82,57 @@ def installed(*clusters: Cluster) -> None:
     for c in clusters:
         configmap(c, "coredns", COREFILE % mcsdns_service(c))
     lease(clusters[0])
+
+
+def diagnose(*args: str) -> tuple[int, Report]:
+    out = subprocess.run([sys.executable, "-m", "mcsdns", "diagnose", "--output", "json", *args],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode in (0, 1), out.stderr
+    report: Report = json.loads(out.stdout)
+    return out.returncode, report
+
+
+def clusterset(a: Cluster, b: Cluster) -> list[str]:
+    return ["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}"]
+
+
+def fails(report: Report) -> set[tuple[str, str, str]]:
+    """(check, cluster, subject) of every FAIL."""
+    return {(r["check"], r["cluster"], r["subject"]) for r in report["results"] if r["status"] == "FAIL"}
+
+
+def sync(a: Cluster, b: Cluster) -> None:
+    """One pass of the real controller (derived mode) over both members."""
+    cmd = [sys.executable, "-m", "mcsdns.controller", *clusterset(a, b), "--once"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+
+
+def statuses(report: Report, check: str) -> dict[str, tuple[str, str]]:
+    """cluster -> (status, message) of `check`."""
+    return {r["cluster"]: (r["status"], r["message"]) for r in report["results"] if r["check"] == check}
+
+
+@pytest.fixture
+def healthy(clusters2: list[Cluster]) -> Iterator[tuple[Cluster, Cluster]]:
+    a, b = clusters2
+    shop(a, clusters2, db=False)
+    installed(a, b)
+    sync(a, b)
+    yield a, b
+
+
+def sync3(cs: list[Cluster]) -> None:
+    cmd = [sys.executable, "-m", "mcsdns.controller", *(f"--cluster={c.name}={c.kubeconfig}" for c in cs),
+           "--once"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+
+
+def members_dir(tmp: Path, *cs: Cluster) -> Path:
+    """A members folder as the controller mounts it: one kubeconfig per member, named by it."""
+    d = tmp / "members"
+    d.mkdir(exist_ok=True)
+    for c in cs:
+        shutil.copy(c.kubeconfig, d / c.name)
+    return d

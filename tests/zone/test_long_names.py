@@ -23,9 +23,9 @@ import dns.tsigkeyring
 import dns.zone
 import pytest
 from support.controller_env import Cluster
+from support.diagnose_env import clusterset, diagnose, fails, sync
 from support.helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, tool, wait_for
-from test_diagnose import clusterset, diagnose, fails, sync
-from test_secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
+from support.secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
 
 from mcsdns.kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 
