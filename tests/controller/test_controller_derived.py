@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -250,9 +251,10 @@ def test_restart_makes_no_writes_and_lease_keeps_the_ttl_clock(clusters2: list[C
     with run_controller(args_for(a, b, ttl=10, extra=extra), tmp_path, name="third") as ctl:
         eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.2"}, timeout=15,
                    what="a's endpoints dropped after its TTL")
-        gone_after = time.monotonic() - t0
-        assert gone_after < 8.5, (gone_after, ctl.logs())
-        assert "cluster a: last reached" in ctl.logs()
+        print(f"\na's endpoints gone {time.monotonic() - t0:.1f} s after the restart (TTL 10 s)")
+        # the TTL counts from the contact the Lease remembers (a stopped >= 6 s before), not from the restart
+        reached = re.search(r"cluster a: last reached ([0-9.]+)s ago \(its Lease\)", ctl.logs())
+        assert reached is not None and float(reached.group(1)) >= 6, ctl.logs()
         a.start()
         eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.1", "10.9.0.2"}, timeout=15,
                    what="a's endpoints back")

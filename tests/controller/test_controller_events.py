@@ -121,7 +121,7 @@ class SlowMember:
         return "multicluster.x-k8s.io/v1beta1"
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None) -> Any:
-        self.go.wait(5)
+        self.go.wait(60)
         self.threads.add(threading.current_thread().name)
         self.bodies.append(body)
         return body
@@ -136,7 +136,8 @@ def test_events_are_written_off_the_reconcile_path_by_one_thread_and_a_full_queu
         t.start()
     for t in emitters:
         t.join()
-    assert time.monotonic() - started < 1  # nobody waited for the API
+    print(f"\n8 emits returned in {time.monotonic() - started:.3f} s")
+    assert not m.bodies  # every emit returned while the API had answered no write: nobody waited for it
     m.go.set()
     rec.close()
     written, dropped = rec.figures()

@@ -22,7 +22,8 @@ def test_generated_hostile_messages_in_process() -> None:
     r = asyncio.run(in_process(20_000, seed=7))
     assert r["crashes"] == 0 and r["problems"] == 0
     assert r["responses"] > 0 and r["dropped"] > 0  # both outcomes exercised
-    assert r["worst_ms"] < 50
+    print(f"\nslowest message: {r['worst_ms']:.1f} ms, {r['worst_cpu_ms']:.1f} ms of CPU")
+    assert r["worst_cpu_ms"] < 50  # CPU: a busy machine cannot stretch it
 
 
 def test_hostile_messages_to_a_live_server() -> None:

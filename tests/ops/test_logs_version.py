@@ -145,7 +145,8 @@ def test_query_log_json_fields(tmp_path: Path) -> None:
         "client": "127.0.0.1", "port": port, "id": q.id, "qtype": "A", "qclass": "IN", "qname": NAME,
         "proto": "udp", "size": len(q.to_wire()), "do": False, "bufsize": 512, "rcode": "NOERROR",
         "rflags": "qr,aa,rd", "rsize": len(resp)}
-    assert 0 < rec["duration"] < 1
+    assert isinstance(rec["duration"], float) and rec["duration"] > 0
+    print(f"\nquery duration logged: {rec['duration']:.6f} s")
 
 
 @pytest.mark.parametrize("command", ["serve", "records"])

@@ -1,9 +1,10 @@
 """A large object is applied without stalling answers (issue 27, item 3).
 
 A real server answers a client asking another name every 2 ms while a 100k-endpoint
-slice, a 30k-port ServiceImport or a file of 30k ServiceImports is applied: the longest
-time between two answers stays bounded (main: seconds), then the large service is
-served. Objects parsed off the loop keep the order of events: a later event for the
+slice, a 30k-port ServiceImport or a file of 30k ServiceImports is applied: the most CPU
+the server spends between two answers stays bounded (main: seconds; CPU, not wall-clock
+time, which on a busy machine also holds the time the server was not run; both printed),
+then the large service is served. Objects parsed off the loop keep the order of events: a later event for the
 same object wins, and a large object that keeps changing still lands.
 """
 
@@ -19,7 +20,7 @@ import dns.message
 import dns.query
 import pytest
 from fakeapi import KubeAPI
-from support.helpers import REPO, run_server, wait_for
+from support.helpers import REPO, run_server, wait_for, with_children
 
 from mcsdns.data.store import Store
 from mcsdns.ops.load import BIG_ITEMS
@@ -44,15 +45,15 @@ def test_large_object_does_not_stall_answers(tmp_path: Path, kind: str, n: int) 
     write_json(big, objs)
     del objs
     with run_server(["--manifests", str(d)], tmp_path) as srv:
-        gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}")
+        gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}", pids=with_children(srv.proc.pid))
         time.sleep(1.0)
-        idle = gaps.worst  # this machine's own noise, nothing applied
+        idle = gaps.worst, gaps.worst_cpu  # nothing applied yet
         gaps.reset()
         big.rename(d / "big.json")
         assert wait_for(lambda: answers(srv.addr, name, rtype) == want, timeout=90, interval=0.05)
         if kind == "services":  # a batch is applied over several turns, in no given order
             assert wait_for(lambda: answers(srv.addr, f"s0.bench.svc.{ZONE}", "A") == 1, timeout=30)
-        stall = gaps.stop()
+        stall = gaps.stop(), gaps.worst_cpu
         assert gaps.answered > 100
         if kind == "services":
             assert _records(srv.addr, f"s0.bench.svc.{ZONE}", "A") == {"10.64.0.0"}
@@ -63,14 +64,15 @@ def test_large_object_does_not_stall_answers(tmp_path: Path, kind: str, n: int) 
         else:
             assert _records(srv.addr, f"10-64-0-0.c1.big.bench.svc.{ZONE}", "A") == {"10.64.0.0"}
             assert answers(srv.addr, f"10-66-0-0.c1.big.bench.svc.{ZONE}", "A") == -1  # NXDOMAIN
-    bound = max(1.0, 4 * idle)
-    assert stall < bound, f"answers stalled {stall:.3f} s while applying (idle worst {idle:.3f} s)"
+    print(f"\nlongest gap between answers while applying: {stall[0]:.3f} s, {stall[1]:.2f} s of the "
+          f"server's CPU (idle: {idle[0]:.3f} s, {idle[1]:.2f} s)")
+    assert stall[1] < 1.0, f"the server spent {stall[1]:.2f} s of CPU between two answers while applying"
 
 
 def test_a_slice_at_the_api_limits_is_built_off_the_loop(tmp_path: Path) -> None:
     """1,000 endpoints x 100 named ports, the most one EndpointSlice may hold: 1,100 items
     to parse but 100,000 SRV records to build (before: built on the loop, answers stalled
-    170 ms, also from a real kube-apiserver); the bound: 100 ms, or 4x the idle worst gap."""
+    170 ms, also from a real kube-apiserver); the bound: 100 ms of the server's CPU between two answers."""
     d = tmp_path / "manifests"
     d.mkdir()
     write_json(d / "web.json", [_si("web", False, [], ["10.0.0.1"])])
@@ -79,17 +81,18 @@ def test_a_slice_at_the_api_limits_is_built_off_the_loop(tmp_path: Path) -> None
     big = tmp_path / "big.json"
     write_json(big, objs)
     with run_server(["--manifests", str(d)], tmp_path) as srv:
-        gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}")
+        gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}", pids=with_children(srv.proc.pid))
         time.sleep(1.0)
-        idle = gaps.worst
+        idle = gaps.worst, gaps.worst_cpu
         gaps.reset()
         big.rename(d / "big.json")
         assert wait_for(lambda: answers(srv.addr, f"_p99._tcp.big.bench.svc.{ZONE}", "SRV") > 900,
                         timeout=60, interval=0.05)
-        stall = gaps.stop()
+        stall = gaps.stop(), gaps.worst_cpu
         assert gaps.answered > 100
-    bound = max(0.1, 4 * idle)
-    assert stall < bound, f"answers stalled {stall:.3f} s while building (idle worst {idle:.3f} s)"
+    print(f"\nlongest gap between answers while building: {stall[0]:.3f} s, {stall[1]:.2f} s of the "
+          f"server's CPU (idle: {idle[0]:.3f} s, {idle[1]:.2f} s)")
+    assert stall[1] < 0.1, f"the server spent {stall[1]:.2f} s of CPU between two answers while building"
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -102,9 +105,9 @@ def test_large_import_from_the_api_does_not_stall_answers(tmp_path: Path, worker
         api.put(_si("web", False, [], ["10.0.0.1"]))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with run_server(["--kubeconfig", str(kubeconfig), "--workers", str(workers)], tmp_path) as srv:
-            gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}")
+            gaps = Gaps(srv.addr, f"web.bench.svc.{ZONE}", pids=with_children(srv.proc.pid))
             time.sleep(1.0)
-            idle = gaps.worst
+            idle = gaps.worst, gaps.worst_cpu
             gaps.reset()
             api.put(objs[0])
             srv_name, srv_want = f"_p0._tcp.big.bench.svc.{ZONE}", {f"0 100 1 big.bench.svc.{ZONE}."}
@@ -113,10 +116,11 @@ def test_large_import_from_the_api_does_not_stall_answers(tmp_path: Path, worker
             assert wait_for(lambda: answers(srv.addr, name, rtype) == want
                             and all(_records(srv.addr, srv_name, "SRV") == srv_want for _ in range(20)),
                             timeout=90, interval=0.05)
-            stall = gaps.stop()
+            stall = gaps.stop(), gaps.worst_cpu
             assert _records(srv.addr, srv_name, "SRV") == srv_want
-    bound = max(1.0, 4 * idle)
-    assert stall < bound, f"answers stalled {stall:.3f} s while applying (idle worst {idle:.3f} s)"
+    print(f"\nlongest gap between answers while applying: {stall[0]:.3f} s, {stall[1]:.2f} s of the "
+          f"server's CPU (idle: {idle[0]:.3f} s, {idle[1]:.2f} s)")
+    assert stall[1] < 1.0, f"the server spent {stall[1]:.2f} s of CPU between two answers while applying"
 
 
 def _slice(n: int) -> dict[str, Any]:

@@ -44,7 +44,10 @@ def test_yaml_alias_bomb_is_refused_at_normal_latency(tmp_path: Path) -> None:
             time.sleep(0.3)
             wait_for(lambda: probe.count > 50, timeout=20)  # a floor of probes, however slow the machine
         assert probe.lost == 0 and probe.count > 50
-        assert probe.worst < 0.1, f"a query took {probe.worst * 1000:.0f} ms during the load"
+        print(f"\nslowest query during the load: {probe.worst * 1000:.0f} ms, "
+              f"{probe.worst_cpu * 1000:.0f} ms of the server's CPU")
+        # CPU, not wall-clock time (a busy machine stretches that): expanding the aliases costs seconds
+        assert probe.worst_cpu < 0.1, f"the server spent {probe.worst_cpu * 1000:.0f} ms of CPU on one query"
         assert re.search(r"evil\.yaml: skipped manifest file: YAML aliases expand to over "
                          r"100000 nodes", srv.logs())
         assert files_errors(srv, "file_aliases") == 1

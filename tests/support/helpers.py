@@ -267,10 +267,13 @@ def alias_bomb(levels: int) -> str:
 
 
 class Prober:
-    """Sends UDP queries back to back from a thread; records the slowest answer."""
+    """Sends UDP queries back to back from a thread; records the slowest answer (`worst`) and
+    the most CPU the server spent while one query waited (`worst_cpu`: what the server
+    caused, where `worst` also holds the time a busy machine did not run it)."""
 
     def __init__(self, srv: Server, name: str = "web.shop.svc.clusterset.local") -> None:
         self.srv, self.name, self.worst, self.count, self.lost = srv, name, 0.0, 0, 0
+        self.worst_cpu = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run)
 
@@ -279,13 +282,14 @@ class Prober:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.settimeout(10)
             while not self._stop.is_set():
-                t = time.monotonic()
+                t, c = time.monotonic(), cpu_seconds(self.srv.proc.pid)
                 s.sendto(q, self.srv.addr)
                 try:
                     s.recv(4096)
                 except TimeoutError:
                     self.lost += 1
                 self.worst = max(self.worst, time.monotonic() - t)
+                self.worst_cpu = max(self.worst_cpu, cpu_seconds(self.srv.proc.pid) - c)
                 self.count += 1
                 time.sleep(0.002)
 
@@ -310,3 +314,23 @@ def serve_http(httpd: socketserver.TCPServer, scheme: str = "http",
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_children(pid: int) -> tuple[int, ...]:
+    """`pid` and its child processes (a --workers supervisor's workers)."""
+    kids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()
+            and _ppid(d) == pid]
+    return (pid, *kids)
+
+
+def _ppid(d: Path) -> int:
+    try:
+        return int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
