@@ -49,8 +49,8 @@ def clusterset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         pytest.skip(NO_KUBE_PROXY)
     ks: dict[str, RealK8s] = {}
     try:
+        ks.update(zip(IDS, RealK8s.up_many([f"kp-{n}" for n in IDS], home / "realk8s"), strict=True))
         for n in IDS:
-            ks[n] = RealK8s.up(f"kp-{n}")
             set_up(n, ks[n])
         args = [a for n, k in ks.items() for a in ("--cluster", f"{n}={k.kubeconfig}")]
         with run_controller(args, home) as ctl:

@@ -35,8 +35,9 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 def fleet(tmp_path: Path) -> Iterator[dict[str, RealK8s]]:
     out: dict[str, RealK8s] = {}
     try:
+        names = [f"mcsdns-test-{os.getpid()}-local-{name}" for name in IDS]
+        out.update(zip(IDS, RealK8s.up_many(names, tmp_path / "realk8s"), strict=True))
         for name, (cid, ip) in IDS.items():
-            out[name] = RealK8s.up(f"mcsdns-test-{os.getpid()}-local-{name}", tmp_path / f"realk8s-{name}")
             populate(out[name], cid, ip)
         yield out
     finally:

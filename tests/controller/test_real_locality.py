@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support.controller_env import eventually, run_controller
 from support.kubeproxy_rule import used
-from support.real_fleet import MCS, Real
+from support.real_fleet import MCS, Real, start_fleet
 from support.realk8s import SKIP_REASON, script
 
 from mcsdns.controller.locality import ELSEWHERE, ZONE_LABEL
@@ -63,10 +63,10 @@ def hints(r: Real, name: str) -> dict[str, list[str] | None]:
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[dict[str, Real]]:
-    out: dict[str, Real] = {}
+    out = dict(zip(IDS, start_fleet(tmp_path, [f"mcsdns-loc-{n}" for n in IDS]), strict=True))
     try:
         for n, cid in IDS.items():
-            r = out[n] = Real(tmp_path / f"realk8s-{n}", f"mcsdns-loc-{n}")
+            r = out[n]
             r.create("/apis/about.k8s.io/v1alpha1/clusterproperties", {
                 "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
                 "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": cid}})

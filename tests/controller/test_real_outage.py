@@ -32,7 +32,8 @@ def stop(r: Real) -> None:
 
 def start(r: Real) -> None:
     """Start r's control plane again, with its data, on the same ports."""
-    r.k8s = RealK8s.up(r.k8s.name, r.k8s.home)
+    shared, r.k8s = r.k8s.shared, RealK8s.up(r.k8s.name, r.k8s.home)
+    r.k8s.shared = shared
     r.client = Client.load(r.kubeconfig, None, name=r.k8s.name)
 
 

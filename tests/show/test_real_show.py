@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from support.helpers import REPO
-from support.real_fleet import MCS, Real, service
+from support.real_fleet import MCS, Real, service, start_fleet
 from support.realk8s import SKIP_REASON, script
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
@@ -25,10 +25,8 @@ NAMES = ("a", "b", "c")
 
 @pytest.fixture
 def reals3(tmp_path: Path) -> Iterator[list[Real]]:
-    out: list[Real] = []
+    out = start_fleet(tmp_path, [f"mcsdns-show-{os.getpid()}-{name}" for name in NAMES])
     try:
-        for name in NAMES:
-            out.append(Real(tmp_path / f"realk8s-{name}", f"mcsdns-show-{os.getpid()}-{name}"))
         yield out
     finally:
         for r in out:

@@ -24,10 +24,10 @@ MCS = "multicluster.x-k8s.io/v1beta1"
 class Real:
     """One realk8s control plane (tests/support/realk8s.py) and a client of it."""
 
-    def __init__(self, home: Path, name: str) -> None:
-        self.k8s = RealK8s.up(name, home)
+    def __init__(self, k8s: RealK8s) -> None:
+        self.k8s = k8s
         self.kubeconfig = str(self.k8s.kubeconfig)
-        self.client = Client.load(self.kubeconfig, None, name=name)
+        self.client = Client.load(self.kubeconfig, None, name=k8s.name)
 
     def down(self) -> None:
         self.client.close()
@@ -44,12 +44,15 @@ class Real:
             return None
 
 
+def start_fleet(tmp_path: Path, names: list[str]) -> list[Real]:
+    """Control planes `names`, started at once."""
+    return [Real(k) for k in RealK8s.up_many(names, tmp_path / "realk8s")]
+
+
 @pytest.fixture
 def reals(tmp_path: Path) -> Iterator[list[Real]]:
-    out: list[Real] = []
+    out = start_fleet(tmp_path, [f"mcsdns-test-{os.getpid()}-{name}" for name in ("a", "b")])
     try:
-        for name in ("a", "b"):
-            out.append(Real(tmp_path / f"realk8s-{name}", f"mcsdns-test-{os.getpid()}-{name}"))
         yield out
     finally:
         for r in out:

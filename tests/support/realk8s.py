@@ -22,7 +22,8 @@ import subprocess
 import tempfile
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
@@ -67,19 +68,20 @@ class RealK8s:
 
     def __init__(self, name: str, home: Path, kubeconfig: Path) -> None:
         self.name, self.home, self.kubeconfig = name, home, kubeconfig
+        self.shared = False  # home holds other control planes too (up_many): down removes only its own
         cfg = kubeconfig.read_text()
         self.url = next(line.split("server:", 1)[1].strip() for line in cfg.splitlines() if "server:" in line)
         self.token = (kubeconfig.parent / "admin.token").read_text().strip()
         self.ssl = ssl.create_default_context(cafile=str(kubeconfig.parent / "pki" / "ca.crt"))
 
     @classmethod
-    def up(cls, name: str, home: Path | None = None) -> RealK8s:
+    def up(cls, name: str, home: Path | None = None, crds: Path | None = None) -> RealK8s:
         """Start control plane `name` with the project's CRDs (RuntimeError if it fails)."""
         sh = script()
         if sh is None:
             raise RuntimeError(SKIP_REASON)
         home = home or Path(tempfile.mkdtemp(prefix="mcsdns-realk8s-"))
-        env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crd_folder(home)))
+        env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds or crd_folder(home)))
         if os.environ.get(APISERVER_ENV):  # a kube-apiserver binary of one's own
             env["KUBE_APISERVER"] = os.environ[APISERVER_ENV]
         out = subprocess.run([sh, "up", name], env=env, capture_output=True, text=True, timeout=180)
@@ -87,13 +89,30 @@ class RealK8s:
             raise RuntimeError(f"realk8s.sh up {name} failed: {out.stderr[-2000:]}")
         return cls(name, home, Path(out.stdout.strip().splitlines()[-1]))
 
+    @classmethod
+    def up_many(cls, names: Sequence[str], home: Path) -> list[RealK8s]:
+        """Start control planes `names` at once in one home, where realk8s.sh picks their ports
+        under its lock (a set-up's cost is the slowest start, not the sum)."""
+        crds = crd_folder(home)
+        with ThreadPoolExecutor(len(names)) as pool:
+            started = [pool.submit(cls.up, n, home, crds) for n in names]
+        out = [f.result() for f in started if f.exception() is None]
+        for k in out:
+            k.shared = True
+        failed = [e for f in started if (e := f.exception()) is not None]
+        if failed:
+            for k in out:
+                k.down()
+            raise failed[0]
+        return out
+
     def down(self) -> None:
         """Stop the control plane and delete its data."""
         sh = script()
         if sh is not None:
             env = dict(os.environ, REALK8S_HOME=str(self.home))
             subprocess.run([sh, "down", "--purge", self.name], env=env, capture_output=True, timeout=60)
-        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.home / self.name if self.shared else self.home, ignore_errors=True)
 
     def __enter__(self) -> RealK8s:
         return self
