@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.controller_env import IDS, Cluster
+from support.real_fleet import reals  # noqa: F401 - fixture: two real control planes (MCSDNS_REALK8S)
 from support.realk8s import real_k8s  # noqa: F401 - the session's real control plane (MCSDNS_REALK8S)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from support.controller_env import eventually, run_controller
-from support.real_fleet import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
+from support.real_fleet import MCS, Real, clusters, service
 from support.realk8s import SKIP_REASON, RealK8s, script
 
 from mcsdns.kube.apiclient.client import Client

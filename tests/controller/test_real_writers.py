@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.controller_checks import writes_by_member
 from support.controller_env import Controller, eventually, run_controller
-from support.real_fleet import MCS, Real, clusters, reals, service  # noqa: F401 - the fixture
+from support.real_fleet import MCS, Real, clusters, service
 from support.realk8s import SKIP_REASON, script
 
 pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)

@@ -14,6 +14,7 @@ from support.diagnose_env import (
     configmap,
     diagnose,
     fails,
+    healthy,
     installed,
     lease,
     mcsdns_service,
@@ -21,6 +22,8 @@ from support.diagnose_env import (
     statuses,
     sync,
 )
+
+__all__ = ["healthy"]  # the fixture
 
 
 def test_healthy_reports_the_controller_and_the_dns_forward(healthy: tuple[Cluster, Cluster]) -> None:
