@@ -105,18 +105,26 @@ def answers(addr: tuple[str, int], name: str, rtype: str, timeout: float = 1.0) 
 
 class Gaps:
     """Asks `name` A every `interval` s over UDP from a thread; the longest time between
-    two answers since `reset`."""
+    two answers since `reset` (`worst`), and the most CPU one of `pids` spent between two
+    answers (`worst_cpu`: a stall the server caused, where `worst` also holds the time the
+    machine did not run it)."""
 
-    def __init__(self, addr: tuple[str, int], name: str, interval: float = 0.002) -> None:
+    def __init__(self, addr: tuple[str, int], name: str, interval: float = 0.002,
+                 pids: tuple[int, ...] = ()) -> None:
         self.addr, self.interval, self.worst, self.answered = addr, interval, 0.0, 0
+        self.pids, self.worst_cpu = pids, 0.0
         self.query = dns.message.make_query(name, "A").to_wire()
         self._stop = threading.Event()
         self._last = time.monotonic()
+        self._cpu = self._cpus()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _cpus(self) -> list[float]:
+        return [_proc_cpu(p) for p in self.pids]
+
     def reset(self) -> None:
-        self.worst, self._last = 0.0, time.monotonic()
+        self.worst, self.worst_cpu, self._last, self._cpu = 0.0, 0.0, time.monotonic(), self._cpus()
 
     def _run(self) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -128,9 +136,11 @@ class Gaps:
                         pass
                 except TimeoutError:
                     continue
-                now = time.monotonic()
+                now, cpu = time.monotonic(), self._cpus()
                 self.worst = max(self.worst, now - self._last)
-                self._last = now
+                spent = (c - c0 for c, c0 in zip(cpu, self._cpu, strict=True))
+                self.worst_cpu = max([self.worst_cpu, *spent])
+                self._last, self._cpu = now, cpu
                 self.answered += 1
                 time.sleep(self.interval)
 

@@ -1,6 +1,6 @@
 """`mcsdns controller` at scale: N exported services across member clusters on loopback.
 
-Starts `--clusters` test API servers (tests/kubeapi.py, in this process) with N
+Starts `--clusters` test API servers (tests/fakeapi/, in this process) with N
 exported ClusterSetIP services spread round-robin over them (one Service, one
 EndpointSlice with one ready endpoint and one ServiceExport each, in 50
 namespaces), then `python -m mcsdns controller` (derived mode) against all of
@@ -44,8 +44,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import free_port, stop_process  # noqa: E402
-from kubeapi import KubeAPI  # noqa: E402
+from fakeapi import KubeAPI  # noqa: E402
+from support.helpers import free_port, stop_process  # noqa: E402
 
 MCS = "multicluster.x-k8s.io/v1beta1"
 SVC_LABEL = "kubernetes.io/service-name"

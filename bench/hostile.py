@@ -1,4 +1,4 @@
-"""What a broken or hostile API endpoint costs `mcsdns serve` (tests/hostile_api.py):
+"""What a broken or hostile API endpoint costs `mcsdns serve` (tests/fakeapi/hostile.py):
 
 - junk: every watch answers one junk line and ends; watch requests and WARNING lines in
   `--seconds` (25 by default);
@@ -29,9 +29,9 @@ import dns.rcode
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import run_server  # noqa: E402
-from hostile_api import HostileAPI  # noqa: E402
-from test_kube_source import service_import  # noqa: E402
+from fakeapi.hostile import HostileAPI  # noqa: E402
+from support.helpers import run_server  # noqa: E402
+from support.kube_objects import service_import  # noqa: E402
 
 from mcsdns.data.objects import ServiceImport  # noqa: E402
 from mcsdns.kube.apiclient.client import Client  # noqa: E402

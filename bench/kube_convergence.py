@@ -1,6 +1,6 @@
 """Watch-event-to-DNS-answer latency of `mcsdns serve --kubeconfig`.
 
-Starts the test API server (tests/kubeapi.py) in this process with
+Starts the test API server (tests/fakeapi/) in this process with
 `--services` ServiceImports (plus a headless service with EndpointSlices),
 starts `python -m mcsdns serve --kubeconfig` against it, then makes `-n`
 changes one at a time: a ClusterSetIP address change, a new service, a
@@ -33,8 +33,8 @@ import dns.rcode
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import free_port  # noqa: E402
-from kubeapi import KubeAPI  # noqa: E402
+from fakeapi import KubeAPI  # noqa: E402
+from support.helpers import free_port  # noqa: E402
 
 Z = "clusterset.local"
 MCS = "multicluster.x-k8s.io/v1beta1"

@@ -1,8 +1,8 @@
 """Locality failover latency: a member's own endpoint goes not ready (or ready again) ->
 that member's imported EndpointSlices carry the new hints.
 
-Three test API servers (tests/kubeapi.py, in this process) with the three-cluster example of
-tests/test_controller_locality.py (shop/web, `trafficDistribution: PreferSameZone`), then
+Three test API servers (tests/fakeapi/, in this process) with the three-cluster example of
+tests/controller/test_controller_locality.py (shop/web, `trafficDistribution: PreferSameZone`), then
 `python -m mcsdns controller` against them; `--flips` times, west's endpoint 10.2.0.1 flips
 readiness and west's store is polled every 0.5 ms until the other local endpoint's zone
 hints show it (p50/p90/max).
@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from controller_env import IDS, Cluster, eventually, run_controller  # noqa: E402
-from test_controller_derived import args_for  # noqa: E402
-from test_controller_locality import B_HINTS, ENDPOINTS, NODES, export, hints, node, service, source  # noqa: E402
+from support.controller_checks import args_for  # noqa: E402
+from support.controller_env import IDS, Cluster, eventually, run_controller  # noqa: E402
+from support.locality_env import B_HINTS, ENDPOINTS, NODES, export, hints, node, service, source  # noqa: E402
 
 
 def main() -> int:

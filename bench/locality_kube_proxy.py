@@ -4,7 +4,7 @@ ClusterSetIP's traffic. kube-proxy syncs at most once per --iptables-min-sync-pe
 --nftables-min-sync-period (1 s by default): a change right after a sync waits for the rest
 of that period, a change on an idle kube-proxy is synced at once.
 
-The set-up of tests/test_real_kube_proxy.py (three real kube-apiservers, the controller, kube-proxy
+The set-up of tests/controller/test_real_kube_proxy.py (three real kube-apiservers, the controller, kube-proxy
 as west's Node b-1 in a network namespace; root, MCSDNS_REALK8S and MCSDNS_KUBE_PROXY). For each
 --min-sync value, kube-proxy is started with it and west's endpoint flips `--flips` times,
 alternately after 2.5 s idle ("idle": no sync in the last period) and right after the previous
@@ -28,11 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from controller_env import eventually, run_controller  # noqa: E402
-from kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY  # noqa: E402
-from kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe  # noqa: E402
-from realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
-from test_real_kube_proxy import ENDPOINTS, IDS, NODE_IP, NS, SLICES, hinted, set_ready, set_up  # noqa: E402
+from support.controller_env import eventually, run_controller  # noqa: E402
+from support.kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY  # noqa: E402
+from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe  # noqa: E402
+from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, SLICES, hinted, set_ready, set_up  # noqa: E402
+from support.realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
 
 from mcsdns.controller.derived import derived_name  # noqa: E402
 

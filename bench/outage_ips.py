@@ -1,6 +1,6 @@
 """ClusterSetIPs and imports across a member outage longer than the endpoint TTL (issue 39).
 
-Three test API servers (tests/kubeapi.py, in this process), namespace `ns` in each; member c
+Three test API servers (tests/fakeapi/, in this process), namespace `ns` in each; member c
 alone exports `--only-c` services, a and b `--shared` more each that c exports too (a third
 of all services headless). `python -m mcsdns controller` (derived mode, or `--cidr`) imports
 them; then c's API server stops for `--outage` seconds (longer than `--ttl`) and starts again.
@@ -26,8 +26,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from controller_env import IDS, Cluster, eventually  # noqa: E402
-from helpers import stop_process  # noqa: E402
+from support.controller_env import IDS, Cluster, eventually  # noqa: E402
+from support.helpers import stop_process  # noqa: E402
 
 NS = "ns"
 

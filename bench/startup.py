@@ -1,7 +1,7 @@
 """Start-up of `mcsdns serve --kubeconfig` at scale: time to the first correct answer and
 to /ready, RSS once ready, API requests, for `--workers` N.
 
-The test API server (tests/kubeapi.py) runs in this process on CPU 1 and holds, by default,
+The test API server (tests/fakeapi/) runs in this process on CPU 1 and holds, by default,
 8,000 ClusterSetIP and 2,000 headless ServiceImports with 4,000 EndpointSlices of 10
 endpoints each (40,000 endpoints), the data of issue 22's measurements. mcsdns runs on
 CPU 0 (`taskset`). For each run: seconds from spawn to the first correct answer for the
@@ -35,8 +35,8 @@ import dns.rcode
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import free_port  # noqa: E402
-from kubeapi import KubeAPI  # noqa: E402
+from fakeapi import KubeAPI  # noqa: E402
+from support.helpers import free_port  # noqa: E402
 
 MCS = "multicluster.x-k8s.io/v1beta1"
 NS = "bench"

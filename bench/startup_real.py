@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import free_port  # noqa: E402
-from realk8s import crd_folder  # noqa: E402
+from support.helpers import free_port  # noqa: E402
+from support.realk8s import crd_folder  # noqa: E402
 
 from bench.startup import NS, load, memory_kib, wait_up  # noqa: E402
 from mcsdns.kube.apiclient.client import Client  # noqa: E402

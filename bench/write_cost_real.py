@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from realk8s import bench_place  # noqa: E402
+from support.realk8s import bench_place  # noqa: E402
 
 from bench.controller_real import Cluster  # noqa: E402
 from bench.controller_scale import MCS, source_slice  # noqa: E402

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from knot_conf import secondary_conf  # noqa: E402
+from support.knot_conf import secondary_conf  # noqa: E402
 
 from bench.gen_clusterset import generate, write_list  # noqa: E402
 from bench.perf import Proc, free_port, python, rss_kib, status_kib  # noqa: E402

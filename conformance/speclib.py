@@ -1,6 +1,6 @@
 """Spec vectors (`specs/*.yaml`): loading, the query each vector sends, and checking a response.
 
-Shared by `tests/test_specs.py` (queries with dnspython) and `conformance/run`
+Shared by `tests/zone/test_specs.py` (queries with dnspython) and `conformance/run`
 (queries with dig). Both turn what they received into a `Response` of
 presentation-format strings, and `check` compares it with the vector's
 `expect` block. The format is described in `specs/README.md`.

@@ -198,7 +198,7 @@ def main() -> int:
         import mcsdns.serveconfig  # noqa: F401  (every module of the packet path, instrumented)
         from mcsdns.ops import tsigkeys
         from mcsdns.transport import _batchio
-    from helpers import drain, example_handlers
+    from support.helpers import drain, example_handlers
 
     from robustness.fuzz import check
 

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import Prober, alias_bomb, clusterset_ip, copy_example, run_server  # noqa: E402
+from support.helpers import Prober, alias_bomb, clusterset_ip, copy_example, run_server  # noqa: E402
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import EXAMPLE, Server, run_server  # noqa: E402
+from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 PROBE = b"GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\n\r\n"
 PARTIAL = b"GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n"

@@ -4,7 +4,7 @@ changes made while the API was away (deletions included) arrive when it returns.
 
     python robustness/kube_outage.py --duration 20 --qps 40000
 
-Runs the in-memory API server from tests/kubeapi.py, `mcsdns serve --kubeconfig`
+Runs the in-memory API server from tests/fakeapi/, `mcsdns serve --kubeconfig`
 pinned to core 0 and dnsperf pinned to core 1 at a fixed rate. Twice during the
 run the API is stopped for --outage seconds; while it is down, objects are
 changed and deleted in its store, and the second time its watch cache is reset
@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import Server, run_server  # noqa: E402
-from kubeapi import KubeAPI  # noqa: E402
+from fakeapi import KubeAPI  # noqa: E402
+from support.helpers import Server, run_server  # noqa: E402
 
 N = 50
 

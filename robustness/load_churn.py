@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import EXAMPLE, Server, run_server  # noqa: E402
+from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 SERVICES = 50
 NS = "churn"

@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import EXAMPLE, Server, run_server  # noqa: E402
+from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 ZONE = b"\x0aclusterset\x05local\x00"
 SERVED = b"\x03web\x04shop\x03svc" + ZONE

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import dns.message  # noqa: E402
 import dns.query  # noqa: E402
 import dns.rcode  # noqa: E402
-import helpers  # noqa: E402
+from support import helpers  # noqa: E402
 
 BARE = "big.qod.svc.clusterset.local"  # SRV at the service name: endpoints x ports
 BYSTANDER = "web.shop.svc.clusterset.local"

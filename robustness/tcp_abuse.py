@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import dns.message  # noqa: E402
 import dns.query  # noqa: E402
-from helpers import EXAMPLE, Server, run_server  # noqa: E402
+from support.helpers import EXAMPLE, Server, run_server  # noqa: E402
 
 
 def starve(port: int, conns: int, hold: float, query: bytes) -> tuple[list[float], int]:

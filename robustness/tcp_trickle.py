@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import dns.message  # noqa: E402
 import dns.query  # noqa: E402
-from helpers import EXAMPLE, run_server  # noqa: E402
+from support.helpers import EXAMPLE, run_server  # noqa: E402
 
 NAME = "web.shop.svc.clusterset.local."
 LEGIT = "127.0.200.3"  # the other client: an address and a /24 no trickler uses

@@ -187,7 +187,7 @@ def main() -> int:
                         args.time_limit)
     else:
         sys.path.insert(0, str(REPO / "tests"))
-        from helpers import EXAMPLE, run_server
+        from support.helpers import EXAMPLE, run_server
 
         secret = base64.b64encode(secrets.token_bytes(32)).decode()
         with tempfile.TemporaryDirectory() as tmp, run_server(

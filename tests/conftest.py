@@ -1,4 +1,4 @@
-"""Shared fixtures; tests/ on sys.path so tests import helpers and controller_env."""
+"""Shared fixtures. tests/ is on sys.path (pyproject.toml: pythonpath): tests import support.*, fakeapi."""
 
 import contextlib
 import os
@@ -8,11 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from controller_env import IDS, Cluster  # noqa: E402
-from realk8s import real_k8s  # noqa: E402,F401 - the session's real control plane (MCSDNS_REALK8S)
+from support.controller_env import IDS, Cluster
+from support.real_fleet import reals  # noqa: F401 - fixture: two real control planes (MCSDNS_REALK8S)
+from support.realk8s import real_k8s  # noqa: F401 - the session's real control plane (MCSDNS_REALK8S)
 
 
 @pytest.fixture

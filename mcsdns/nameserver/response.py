@@ -13,7 +13,7 @@ negative answer carries the zone's current SOA serial, patched in `serial_at` oc
 response minus its ID, kept by the response cache); `replayer` sends a Canned again.
 The C extension answers UDP cache hits with its own copy of `replayer`
 (`_batchio.c`, `from_cache`): the one mirror of this module, checked byte for byte
-against it by tests/test_batchio_diff.py. Nothing here builds an object per query
+against it by tests/transport/test_batchio_diff.py. Nothing here builds an object per query
 except `keep`, once per response kept.
 """
 

@@ -8,7 +8,7 @@
  * `tail`; for a negative answer (serial_at > 0) the 4 octets of `serial` (a
  * bytearray, the zone's SOA serial) go serial_at octets before the end.
  * That is `from_cache`, the one mirror of mcsdns/nameserver/response.py `replayer`
- * (tests/test_batchio_diff.py compares the two byte for byte): a change to the
+ * (tests/transport/test_batchio_diff.py compares the two byte for byte): a change to the
  * response layout is made in both. The key is the whole query after its ID, so
  * no question end is needed here (Python's is dns.message.question_end).
  * Every other datagram is

@@ -1,0 +1,63 @@
+"""Each member is its own failure domain for writes: while member c's REAL kube-apiserver
+(realk8s.sh, $MCSDNS_REALK8S; skipped without it) hangs (SIGSTOPped), a burst of endpoint
+changes in a reaches b before the first write to c gives up (its 10 s read deadline). Before,
+a reconcile returned only when its writes to every member finished: each change after the
+first waited for c's write to time out. Once c answers again (after its write timed out), it
+gets every change too. The signal is undone in `finally`."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from support.controller_env import Cluster, eventually, run_controller
+from support.real_fleet import addresses, populate, stopped
+from support.realk8s import SKIP_REASON, RealK8s, script
+
+pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
+BURST = 5
+
+
+def gave_up(logs: str) -> list[str]:
+    """The controller's lines saying a write to c timed out."""
+    return [ln for ln in logs.splitlines() if "cluster c: " in ln and "timed out" in ln]
+
+
+def test_a_hung_member_does_not_hold_up_writes_between_the_others(tmp_path: Path) -> None:
+    c = RealK8s.up(f"mcsdns-test-{os.getpid()}-queues", tmp_path / "realk8s-c")
+    a, b = Cluster("a", "east", tmp_path), Cluster("b", "west", tmp_path)
+    try:
+        populate(c)
+        apiserver = int((c.kubeconfig.parent / "apiserver.pid").read_text())
+        a.kube.namespace("shop")
+        a.kube.service("shop", "web")
+        a.kube.endpoints("shop", "web", "web-0", [("10.1.0.1", None)])
+        a.kube.export("shop", "web")
+        b.kube.namespace("shop")
+        args = ["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}", "--cluster",
+                f"c={c.kubeconfig}", "--endpoint-ttl", "600", "--resync", "600"]
+        with run_controller(args, tmp_path) as ctl:
+            eventually(lambda: {"10.1.0.1", "10.3.0.1"} <= addresses(b), timeout=60, what="web in b")
+            eventually(ctl.ready, timeout=60, what="first full sync")
+            want = {"10.1.0.1", "10.3.0.1"}
+            with stopped(apiserver):
+                t0 = time.monotonic()
+                took = []
+                for i in range(1, BURST + 1):
+                    ip = f"10.1.0.{i + 1}"
+                    a.kube.endpoints("shop", "web", f"web-{i}", [(ip, None)])
+                    want.add(ip)
+                    eventually(lambda: want <= addresses(b), timeout=60, what=f"change {i} in b")
+                    took.append(time.monotonic() - t0)
+                    # order, not time: b got change i before c's first write gave up
+                    assert not gave_up(ctl.logs()), (i, gave_up(ctl.logs()))
+                print(f"{BURST} changes a -> b while c hangs: " + ", ".join(f"{t:.2f}" for t in took) + " s")
+                # c's write gives up at its deadline: c counts as unreachable for writes
+                eventually(lambda: gave_up(ctl.logs()), timeout=60, what="c's write timed out")
+            eventually(lambda: want <= addresses(c), timeout=90, what="every change in c once it answers")
+    finally:
+        a.close()
+        b.close()
+        c.down()
