@@ -24,9 +24,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from controller_env import Controller  # noqa: E402
-from helpers import free_port, run_server, stop_process  # noqa: E402
-from realk8s import RealK8s  # noqa: E402
+from support.controller_env import Controller  # noqa: E402
+from support.helpers import free_port, run_server, stop_process  # noqa: E402
+from support.realk8s import RealK8s  # noqa: E402
 
 NS = "ns"
 MCS = "/apis/multicluster.x-k8s.io/v1beta1"

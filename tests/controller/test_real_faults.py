@@ -16,8 +16,8 @@ import re
 import sys
 
 import pytest
-from helpers import REPO
-from realk8s import SKIP_REASON, script
+from support.helpers import REPO
+from support.realk8s import SKIP_REASON, script
 
 sys.path.insert(0, str(REPO))
 
