@@ -334,3 +334,14 @@ def _ppid(d: Path) -> int:
         return int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+@contextmanager
+def udp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A non-blocking server socket on 127.0.0.1 and a client with a 2 s timeout."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        server.bind(("127.0.0.1", 0))
+        server.setblocking(False)
+        client.settimeout(2)
+        yield server, client
