@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.controller_env import SLICES, Cluster, shop
-from support.diagnose_env import Report, clusterset, diagnose, fails, installed, sync
+from support.controller_env import Cluster, shop
+from support.diagnose_env import Report, clusterset, diagnose, fails, installed, stale_slice, sync
 from support.helpers import REPO, run_server
 
 from mcsdns.controller.derived import derived_name
@@ -160,14 +160,7 @@ def test_imported_endpoints_behind_the_source(healthy: tuple[Cluster, Cluster]) 
 
 def test_stale_slice_from_a_cluster_that_is_gone(healthy: tuple[Cluster, Cluster]) -> None:
     a, b = healthy
-    b.kube.create(f"{SLICES}/namespaces/shop/endpointslices", {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "web-gone", "namespace": "shop", "labels": {
-            "endpointslice.kubernetes.io/managed-by": "mcsdns-controller",
-            "multicluster.kubernetes.io/service-name": "web",
-            "multicluster.kubernetes.io/source-cluster": "south"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": ["10.3.0.1"], "conditions": {"ready": True}}],
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+    stale_slice(b, "south")
     rc, report = diagnose(*clusterset(a, b))
     assert rc == 1 and fails(report) == {("stale-slices", "b", "shop/web")}
     assert "web-gone from south" in next(r["message"] for r in report["results"] if r["status"] == "FAIL")

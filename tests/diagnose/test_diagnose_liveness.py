@@ -18,14 +18,15 @@ from support.diagnose_env import (
     configmap,
     diagnose,
     fails,
-    installed,
+    healthy,
     lease,
     mcsdns_service,
     stamp,
-    sync,
 )
 
 from mcsdns.controller.lease import MemberLeases
+
+__all__ = ["healthy"]  # the fixture
 
 
 def controller(report: Report) -> tuple[str, str, str]:
@@ -43,12 +44,9 @@ def member_lease(c: Cluster, member: str, ago: float = 1.0, ttl: int = 120) -> N
 
 
 @pytest.fixture
-def exported(clusters2: list[Cluster]) -> Iterator[tuple[Cluster, Cluster]]:
+def exported(healthy: tuple[Cluster, Cluster]) -> Iterator[tuple[Cluster, Cluster]]:
     """a exports web to b, synced; fresh member Leases of both in a (as a controller leaves them)."""
-    a, b = clusters2
-    shop(a, clusters2, db=False)
-    installed(a, b)
-    sync(a, b)
+    a, b = healthy
     for m in ("a", "b"):
         member_lease(a, m)
     yield a, b

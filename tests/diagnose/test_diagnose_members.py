@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.controller_env import SLICES, Cluster, shop
-from support.diagnose_env import clusterset, diagnose, fails, installed, members_dir, sync3
+from support.controller_env import Cluster, shop
+from support.diagnose_env import clusterset, diagnose, fails, installed, members_dir, stale_slice, sync3
 from support.helpers import REPO
 
 SECRET = "mcsdns-system/mcsdns-members"
@@ -62,14 +62,7 @@ def test_a_slice_from_no_member_fails_only_with_every_member(clusters3: list[Clu
     shop(a, clusters3, db=False)
     installed(a, b, c)
     sync3(clusters3)
-    b.kube.create(f"{SLICES}/namespaces/shop/endpointslices", {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "web-gone", "namespace": "shop", "labels": {
-            "endpointslice.kubernetes.io/managed-by": "mcsdns-controller",
-            "multicluster.kubernetes.io/service-name": "web",
-            "multicluster.kubernetes.io/source-cluster": "north"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": ["10.3.0.1"], "conditions": {"ready": True}}],
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+    stale_slice(b, "north")
     si = b.kube.serviceimport("shop", "web")
     assert si is not None
     si["status"]["clusters"].append({"cluster": "north"})  # as if c had exported it

@@ -136,3 +136,15 @@ def members_dir(tmp: Path, *cs: Cluster) -> Path:
     for c in cs:
         shutil.copy(c.kubeconfig, d / c.name)
     return d
+
+
+def stale_slice(c: Cluster, source: str) -> None:
+    """An imported slice of shop/web (ours, endpoint 10.3.0.1) from `source`, named web-gone."""
+    c.kube.create(f"{SLICES}/namespaces/shop/endpointslices", {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-gone", "namespace": "shop", "labels": {
+            "endpointslice.kubernetes.io/managed-by": "mcsdns-controller",
+            "multicluster.kubernetes.io/service-name": "web",
+            "multicluster.kubernetes.io/source-cluster": source}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.3.0.1"], "conditions": {"ready": True}}],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
