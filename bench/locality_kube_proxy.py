@@ -34,7 +34,7 @@ from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, p
 from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, SLICES, hinted, set_ready, set_up  # noqa: E402
 from support.realk8s import SKIP_REASON, RealK8s, script  # noqa: E402
 
-from mcsdns.controller.derived import derived_name  # noqa: E402
+from mcsdns.controller.kinds.derivedservice import derived_name  # noqa: E402
 
 WEST = ENDPOINTS["b"][0]
 

@@ -13,15 +13,16 @@ from types import FrameType
 
 from .. import flags
 from ..flags import CIDR, DERIVED
+from ..kube.apiclient.errors import Unreachable
 from ..kube.names import valid_cluster_id
 from ..ops.errors import ConfigError, os_reason, show_addr
 from ..ops.http import HTTPEndpoints, serve_http
-from .clusters import Member, Unreachable
 from .lease import LeaderElector, MemberLeases
 from .leaseholder import lease_member
 from .manager import Manager
-from .membersdir import MembersDir
-from .membership import Membership
+from .member.client import Member
+from .member.directory import MembersDir
+from .member.live import Membership
 from .metrics import registry, render
 from .probe import UNREACHABLE_AFTER
 from .writers import Writers, lease_identity, members_hash, members_identity

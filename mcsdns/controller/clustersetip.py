@@ -1,9 +1,10 @@
 """Where a ClusterSetIP import's `ips` come from: a strategy contributing to the kinds.
 
-`Derived` (the default): each importing member's derived Service; it names the Service
-(`Target.service`), annotates the import and labels the imported slices with it, and
-takes the Service's ClusterIPs. `Cidr`: one address per family from --clusterset-cidr,
-the same in every member. Either runs once per key (`for_key`) and once per member (`plan`).
+`Derived` (the default): each importing member's derived Service (`kinds.derivedservice`,
+its name and annotation); it names the Service (`Target.service`), annotates the import and
+labels the imported slices with it, and takes the Service's ClusterIPs. `Cidr`: one address
+per family from --clusterset-cidr, the same in every member. Either runs once per key
+(`for_key`) and once per member (`plan`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Protocol
 from ..flags import CIDR
 from ..kube.apiclient.keys import Key
 from .contract import Target
-from .derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from .exports import SERVICE_NAME, is_ours
 from .ipam import Allocator, Exhausted
-from .member import MemberView
+from .kinds.derivedservice import DERIVED_ANNOTATION, cluster_ips, derived_name
+from .member.view import MemberView
 from .merge import CLUSTERSET_IP, Merged
 
 log = logging.getLogger("mcsdns.controller")

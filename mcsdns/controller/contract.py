@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from ..kube.apiclient.keys import Key
 from ..kube.resources import Resource
 from .exports import ExportState, is_ours
-from .member import MemberClient
+from .member.client import MemberClient
 from .merge import Merged
 
 Obj = dict[str, Any]

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.apiclient.errors import ApiError, asked_wait, explain
+from ..kube.apiclient.errors import ApiError, Conflict, NotFound, Unreachable, asked_wait, explain
 from ..kube.apiclient.keys import Key
-from .clusters import Conflict, NotFound, Unreachable
 from .contract import Contract, Kind, Obj, Verb, label
-from .member import MemberClient, MemberView
+from .member.client import MemberClient
+from .member.view import MemberView
 from .writers import Writers
 
 log = logging.getLogger("mcsdns.controller")

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..kube.apiclient.errors import ApiError, NotFound
 from ..kube.resources import EVENTS, LEASES
-from .member import MemberClient
+from .member.client import MemberClient
 
 log = logging.getLogger("mcsdns.controller")
 

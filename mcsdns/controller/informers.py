@@ -26,10 +26,10 @@ from ..kube.apiclient.informers import DISCOVERY, Informers
 from ..kube.apiclient.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL
 from ..kube.resources import ENDPOINT_SLICES, NAMESPACES, NODES, SERVICES, Resource
-from .clusters import Member
 from .exports import SERVICE_NAME, is_ours, labels
 from .kinds.reads import trim_for
 from .locality import ZONE_LABEL, NodeZones, ZoneTracker
+from .member.client import Member
 from .probe import UNREACHABLE_AFTER, Probe
 
 log = logging.getLogger("mcsdns.controller")

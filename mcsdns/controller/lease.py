@@ -18,7 +18,7 @@ from typing import Any
 
 from ..kube.apiclient.errors import ApiError, Conflict, NotFound
 from ..kube.resources import LEASES
-from .clusters import Member
+from .member.client import Member
 
 log = logging.getLogger("mcsdns.controller.lease")
 

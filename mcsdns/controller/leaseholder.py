@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..ops.errors import ConfigError
-from .clusters import Member
+from .member.client import Member
 
 IN_CLUSTER_HOSTS = ("kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 

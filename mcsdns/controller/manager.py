@@ -1,7 +1,7 @@
 """The controller's run loop: member caches -> a work queue per member -> its workers.
 
 Events from every member's caches become (namespace, name) keys, queued in every
-member's de-duplicating queue (`memberqueues`); each member's workers reconcile one key
+member's de-duplicating queue (`queue.MemberQueues`); each member's workers reconcile one key
 at a time each, writing only into their member, so a slow or hung member holds up only
 its own writes (an export's status follows when another member's failures change). The
 loop opens the gate to writing once every member is synced (or its Endpoint
@@ -22,16 +22,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from ..flags import CIDR
 from ..kube.apiclient.keys import Key
 from ..ops.process import release_free_memory
-from .clusters import Member
 from .events import LEASE, NORMAL, WARNING, Recorder
 from .informers import MemberCaches
 from .ipam import Allocator
 from .lease import LeaderElector, MemberLeases
-from .memberqueues import MemberQueues
+from .member.client import Member
 from .probe import UNREACHABLE_AFTER
-from .reconcile import CIDR, Reconciler
+from .queue import MemberQueues
+from .reconcile import Reconciler
 
 log = logging.getLogger("mcsdns.controller")
 

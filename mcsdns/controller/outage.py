@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from ..kube.apiclient.keys import Key
 from .exports import is_ours
-from .member import MemberView
+from .member.view import MemberView
 
 
 def unread_within_grace(members: Sequence[MemberView], now: float, grace: float) -> bool:

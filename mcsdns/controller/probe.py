@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ..kube.apiclient.errors import ApiError, Unreachable, explain
 from ..kube.apiclient.transport import Timeout
 from ..kube.resources import NAMESPACES
-from .clusters import Member
+from .member.client import Member
 
 log = logging.getLogger("mcsdns.controller")
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ..flags import CIDR, DERIVED
 from ..kube.apiclient.keys import Key
 from .clustersetip import IPs, strategy
 from .contract import Target
@@ -28,7 +27,7 @@ from .events import Recorder
 from .exports import ExportState, read_export
 from .ipam import Allocator
 from .kinds import ENDPOINT_SLICES, MEMBER_REMOVAL, MEMBER_SYNC, SERVICE_EXPORT
-from .member import MemberView
+from .member.view import MemberView
 from .merge import Merged, PortSpec, merge, serving_ports, unserved_message
 from .outage import held
 from .writers import Writers, conflict_event
@@ -264,6 +263,3 @@ class Reconciler:
         for step in MEMBER_SYNC:
             if not step(eng, t):
                 return
-
-
-__all__ = ["Reconciler", "DERIVED", "CIDR"]

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..controller.derived import DERIVED_ANNOTATION, cluster_ips, derived_name
 from ..controller.exports import is_ours, labels
 from ..controller.informers import slice_index
+from ..controller.kinds.derivedservice import DERIVED_ANNOTATION, cluster_ips, derived_name
 from ..data.objects import EndpointSlice, Malformed, ServiceImport
 from ..kube.apiclient.keys import Key
 from ..kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, valid_cluster_id

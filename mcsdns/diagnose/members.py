@@ -4,7 +4,7 @@ whole clusterset as the controller knows it: its members directory (`--members-d
 `mcsdns controller --members-dir` takes it) or its members Secret (`--members-secret`,
 read from the --kubeconfig/--context cluster, the controller's, which is then member
 `local` as deploy/ names it). Member files are loaded as the controller loads them
-(`controller.membership`): data only, exec plugins refused. Only the Secret or directory
+(`controller.member.live`): data only, exec plugins refused. Only the Secret or directory
 gives every member (`complete`); a subset named by hand is never taken for the clusterset."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-from ..controller.membersdir import MembersDir
-from ..controller.membership import Membership
+from ..controller.member.directory import MembersDir
+from ..controller.member.live import Membership
 from ..kube.apiclient.client import Client
 from ..kube.apiclient.errors import ApiError, NotFound
 from ..kube.config import connect, parse_cluster

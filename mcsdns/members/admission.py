@@ -31,7 +31,7 @@ POLICIES = Resource(GROUP, "validatingadmissionpolicies", "ValidatingAdmissionPo
 BINDINGS = Resource(GROUP, "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
                     namespaced=False, version="v1")
 MEMBER = "mcsdns-member"  # the policy and its binding in a member, for join's ServiceAccount
-DERIVED = "^derived-[0-9a-v]{10}$"  # controller.derived.derived_name (a test holds them equal)
+DERIVED = "^derived-[0-9a-v]{10}$"  # controller.kinds.derivedservice.derived_name (a test holds them equal)
 
 _KIND = "request.resource.resource"
 LEASE_PREFIX = MemberLeases.PREFIX

@@ -13,16 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.controller_fakes import FakeMember, FakeView, member
 
-from mcsdns.controller.clusters import Conflict, NotFound, Unreachable
 from mcsdns.controller.contract import Contract, Kind, Target, Verb
-from mcsdns.controller.derived import DERIVED_ANNOTATION
 from mcsdns.controller.engine import POLICY, Engine, Result
 from mcsdns.controller.exports import ExportState
 from mcsdns.controller.kinds import ENDPOINT_SLICES, KINDS, SERVICE, SERVICE_EXPORT, SERVICE_IMPORT
+from mcsdns.controller.kinds.derivedservice import DERIVED_ANNOTATION
 from mcsdns.controller.kinds.serviceexport import conditions
 from mcsdns.controller.merge import CLUSTERSET_IP, HEADLESS, Export, Merged, PortSpec, serving_ports
 from mcsdns.controller.queue import WorkQueue
-from mcsdns.kube.apiclient.errors import Request, error_for
+from mcsdns.kube.apiclient.errors import Conflict, NotFound, Request, Unreachable, error_for
 
 Obj = dict[str, Any]
 KEY = ("shop", "web")

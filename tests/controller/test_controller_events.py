@@ -20,8 +20,8 @@ from support.controller_checks import args_for, export
 from support.controller_env import Cluster, eventually, run_controller
 from support.realk8s import RealK8s
 
-from mcsdns.controller.clusters import Member
 from mcsdns.controller.events import Recorder, export_events
+from mcsdns.controller.member.client import Member
 from mcsdns.kube import permissions
 from mcsdns.kube.apiclient.errors import ApiError, describe
 from mcsdns.kube.resources import EVENTS

@@ -14,9 +14,10 @@ from support.controller_env import Cluster, eventually, run_controller, shop
 from support.controller_fakes import FakeView, export_service, member
 from support.helpers import run_server
 
-from mcsdns.controller.derived import derived_name
 from mcsdns.controller.ipam import Allocator
-from mcsdns.controller.reconcile import CIDR, DERIVED, Reconciler
+from mcsdns.controller.kinds.derivedservice import derived_name
+from mcsdns.controller.reconcile import Reconciler
+from mcsdns.flags import CIDR, DERIVED
 
 KEY = ("shop", "web")
 TTL, GRACE = 30.0, 3600.0

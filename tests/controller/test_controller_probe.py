@@ -21,9 +21,11 @@ from support.controller_env import Cluster, eventually, run_controller
 from support.controller_fakes import export_service
 from support.controller_fakes import member as member_view
 
-from mcsdns.controller.clusters import Member, Unreachable
+from mcsdns.controller.member.client import Member
 from mcsdns.controller.probe import Probe
-from mcsdns.controller.reconcile import DERIVED, Reconciler
+from mcsdns.controller.reconcile import Reconciler
+from mcsdns.flags import DERIVED
+from mcsdns.kube.apiclient.errors import Unreachable
 
 Obj = dict[str, Any]
 

@@ -20,8 +20,8 @@ from support.controller_checks import mount
 from support.controller_env import Cluster, eventually, run_controller, shop
 from support.helpers import serve_http
 
-from mcsdns.controller.membersdir import MembersDir
-from mcsdns.controller.membership import Membership
+from mcsdns.controller.member.directory import MembersDir
+from mcsdns.controller.member.live import Membership
 from mcsdns.kube.apiclient.kubeconfig import KubeconfigError, load
 
 SECRET = "the-controllers-own-token-0123456789"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mcsdns.controller.membersdir import MAX_FILE, MembersDir
+from mcsdns.controller.member.directory import MAX_FILE, MembersDir
 
 
 def look(d: Path | MembersDir) -> list[str]:

@@ -23,7 +23,7 @@ from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, p
 from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, hinted, set_ready, set_up
 from support.realk8s import SKIP_REASON, RealK8s, script
 
-from mcsdns.controller.derived import derived_name
+from mcsdns.controller.kinds.derivedservice import derived_name
 
 Obj = dict[str, Any]
 

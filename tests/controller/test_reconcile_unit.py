@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from support.controller_fakes import MCS, FakeView, export_service, member
 
-from mcsdns.controller.derived import derived_name
 from mcsdns.controller.ipam import Allocator
-from mcsdns.controller.reconcile import CIDR, DERIVED, Reconciler
+from mcsdns.controller.kinds.derivedservice import derived_name
+from mcsdns.controller.reconcile import Reconciler
+from mcsdns.flags import CIDR, DERIVED
 
 KEY = ("shop", "web")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mcsdns.controller.clusters import Member
 from mcsdns.controller.leaseholder import in_cluster, lease_member
+from mcsdns.controller.member.client import Member
 from mcsdns.controller.writers import (
     WRITER,
     Writers,

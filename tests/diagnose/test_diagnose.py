@@ -15,7 +15,7 @@ from support.controller_env import Cluster, shop
 from support.diagnose_env import Report, clusterset, diagnose, fails, installed, stale_slice, sync
 from support.helpers import REPO, run_server
 
-from mcsdns.controller.derived import derived_name
+from mcsdns.controller.kinds.derivedservice import derived_name
 from mcsdns.kube import permissions
 
 

@@ -113,8 +113,8 @@ def test_rbac_rule_of_a_request(path: str, verbs: tuple[str, ...], rule: str) ->
 
 
 def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from mcsdns.controller.clusters import Member
     from mcsdns.controller.informers import MemberCaches
+    from mcsdns.controller.member.client import Member
 
     caplog.set_level(logging.INFO, "mcsdns.controller")
     with KubeAPI() as api:

@@ -15,7 +15,7 @@ from fakeapi.resources import Resource
 from support.controller_env import Cluster
 from support.helpers import REPO
 
-from mcsdns.controller.derived import derived_name
+from mcsdns.controller.kinds.derivedservice import derived_name
 from mcsdns.members.admission import BINDINGS, DERIVED, MEMBER, POLICIES, objects
 from mcsdns.members.layout import user
 

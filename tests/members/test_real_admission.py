@@ -20,7 +20,7 @@ from support.controller_env import eventually
 from support.helpers import REPO
 from support.realk8s import RealK8s
 
-from mcsdns.controller.derived import derived_name
+from mcsdns.controller.kinds.derivedservice import derived_name
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import ApiError, NotFound
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from fakeapi import KubeAPI
 
-from mcsdns.controller.clusters import Member, NotFound, Unreachable
+from mcsdns.controller.member.client import Member
+from mcsdns.kube.apiclient.errors import NotFound, Unreachable
 from support.helpers import REPO, free_port, stop_process
 
 SLICES = "/apis/discovery.k8s.io/v1"

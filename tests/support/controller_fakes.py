@@ -9,10 +9,10 @@ import copy
 import itertools
 from typing import Any
 
-from mcsdns.controller.clusters import Conflict, NotFound, Unreachable
 from mcsdns.controller.exports import is_ours
 from mcsdns.controller.informers import service_index, slice_index
 from mcsdns.controller.locality import NodeZones
+from mcsdns.kube.apiclient.errors import Conflict, NotFound, Unreachable
 from mcsdns.kube.apiclient.keys import Key, key_of
 
 Obj = dict[str, Any]

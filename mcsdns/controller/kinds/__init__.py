@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from ..contract import Contract, Target
 from ..engine import Engine
+from .derivedservice import DerivedService
 from .endpointslice import EndpointSlices
-from .service import DerivedService
 from .serviceexport import ServiceExport
 from .serviceimport import ServiceImport
 

@@ -12,7 +12,7 @@ from ..contract import PORT_READS, Contract, Kind, Obj, Reads, Target, drop_none
 from ..engine import Engine
 from ..exports import CONTROLLER, MANAGED_BY, SERVICE_NAME, labels
 from ..locality import Plan, Verdicts, plan
-from ..member import MemberClient
+from ..member.client import MemberClient
 from ..merge import CLUSTERSET_IP, PortSpec
 
 LABELS = (MANAGED_BY, SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL, SERVICE_NAME)  # ours, in the view

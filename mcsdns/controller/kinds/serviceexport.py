@@ -10,7 +10,7 @@ from ...kube.resources import SERVICE_EXPORTS
 from ..contract import Contract, Kind, Obj, Reads
 from ..engine import Engine
 from ..exports import SERVICE_READS, ExportState
-from ..member import MemberClient
+from ..member.client import MemberClient
 from ..merge import Merged, unserved_message
 
 log = logging.getLogger("mcsdns.controller")

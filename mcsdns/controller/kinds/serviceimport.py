@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from ...kube.resources import SERVICE_IMPORTS
 from ..contract import Contract, Kind, Obj, Reads, Target, port_view
-from ..derived import DERIVED_ANNOTATION
 from ..engine import Engine
 from ..exports import APP_MANAGED_BY, CONTROLLER, labels
-from ..member import MemberClient
+from ..member.client import MemberClient
+from .derivedservice import DERIVED_ANNOTATION
 
 log = logging.getLogger("mcsdns.controller")
 

@@ -1,6 +1,7 @@
-"""Member clusters: one API client each (`kube.apiclient.client.Client`), the MCS API version it
-serves, its cluster ID, and the counts of its writes, tried and landed (answered 2xx). The
-errors its requests raise are the one taxonomy of `kube.apiclient.errors`, importable from here as before."""
+"""A member's API: `MemberClient`, the requests a reconcile's writes make (this `Member`, or a
+fake in unit tests), and `Member`, one API client (`kube.apiclient.client.Client`) with the MCS
+API version the member serves, its cluster ID and the counts of its writes, tried and landed
+(answered 2xx). Its requests raise the errors of `kube.apiclient.errors`."""
 
 from __future__ import annotations
 
@@ -9,16 +10,14 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..kube.apiclient.client import Client
-from ..kube.apiclient.errors import VERBS, ApiError, Conflict, NotFound, Request, Unreachable
-from ..kube.clusterid import read_cluster_id
-from ..kube.config import connect, parse_cluster
-from ..kube.names import MCS_GROUP, PREFERRED
-from ..kube.resources import MCS
-
-__all__ = ["ApiError", "Conflict", "Member", "NotFound", "Unreachable", "timed_out"]
+from ...kube.apiclient.client import Client
+from ...kube.apiclient.errors import VERBS, Request, Unreachable
+from ...kube.clusterid import read_cluster_id
+from ...kube.config import connect, parse_cluster
+from ...kube.names import MCS_GROUP, PREFERRED
+from ...kube.resources import MCS
 
 log = logging.getLogger("mcsdns.controller")
 
@@ -27,6 +26,19 @@ def timed_out(e: BaseException) -> bool:
     """Whether a request got no answer in time (a 504: the API server's own timeout)."""
     return (isinstance(e, Unreachable) and e.status == 504) or isinstance(e, TimeoutError) or \
         isinstance(e.__cause__, TimeoutError)
+
+
+class MemberClient(Protocol):
+    """The API of one member cluster, as the writes use it."""
+
+    name: str
+    cluster_id: str | None
+    mcs_version: str | None
+
+    def mcs_api_version(self) -> str: ...
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, str] | None = None) -> Any: ...
 
 
 @dataclass

@@ -1,28 +1,16 @@
 """What a reconcile sees of one member: `MemberView`, read from the informer caches
-(`informers.MemberCaches`) in the controller and from plain dicts in unit tests, and
-`MemberClient`, the requests its writes make (`clusters.Member`, or a fake)."""
+(`informers.MemberCaches`) in the controller and from plain dicts in unit tests; its
+writes go through its `client.MemberClient`."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..kube.apiclient.keys import Key
-from .locality import NodeZones
+from ...kube.apiclient.keys import Key
+from ..locality import NodeZones
+from .client import MemberClient
 
 Obj = dict[str, Any]
-
-
-class MemberClient(Protocol):
-    """The API of one member cluster, as the writes use it."""
-
-    name: str
-    cluster_id: str | None
-    mcs_version: str | None
-
-    def mcs_api_version(self) -> str: ...
-
-    def request(self, method: str, path: str, body: Any = None,
-                query: dict[str, str] | None = None) -> Any: ...
 
 
 class MemberView(Protocol):

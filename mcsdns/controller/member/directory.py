@@ -15,8 +15,8 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from ..kube.names import is_dns_label
-from ..ops.inotify import dir_watch
+from ...kube.names import is_dns_label
+from ...ops.inotify import dir_watch
 
 log = logging.getLogger("mcsdns.controller")
 

@@ -1,4 +1,4 @@
-"""Live membership: the --members-dir look (`membersdir`) applied to a running Manager.
+"""Live membership: the --members-dir look (`directory`) applied to a running Manager.
 A new file is a member joining, a removed one a member leaving, a changed one a member
 reloaded (a new client from the new file; the old one serves until the new one synced).
 A file that cannot be loaded is logged and skipped until it changes. A member file is data
@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import time
 
-from ..kube.apiclient.kubeconfig import KubeconfigError
-from ..ops.errors import ConfigError
-from .clusters import Member
-from .manager import Manager
-from .membersdir import MembersDir
+from ...kube.apiclient.kubeconfig import KubeconfigError
+from ...ops.errors import ConfigError
+from ..manager import Manager
+from .client import Member
+from .directory import MembersDir
 
 log = logging.getLogger("mcsdns.controller")
 
