@@ -7,7 +7,8 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 
-from speclib import Query, Response
+from speccheck import Response
+from speclib import Query
 
 _HEADER = re.compile(r";; ->>HEADER<<- opcode: (\S+), status: (\S+), id: (\d+)")
 _FLAGS = re.compile(r";; flags:([^;]*);")

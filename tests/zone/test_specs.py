@@ -21,6 +21,7 @@ import pytest
 from support.helpers import REPO, Server, run_server
 
 sys.path.insert(0, str(REPO / "conformance"))
+import speccheck  # noqa: E402
 import speclib  # noqa: E402
 
 SPECS = speclib.load_all()
@@ -68,7 +69,7 @@ def exchange(wire: bytes, port: int, tcp: bool) -> bytes | None:
             return None
 
 
-def to_response(m: dns.message.Message) -> speclib.Response:
+def to_response(m: dns.message.Message) -> speccheck.Response:
     def rrs(section: list[dns.rrset.RRset]) -> list[str]:
         return [f"{r.name.to_text()} {r.ttl} {dns.rdataclass.to_text(r.rdclass)} "
                 f"{dns.rdatatype.to_text(r.rdtype)} {rd.to_text()}" for r in section for rd in r]
@@ -76,7 +77,7 @@ def to_response(m: dns.message.Message) -> speclib.Response:
     opt = None
     if m.edns >= 0:
         opt = {"version": m.edns, "udp": m.payload, "do": bool(m.ednsflags & dns.flags.DO)}
-    return speclib.Response(
+    return speccheck.Response(
         rcode=dns.rcode.to_text(m.rcode()),
         flags=set(dns.flags.to_text(m.flags).lower().split()),
         opt=opt,
@@ -134,5 +135,5 @@ def test_vector(vector: speclib.Vector, servers: Servers) -> None:
         m = dns.message.from_wire(raw, one_rr_per_rrset=True)  # keep duplicates visible
         assert m.id == q.id, "response ID does not match the query"
         resp = to_response(m)
-    problems = speclib.check(vector, resp)
+    problems = speccheck.check(vector, resp)
     assert not problems, "\n".join(problems)
