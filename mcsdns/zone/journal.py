@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -38,9 +40,33 @@ JOURNAL_MAX_VERSIONS = 1000
 
 Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
 
-# The version of what `zone.records` makes of given inputs: bumped with every change to a
-# maker, so that the serial changes with the records even where the objects do not.
-RECORDS_FORMAT = 1
+# The modules whose code decides what records given objects make (the makers, their RRsets,
+# locality, the parsed models, names and rdata encoding).
+MAKER_MODULES = ("mcsdns.zone.records", "mcsdns.zone.rrsets", "mcsdns.zone.locality",
+                 "mcsdns.data.objects", "mcsdns.dns.names", "mcsdns.dns.rdata")
+
+
+def maker_sources(modules: tuple[str, ...] = MAKER_MODULES) -> list[str | None]:
+    """The source file of each maker module (None where a module has none)."""
+    return [getattr(sys.modules[name], "__file__", None) for name in modules]
+
+
+def records_format(sources: Sequence[str | None]) -> bytes:
+    """What `zone.records` makes of given inputs, as a digest of the makers' source: any change
+    to that code (an upgrade) changes every service's digest, so the serial moves with the
+    records even where the objects do not, and nobody has to remember to bump a number."""
+    h = hashlib.blake2b(digest_size=16)
+    for path in sources:
+        try:
+            with open(path or "", "rb") as f:
+                h.update(f.read())
+        except OSError:  # no source (a frozen build): the package's version stands for it
+            from importlib.metadata import version
+            h.update(version("mcsdns").encode())
+    return h.digest()
+
+
+RECORDS_FORMAT = records_format(maker_sources())
 _ENCODE = msgspec.msgpack.Encoder().encode  # dataclasses and tuples, in field order: deterministic
 
 ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before the first sync).")
