@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..ops.errors import ConfigError
 from .apiclient.client import Client
 from .apiclient.errors import NotFound
-from .names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, valid_cluster_id
+from .names import ABOUT_GROUP, CLUSTER_PROPERTY_ID, PREFERRED, valid_cluster_id
 from .resources import CLUSTER_PROPERTIES
 
 
@@ -25,7 +25,7 @@ def find_cluster_id(client: Client, version: str) -> tuple[str, str] | None:
 def read_cluster_id(client: Client, who: str, hint: str) -> str:
     """The valid cluster ID of the cluster `client` reaches; ConfigError starting with `who`
     when there is none (suggesting `hint` as the alternative) or it is not valid."""
-    version = client.preferred(ABOUT_GROUP)
+    version = client.preferred(ABOUT_GROUP, PREFERRED)
     found = find_cluster_id(client, version) if version is not None else None
     if found is None:
         raise ConfigError(f"{who}: no ClusterProperty {' or '.join(CLUSTER_PROPERTY_ID)}; "

@@ -15,7 +15,7 @@ from ..controller.exports import APP_MANAGED_BY, CONTROLLER, MANAGED_BY
 from ..kube.apiclient.client import Client
 from ..kube.apiclient.errors import NotFound
 from ..kube.apiclient.keys import key_of
-from ..kube.names import MCS_GROUP
+from ..kube.names import MCS_GROUP, PREFERRED
 from ..kube.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -176,7 +176,7 @@ def revoke(c: Client, member: str, namespace: str, say: Say, lease_namespace: st
 
 def purge_imports(c: Client, say: Say) -> None:
     """Delete the controller's objects in the member: what it imported there."""
-    version = c.preferred(MCS_GROUP)
+    version = c.preferred(MCS_GROUP, PREFERRED)
     kinds: list[tuple[Resource, str, str | None]] = [
         (ENDPOINT_SLICES, MANAGED_BY, None), (SERVICES, APP_MANAGED_BY, None)]
     if version is not None:

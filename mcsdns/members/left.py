@@ -16,7 +16,7 @@ from ..controller.lease import member_lease
 from ..kube.apiclient.client import Client
 from ..kube.apiclient.errors import ApiError, Conflict, NotFound
 from ..kube.apiclient.keys import key_of
-from ..kube.names import MCS_GROUP
+from ..kube.names import MCS_GROUP, PREFERRED
 from ..kube.permissions import show
 from ..kube.resources import ACCESS_REVIEWS, LEASES, SERVICE_EXPORTS, Resource
 
@@ -90,7 +90,7 @@ def _left(obj: Obj, member: str, at: str, api_version: str) -> Obj:
 
 def mark_exports(c: Client, member: str, say: Say) -> None:
     """Ready=False, reason MemberLeft, on each ServiceExport of the member."""
-    version = c.preferred(MCS_GROUP)
+    version = c.preferred(MCS_GROUP, PREFERRED)
     if version is None:
         say("serviceexports: none (the MCS API is not served)")
         return

@@ -44,7 +44,7 @@ from ..kube.apiclient.informers import DISCOVERY, Informers
 from ..kube.apiclient.keys import Key
 from ..kube.apiclient.reflector import Reflector
 from ..kube.config import connect
-from ..kube.names import ABOUT_GROUP, MCS_GROUP, SERVICE_NAME_LABEL
+from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
 from ..kube.resources import CLUSTER_PROPERTIES, ENDPOINT_SLICES, SERVICE_IMPORTS
 from ..ops.errors import ConfigError
 from ..ops.stats import Put
@@ -232,14 +232,14 @@ class KubeSource:
 
         def step() -> bool:
             nonlocal warned
-            self.mcs_version = client.preferred(MCS_GROUP)
+            self.mcs_version = client.preferred(MCS_GROUP, PREFERRED)
             if self.mcs_version is None:
                 if not warned:
                     warned = True
                     log.warning("Kubernetes API %s does not serve %s v1beta1 or v1alpha1 (ServiceImport CRD "
                                 "missing?); not ready, checking again", self.host, MCS_GROUP)
                 return False
-            self.about_version = client.preferred(ABOUT_GROUP)
+            self.about_version = client.preferred(ABOUT_GROUP, PREFERRED)
             return True
 
         if not inf.discover(step):
@@ -250,7 +250,7 @@ class KubeSource:
         self._add(*self._collections())  # all at once: `synced` needs every required first list
         while self.about_version is None and not self._stop.wait(self.rediscover):
             try:
-                self.about_version = client.preferred(ABOUT_GROUP)
+                self.about_version = client.preferred(ABOUT_GROUP, PREFERRED)
             except Exception:  # noqa: BLE001 - the watches report outages
                 continue
             if self.about_version is not None:

@@ -23,6 +23,7 @@ from mcsdns.kube.apiclient.errors import (
     error_kind,
     explain,
 )
+from mcsdns.kube.names import PREFERRED
 from mcsdns.kube.resources import (
     CLUSTER_PROPERTIES,
     ENDPOINT_SLICES,
@@ -125,7 +126,7 @@ def test_preferred_version(tmp_path: Path, served: tuple[str, ...], want: str | 
         c = Client.load(str(api.write_kubeconfig(tmp_path / "kc")), None)
         try:
             assert c.versions(MCS) == list(served)
-            assert c.preferred(MCS) == want
+            assert c.preferred(MCS, PREFERRED) == want
         finally:
             c.close()
 

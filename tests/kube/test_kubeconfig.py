@@ -24,6 +24,7 @@ from mcsdns.kube.apiclient import kubeconfig
 from mcsdns.kube.apiclient.client import Client
 from mcsdns.kube.apiclient.errors import Rejected
 from mcsdns.kube.apiclient.kubeconfig import KubeconfigError
+from mcsdns.kube.names import PREFERRED
 from mcsdns.kube.resources import NAMESPACES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,6 +195,6 @@ def test_real_server_with_token_and_with_client_certificate(real_k8s: RealK8s) -
     """TLS to a real kube-apiserver: its CA, a bearer token, and a client certificate."""
     for ctx in (None, f"{real_k8s.name}-cert"):
         c = Client.load(str(real_k8s.kubeconfig), ctx)
-        assert c.preferred("multicluster.x-k8s.io") == "v1beta1"
+        assert c.preferred("multicluster.x-k8s.io", PREFERRED) == "v1beta1"
         assert c.counts[("GET", "200")] >= 1
         c.close()

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ... import __version__
-from ..names import PREFERRED
 from .errors import NotFound, Request, Unreachable, error_for
 from .kubeconfig import load as load_kubeconfig
 from .transport import Response, Timeout, Transport
@@ -141,7 +140,7 @@ class Client:
             return []
         return [str(v.get("version")) for v in data.get("versions") or []]
 
-    def preferred(self, group: str, prefer: tuple[str, ...] = PREFERRED) -> str | None:
+    def preferred(self, group: str, prefer: tuple[str, ...]) -> str | None:
         """The first of `prefer` the server serves of `group`; None when it serves none."""
         served = self.versions(group)
         return next((v for v in prefer if v in served), None)
