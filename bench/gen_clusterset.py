@@ -6,8 +6,9 @@ Layout of OUT:
   manifests/bench-h100.json  headless `h100.bench`: exactly 100 ready endpoints (+1 not ready)
   manifests/bench-churn.json ClusterSetIP `churn.bench`, alone in a small file (edit it to
                              measure how fast one service's change is visible)
-  clusterset.local.zone      what mcsdns should answer, as a master file (written from the
-                             KEP-1645 DNS rules, independently of mcsdns' own code)
+  clusterset.local.zone      what mcsdns answers, as a master file (`mcsdns records` of the
+                             manifests: the one definition of the records; knotd and CoreDNS
+                             serve it in bench/compare.py)
   queries/<mix>.txt          dnsperf input, one "name TYPE" a line
   meta.json                  counts and sample names
 
@@ -19,8 +20,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,39 +158,6 @@ class Generator:
             objs = [o for s in bulk[k:k + per_file] for o in self.objects(s)]
             write_list(out / f"bulk-{k // per_file:04d}.json", objs)
 
-    # -- zone file -------------------------------------------------------------
-
-    def records(self, svc: Service) -> list[tuple[str, str, str]]:
-        """(owner, type, rdata) of one service per KEP-1645 DNS spec 2.3 / 2.4."""
-        name = svc.fqdn
-        if not svc.headless:
-            out = [(name, "A", str(svc.vip))]
-            for port, pname in ((80, "http"), (9090, "grpc")):
-                out.append((name, "SRV", f"0 100 {port} {name}"))
-                out.append((f"_{pname}._tcp.{name}", "SRV", f"0 100 {port} {name}"))
-            return out
-        ready = svc.ready()
-        if not ready:
-            return []
-        out = [(name, "A", e.ip) for _, e in ready]
-        weight = max(1, 100 // len(ready))
-        for cluster, e in ready:
-            label = e.hostname or e.ip.replace(".", "-")
-            host = f"{label}.{cluster}.{name}"
-            out.append((host, "A", e.ip))
-            for owner in (name, f"_http._tcp.{name}"):
-                out.append((owner, "SRV", f"0 {weight} 8080 {host}"))
-        return out
-
-    def zone_text(self) -> str:
-        lines = [f"$ORIGIN {ZONE}.", f"$TTL {TTL}",
-                 f"{ZONE}.\t{TTL}\tIN\tSOA\tns.dns.{ZONE}. hostmaster.{ZONE}. 1 7200 1800 86400 {TTL}",
-                 f"{ZONE}.\t{TTL}\tIN\tNS\tns.dns.{ZONE}.",
-                 f'dns-version.{ZONE}.\t{TTL}\tIN\tTXT\t"1.0.0"']
-        for svc in self.services:
-            lines.extend(f"{o}\t{TTL}\tIN\t{t}\t{r}" for o, t, r in self.records(svc))
-        return "\n".join(lines) + "\n"
-
     # -- queries ---------------------------------------------------------------
 
     def queries(self, lines: int) -> dict[str, list[str]]:
@@ -223,6 +194,14 @@ def write_list(path: Path, items: list[dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
+def zone_text(manifests: Path) -> str:
+    """The zone mcsdns makes of MANIFESTS (`mcsdns records`), with the TTL the queries expect."""
+    done = subprocess.run([sys.executable, "-m", "mcsdns", "records", "--manifests", str(manifests),
+                           "--ttl", str(TTL)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    return done.stdout
+
+
 def load_zone(path: Path) -> dict[tuple[str, str], set[str]]:
     """(lower-case owner, type) -> set of rdata texts, from a zone file this module wrote."""
     out: dict[tuple[str, str], set[str]] = {}
@@ -242,7 +221,7 @@ def generate(out: Path, services: int = 1000, endpoints: int = 10000, clusters: 
     out.mkdir(parents=True)
     gen = Generator(services, endpoints, clusters, headless, seed)
     gen.write_manifests(out / "manifests", per_file)
-    (out / f"{ZONE}.zone").write_text(gen.zone_text())
+    (out / f"{ZONE}.zone").write_text(zone_text(out / "manifests"))
     qdir = out / "queries"
     qdir.mkdir()
     for mix, qs in gen.queries(lines).items():
