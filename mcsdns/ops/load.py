@@ -33,17 +33,17 @@ still freed by reference counting) and turns collection back on.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import json
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import process
+if TYPE_CHECKING:  # stage 1 imports this module before asyncio and the rest (see above)
+    import asyncio
+    from concurrent.futures import Executor
 
 HOLD_BYTES = 1 << 20  # JSON or manifest text above which decoding it holds the GC off
 BIG_ITEMS = 2000  # endpoints + ports above which one object is parsed, or a change built, off the loop
@@ -69,6 +69,8 @@ def on_loop(items: int) -> bool:
 def executor() -> Executor:
     """Where large objects are parsed and large changes built: one thread of the process's
     own (one: the loop competes for the GIL with it alone)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(1, "mcsdns-apply")
 
 
@@ -105,6 +107,8 @@ def until_synced(loop: asyncio.AbstractEventLoop) -> None:
 def first_sync_done() -> None:
     """Stage 6: what is loaded moved out of the GC's sight (a full collection over a large
     zone would pause answers), the GC back on, freed memory handed back."""
+    from . import process
+
     gc.freeze()
     gc.enable()
     process.release_free_memory()
