@@ -9,6 +9,9 @@ For each start: seconds from spawn to /ready and to the first correct answer for
 headless service (every endpoint present; the same test for both), RSS once ready, the
 server's own CPU seconds until ready (robust to a busy machine), and the CPU seconds the
 kube-apiserver process spent from spawn to ready (from /proc/<pid>/stat), reported apart.
+The ratio to CoreDNS is given of the medians and, steadier on a shared machine, as the median
+of each pair of starts made one after the other. The driver polls every 5 ms with little CPU
+(bench/startup.py: `ask`, `http_status`): it shares CPU 1 with the API server.
 "up" is the later of /ready and the first correct answer: CoreDNS's `ready` plugin answers
 200 before the multicluster plugin has synced (it reports no readiness), so for CoreDNS
 that is the first correct answer.
@@ -121,7 +124,7 @@ def one(cmd: list[str], env: dict[str, str], port: int, health: int, last: tuple
         time.sleep(1.0)
         rss, _ = memory_kib(proc.pid)
         return {"up": max(ready, first), "ready": ready, "first": first, "cpu": own,
-                "rss_mib": rss / 1024, "api_cpu": api}
+                "rss_mib": rss / 1024, "api_cpu": api, "load": os.getloadavg()[0]}
     finally:
         proc.terminate()
         proc.wait(30)
@@ -203,7 +206,7 @@ def report(name: str, runs: list[dict[str, float]]) -> dict[str, float]:
     print(f"{name}: up {med['up']:.2f} s (runs {each}), /ready {med['ready']:.2f} s, "
           f"first correct answer {med['first']:.2f} s, own CPU {med['cpu']:.2f} s, "
           f"RSS {med['rss_mib']:.0f} MiB, "
-          f"API server CPU {med['api_cpu']:.2f} s", flush=True)
+          f"API server CPU {med['api_cpu']:.2f} s, load average {med['load']:.1f}", flush=True)
     return med
 
 
@@ -249,10 +252,13 @@ def main() -> int:
                 runs[name].append(one(cmd, env, port, health, last, api_pid, tmp / f"{i}.log"))
         meds = {n: report(n, r) for n, r in runs.items()}
         if "CoreDNS" in meds:
+            core = runs["CoreDNS"]
             for n, m in meds.items():
-                if n != "CoreDNS":
-                    print(f"{n} / CoreDNS: up {m['up'] / meds['CoreDNS']['up']:.2f}x, own CPU "
-                          f"{m['cpu'] / meds['CoreDNS']['cpu']:.2f}x")
+                if n != "CoreDNS":  # and per pair of starts made one after the other (the same load)
+                    pairs = [r["up"] / c["up"] for r, c in zip(runs[n], core, strict=True)]
+                    print(f"{n} / CoreDNS: up {m['up'] / meds['CoreDNS']['up']:.2f}x (pairs: median "
+                          f"{statistics.median(pairs):.2f}x, {' '.join(f'{x:.2f}' for x in pairs)}), "
+                          f"own CPU {m['cpu'] / meds['CoreDNS']['cpu']:.2f}x")
     finally:
         if not a.kubeconfig and realk8s:
             env = dict(os.environ, REALK8S_HOME=str(home))

@@ -1,35 +1,40 @@
 """Command line: `mcsdns serve` and `mcsdns records` here; `controller`, `diagnose` and `show`
-from cli_controller, cli_diagnose and cli_show (their packages are imported only when they run)."""
+from cli_controller, cli_diagnose and cli_show (their packages are imported only when they run).
+
+`serve` with a Kubernetes source asks for its lists before it imports the server (ops/load.py,
+stage 1): what this module imports at its top is what parsing the flags needs, no more."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
 import textwrap
+from typing import TYPE_CHECKING
 
 from . import flags
 from .cli_controller import add_parser as add_controller
 from .cli_diagnose import add_parser as add_diagnose
 from .cli_join import add_parsers as add_join
 from .cli_show import add_parser as add_show
-from .nameserver.cache import CACHE_BYTES
+from .nameserver import CACHE_BYTES
 from .ops import load, tsigkeys
 from .ops.errors import ConfigError
 from .ops.logs import setup_logging
-from .ops.process import version_text
-from .serveconfig import Config
 from .sources.limits import MANIFEST_MAX_BYTES
-from .transport.tcpconns import TCPLimits
-from .transport.udp import io_description
 from .zone.locality import ORDER, POLICIES, Locality
+
+if TYPE_CHECKING:
+    from .serveconfig import Config
+    from .sources.kubefirst import FirstLists
+
+ZONE = "clusterset.local"  # served without --zone
 
 
 def _add_source_args(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--zone", type=flags.zone, default="clusterset.local",
-                   help="the zone served (default clusterset.local)")
+    s.add_argument("--zone", type=flags.zone,  # no default: checking one imports the zone code
+                   help=f"the zone served (default {ZONE})")
     s.add_argument("--ttl", type=flags.ttl, default=5, help="TTL of every record (default 5)")
     s.add_argument("--manifests", type=flags.directory, metavar="DIR",
                    help="serve objects from a directory of YAML/JSON files")
@@ -57,7 +62,7 @@ def _add_source_args(s: argparse.ArgumentParser) -> None:
                      help="answer serving+terminating endpoints of a headless service while none "
                           "is ready (as kube-proxy does; the spec says NXDOMAIN)")
     flags.add_log_args(s)
-    flags.add_version(s, version_text(io_description()))
+    flags.add_version(s)
 
 
 ABOUT = ("mcsdns: an authoritative DNS server for the Kubernetes Multi-Cluster Services zone "
@@ -82,7 +87,7 @@ class MainParser(flags.Parser):
 def build_parser() -> argparse.ArgumentParser:
     p = MainParser(prog="mcsdns", usage="%(prog)s [-h] [--version] command ...", epilog=MORE,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    flags.add_version(p, version_text(io_description()))
+    flags.add_version(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS,
                            parser_class=flags.Parser, prog="mcsdns")
     s = sub.add_parser("serve", help="serve the clusterset.local zone",
@@ -159,8 +164,11 @@ def _add_transfer_args(s: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> Config:
+    from .serveconfig import Config
+    from .transport.tcpconns import TCPLimits
+
     cfg = Config(
-        zone=args.zone.rstrip("."), ttl=args.ttl, manifests=args.manifests,
+        zone=(args.zone or ZONE).rstrip("."), ttl=args.ttl, manifests=args.manifests,
         max_manifest_bytes=args.max_manifest_bytes,
         kubeconfig=args.kubeconfig, context=args.context, namespaces=args.namespaces,
         locality=Locality(args.cluster_id.lower(), args.region, args.topology_zone,
@@ -203,23 +211,38 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if args.command not in ("serve", "records"):
         return int(args.func(args))
-    cfg = config_from(args)
     try:
+        first = ask_first(args)
+        cfg = config_from(args)
         if args.command == "records":
+            import asyncio
+
             return asyncio.run(print_records(cfg, args.timeout))
         try:
             cfg.tsig_keys = tsigkeys.configured_keys(args.tsig_key, args.tsig_key_file, os.environ,
                                                      args.tsig_allow_weak)
         except ValueError as e:
             raise ConfigError(e) from None
-        return serve(cfg, args.tsig_key)
+        return serve(cfg, args.tsig_key, first)
     except ConfigError as e:
         return flags.fail(e)
 
 
-def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
+def ask_first(args: argparse.Namespace) -> FirstLists | None:
+    """Stage 1 (ops/load.py): `serve` with a Kubernetes source asks for its lists now, before
+    it imports the server; None for any other start. ConfigError when the kubeconfig does
+    not load."""
+    if args.command != "serve" or not load.reads_first(args.workers, args.manifests):
+        return None
+    from .sources.kubefirst import FirstLists, connect
+
+    load.gc_off()
+    return FirstLists(connect(args.kubeconfig, args.context, args.namespaces), args.namespaces)
+
+
+def serve(cfg: Config, tsig_on_command_line: list[str], first: FirstLists | None = None) -> int:
     """`mcsdns serve`, until SIGTERM; ConfigError when an address cannot be bound or a
-    source cannot start."""
+    source cannot start. `first`: the lists stage 1 asked for (`ask_first`)."""
     if tsig_on_command_line:
         logging.getLogger("mcsdns").warning(
             "--tsig-key shows the secret to anyone who can list processes: prefer --tsig-key-file "
@@ -229,11 +252,10 @@ def serve(cfg: Config, tsig_on_command_line: list[str]) -> int:
 
         return Supervisor(cfg).run()
     begun = None
-    if load.reads_first(cfg.workers, cfg.manifests):  # the server is set up while the lists come
+    if load.reads_first(cfg.workers, cfg.manifests):  # decoded as they come, while the rest is set up
         from .sources.kube import begin_reading
 
-        load.gc_off()
-        begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces)
+        begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces, first)
     from .roles.single import SingleProcess
 
     return SingleProcess(cfg, begun).run()

@@ -9,8 +9,6 @@ from typing import Any
 
 from . import flags
 from .flags import CIDR, DERIVED
-from .ops.process import version_text
-from .transport.udp import io_description
 
 DESCRIPTION = ("`mcsdns controller`: sync ServiceExports into ServiceImports, derived Services and "
                "EndpointSlices across member clusters.")
@@ -98,5 +96,5 @@ def add_parser(subparsers: Any) -> None:
                    help="also serve /metrics (and /health, /ready) here")
     c.add_argument("--once", action="store_true", help="sync every service once, then exit")
     flags.add_log_args(c)
-    flags.add_version(c, version_text(io_description()))
+    flags.add_version(c)
     c.set_defaults(func=_run)

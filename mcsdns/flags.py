@@ -104,10 +104,25 @@ def add_log_args(p: argparse.ArgumentParser) -> None:
                    help="text: `TIME [LEVEL] logger: message` (default); json: one object a line")
 
 
-def add_version(p: argparse.ArgumentParser, text: str) -> None:
-    """--version: print `text` (the version and the UDP I/O in use) and exit."""
-    p.add_argument("--version", action="version", version=text,
-                   help="print the version and the UDP I/O in use, and exit")
+class _Version(argparse.Action):
+    """--version: the version line, made only when asked for (finding the UDP I/O in use
+    imports the server's transport, which `serve` does later: ops/load.py, stage 1)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from .ops.process import version_text
+        from .transport.udp import io_description
+
+        parser._print_message(version_text(io_description()) + "\n", sys.stdout)
+        parser.exit()
+
+
+def add_version(p: argparse.ArgumentParser) -> None:
+    """--version: print the version and the UDP I/O in use, and exit."""
+    p.add_argument("--version", action=_Version, help="print the version and the UDP I/O in use, and exit")
 
 
 def checked(what: str, test: Callable[[str], object]) -> Callable[[str], str]:

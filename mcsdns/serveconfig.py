@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from .dns import tsig
-from .nameserver.cache import CACHE_BYTES
+from .nameserver import CACHE_BYTES
 from .transport.tcpconns import TCPLimits
 from .zone.locality import OFF, Locality
 

@@ -7,3 +7,5 @@ answers (`panics`) and how a refused TSIG request is logged (`tsiglog`). Answers
 May import mcsdns.dns, mcsdns.zone and mcsdns.ops, and the C extension's `Canned` type
 (`transport._batchio`, which answers cache hits in C); imported by mcsdns.publish, mcsdns.transport,
 the roles and the CLIs."""
+
+CACHE_BYTES = 32 << 20  # default response cache budget, both transports together (here: the CLI reads it)

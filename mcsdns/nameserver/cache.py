@@ -25,13 +25,13 @@ from ..dns.names import is_wire_name
 from ..dns.types import Rcode, RRType, qtype_label
 from ..ops.stats import Put, define, put_histogram
 from ..zone.zone import Zone
+from . import CACHE_BYTES
 from .panics import Panics
 from .response import Canned, keep, replayer
 
 HOT_MAX = 16_384  # question memo entries (each key at most 259 octets)
 NEGATIVE_MAX = 20_000  # negative answers kept (each name at most 255 octets)
 CANNED_MAX = 50_000  # response cache entries per transport
-CACHE_BYTES = 32 << 20  # default response cache budget, both transports together
 ENTRY_COST = 320  # octets a response cache entry costs beyond its key and response (measured)
 INVALIDATE_ALL_ABOVE = 1024  # names of one change above which the whole cache may go
 MAX_GROUPS = 1024  # groups of response cache entries of one size per transport (then: of one size bucket)

@@ -12,7 +12,6 @@ itself), and a message that anyone can repeat goes through a `Throttle`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -20,7 +19,10 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported before asyncio (ops/load.py, stage 1)
+    import asyncio
 
 # attributes every LogRecord has; the rest of its __dict__ came from extra={...}
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
@@ -179,8 +181,10 @@ class Throttle:
 
     def _arm(self, now: float) -> None:
         """Flush at the window's end on the running event loop, if this thread has one."""
+        from asyncio import get_running_loop
+
         try:
-            loop = asyncio.get_running_loop()
+            loop = get_running_loop()
         except RuntimeError:
             return
         self._timer = loop.call_later(max(0.0, self._end - now), self.flush, self._end)

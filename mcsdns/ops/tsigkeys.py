@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..dns.names import decode_name
-from ..dns.tsig import Key, make_key
+
+if TYPE_CHECKING:  # dns.tsig is imported when a key is made: the CLI reads ENV before the
+    from ..dns.tsig import Key  # server is imported (ops/load.py, stage 1)
 
 ENV = "MCSDNS_TSIG_KEY"  # key(s) as NAME:ALGORITHM:BASE64SECRET lines, without --tsig-key(-file)
 
@@ -19,6 +22,8 @@ def parse_key(spec: str) -> Key:
     parts = spec.strip().split(":", 2)
     if len(parts) != 3 or not all(parts):
         raise ValueError("expected NAME:ALGORITHM:BASE64SECRET")
+    from ..dns.tsig import make_key
+
     return make_key(*parts)
 
 
@@ -85,6 +90,8 @@ def _fields_key(line: int, name: str, fields: dict[str, str]) -> Key:
     for f in ("algorithm", "secret"):
         if f not in fields:
             raise _Bad(line, f"key {name!r} has no {f}")
+    from ..dns.tsig import make_key
+
     try:
         return make_key(name, fields["algorithm"], fields["secret"])
     except ValueError as e:

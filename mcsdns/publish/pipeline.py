@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from ..data.store import Store
 from ..dns import tsig
 from ..kube.apiclient.keys import Key
-from ..nameserver.cache import CACHE_BYTES, ResponseCache
+from ..nameserver import CACHE_BYTES
+from ..nameserver.cache import ResponseCache
 from ..nameserver.handler import Handler
 from ..nameserver.xfr import Transfers
 from ..ops import load

@@ -10,10 +10,12 @@ has applied a first complete view of every kind it serves. Sources: `files`
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sized
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:  # kubefirst and limits are imported before asyncio (ops/load.py, stage 1)
+    import asyncio
 
 from ..ops.stats import Put, define
 

@@ -43,12 +43,11 @@ from ..kube.apiclient.client import Client
 from ..kube.apiclient.informers import DISCOVERY, Informers
 from ..kube.apiclient.keys import Key
 from ..kube.apiclient.reflector import Reflector
-from ..kube.config import connect
-from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED, SERVICE_NAME_LABEL
-from ..kube.resources import CLUSTER_PROPERTIES, ENDPOINT_SLICES, SERVICE_IMPORTS
-from ..ops.errors import ConfigError
+from ..kube.names import ABOUT_GROUP, MCS_GROUP, PREFERRED
+from ..kube.resources import CLUSTER_PROPERTIES, ENDPOINT_SLICES
 from ..ops.stats import Put
 from . import Inbox, Sink, publish_source
+from .kubefirst import FirstLists, connect, required
 
 log = logging.getLogger("mcsdns.kube")
 
@@ -98,8 +97,10 @@ class KubeSource:
                  watch_timeout: int = 300, idle_timeout: float = 75.0,
                  backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0,
                  has_data: Callable[[], bool] | None = None,
-                 on_synced: Callable[[], None] = lambda: None, whole: bool = False) -> None:
+                 on_synced: Callable[[], None] = lambda: None, whole: bool = False,
+                 first: FirstLists | None = None) -> None:
         self.store = store
+        self.first = first  # the client, and the lists asked for already (ops/load.py, stage 1)
         self.whole = whole  # objects reach `store` whole (the --workers relay reads them), not cut
         self.on_synced = on_synced  # called once, right after the first full sync is applied
         self.has_data = has_data  # whether DNS answers from data; None: not serving (`records`)
@@ -121,6 +122,8 @@ class KubeSource:
         # (collection, "list"|event type, payload), from the reflector threads to the loop
         self._inbox: Inbox[tuple[Collection, str, Any]] = Inbox(self._apply)
         self._client: Client | None = None
+        if first is not None:
+            self._client, self.host = first.client, first.client.host
         self._informers: Informers | None = None
         self._main: threading.Thread | None = None
 
@@ -166,6 +169,8 @@ class KubeSource:
                 t.join(max(0.0, deadline - time.monotonic()))
 
         await asyncio.get_running_loop().run_in_executor(None, join)
+        if self.first is not None:
+            self.first.close()
         if self._client is not None:
             self._client.close()
 
@@ -175,13 +180,7 @@ class KubeSource:
             self._informers.relist()
 
     def _load(self) -> Client:
-        try:
-            c = connect(self.kubeconfig, self.context, in_cluster=True,
-                        pool=2 * max(1, len(self.namespaces)) + 4, timeout=(5.0, 15.0))
-        except ConfigError as e:
-            if self.kubeconfig or self.context:
-                raise
-            raise ConfigError(f"{e} (no --kubeconfig or --manifests given, and not in a cluster)") from None
+        c = connect(self.kubeconfig, self.context, self.namespaces)
         self.host = c.host
         return c
 
@@ -230,9 +229,11 @@ class KubeSource:
         assert client is not None and inf is not None
         warned = False
 
+        first = self.first.discovered() if self.first is not None else None
+
         def step() -> bool:
-            nonlocal warned
-            self.mcs_version = client.preferred(MCS_GROUP, PREFERRED)
+            nonlocal warned, first
+            self.mcs_version, first = first or client.preferred(MCS_GROUP, PREFERRED), None
             if self.mcs_version is None:
                 if not warned:
                     warned = True
@@ -258,14 +259,9 @@ class KubeSource:
                 self._add(self._cluster_properties())
 
     def _collections(self) -> list[Collection]:
-        scopes: list[str | None] = list(self.namespaces) or [None]
-        sole = len(scopes) == 1
-        out: list[Collection] = []
-        for ns in scopes:
-            si = SERVICE_IMPORTS.path(ns, version=self.mcs_version)
-            out.append(Collection(SERVICE_IMPORT, ns, si, None, required=True, sole=sole))
-            out.append(Collection(ENDPOINT_SLICE, ns, ENDPOINT_SLICES.path(ns), SERVICE_NAME_LABEL,
-                                  required=True, sole=sole))
+        sole = len(self.namespaces) <= 1
+        out = [Collection(w.kind, w.namespace, w.path, w.selector, required=True, sole=sole)
+               for w in required(self.namespaces, self.mcs_version)]
         if self.about_version is not None:
             out.append(self._cluster_properties())
         return out
@@ -287,7 +283,8 @@ class KubeSource:
                 on_part=partial(self._on_part, c),
                 # parsed in the reflector thread as it arrives (ops/load.py, stage 3)
                 transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole),
-                typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder())
+                typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder(),
+                first=self.first.take if self.first is not None and c.required else None)
         inf.start()
 
     def _on_part(self, c: Collection, items: list[Obj]) -> None:
@@ -368,12 +365,13 @@ class Begun(NamedTuple):
     source: KubeSource
 
 
-def begin_reading(kubeconfig: str | None, context: str | None, namespaces: list[str] | None) -> Begun:
-    """A source reading into a new Store at once, before `serve` imports and sets up the rest:
-    a real API server takes 50-150 ms to send the first bytes of a large list, and the rest
-    is done meanwhile (roles.loader takes it up and says when DNS answers from data; until
-    then there is none). ConfigError when the configuration does not load."""
+def begin_reading(kubeconfig: str | None, context: str | None, namespaces: list[str] | None,
+                  first: FirstLists | None = None) -> Begun:
+    """A source reading into a new Store at once (taking up `first`, the lists asked for
+    already), before `serve` imports and sets up the rest (ops/load.py, stages 1-3):
+    roles.loader takes it up and says when DNS answers from data; until then there is none.
+    ConfigError when the configuration does not load."""
     store = Store()
-    source = KubeSource(store, kubeconfig, context, namespaces, has_data=lambda: False)  # none yet
+    source = KubeSource(store, kubeconfig, context, namespaces, has_data=lambda: False, first=first)
     source.begin()
     return Begun(store, source)

@@ -41,3 +41,29 @@ def test_one_process_with_a_kubeconfig_loads_only_what_it_uses(tmp_path: Path) -
 def test_in_a_pod_no_yaml_is_loaded() -> None:
     """The service account's credentials are files, not a kubeconfig: no YAML parser."""
     assert loaded(["serve", "--listen", "127.0.0.1:0"], ("yaml",)) == set()
+
+
+def test_serve_asks_for_its_lists_before_it_imports_the_server(tmp_path: Path) -> None:
+    """Stage 1 (ops/load.py): once the flags and the kubeconfig are read, the ServiceImport
+    and EndpointSlice lists are asked for; the API server has both requests (first pages,
+    from its watch cache) while asyncio, msgspec, uvloop and the server's modules are not
+    imported yet: the server is set up while the API server prepares the lists."""
+    from fakeapi import KubeAPI
+
+    server = ("asyncio", "msgspec", "uvloop", "mcsdns.data.store", "mcsdns.sources.kube",
+              "mcsdns.roles.single", "mcsdns.publish.pipeline", "mcsdns.transport.udp")
+    with KubeAPI() as api:
+        kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+        argv = ["serve", "--kubeconfig", str(kc)]
+        code = ("import json, sys; from mcsdns import cli; "
+                f"first = cli.ask_first(cli.build_parser().parse_args({argv!r})); "
+                "from mcsdns.sources.kubefirst import PAGE, required; "
+                "taken = [first.take(w.path, w.selector, PAGE, 'application/json') is not None "
+                "for w in required([], first.discovered())]; "
+                f"print(json.dumps([taken, [m for m in {server!r} if m in sys.modules]]))")
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                             cwd=REPO, timeout=60).stdout
+        lists = sorted(u.split("?")[0] for _, u in api.requests if "resourceVersion=0" in u)
+    assert json.loads(out) == [[True, True], []]
+    assert lists == ["/apis/discovery.k8s.io/v1/endpointslices",
+                     "/apis/multicluster.x-k8s.io/v1beta1/serviceimports"]

@@ -1,5 +1,6 @@
 """Benchmark smoke test: the generated clusterset loads, its zone file (`mcsdns records`, which
-knotd and CoreDNS serve in bench/compare.py) is what `mcsdns serve` answers, and a short dnsperf run against mcsdns loses nothing. Not a timed test."""
+knotd and CoreDNS serve in bench/compare.py) is what `mcsdns serve` answers, and a short
+dnsperf run against mcsdns loses nothing. Not a timed test."""
 
 from __future__ import annotations
 

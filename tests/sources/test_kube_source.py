@@ -320,15 +320,20 @@ def test_a_list_that_failed_after_some_parts_leaves_none_of_them_behind() -> Non
 
 def test_a_source_begun_before_the_loop_delivers_its_lists_once_started(api: KubeAPI,
                                                                        kubeconfig: Path) -> None:
-    """`mcsdns serve` asks for the lists before it sets up the rest (`begin_reading`): what the
-    reflectors read meanwhile waits, and reaches the store, in order, once the loop runs."""
+    """`mcsdns serve` asks for the lists before it imports the rest (`FirstLists`), then
+    begins reading them (`begin_reading`): the reflectors take those answers (each list is
+    asked for once), and what they read meanwhile waits, and reaches the store, in order,
+    once the loop runs."""
     import asyncio
 
     from mcsdns.sources.kube import begin_reading
+    from mcsdns.sources.kubefirst import FirstLists, connect
 
     for o in example_objects():
         api.put(o)
-    begun = begin_reading(str(kubeconfig), None, None)
+    first = FirstLists(connect(str(kubeconfig), None, []), [])
+    assert wait_for(lambda: sum("resourceVersion=0" in u and "watch" not in u for _, u in api.requests) == 2)
+    begun = begin_reading(str(kubeconfig), None, None, first)
 
     def listed() -> bool:
         inf = begun.source._informers
@@ -352,6 +357,10 @@ def test_a_source_begun_before_the_loop_delivers_its_lists_once_started(api: Kub
     want = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in example_objects()
             if o["kind"] == SERVICE_IMPORT}
     assert set(begun.store.imports) == want
+    lists = sorted(u.split("?")[0] for _, u in api.requests if "watch" not in u and "limit=" in u)
+    assert lists == sorted({"/apis/multicluster.x-k8s.io/v1beta1/serviceimports",
+                            "/apis/discovery.k8s.io/v1/endpointslices",
+                            "/apis/about.k8s.io/v1beta1/clusterproperties"}), lists  # each once
 
 
 def test_an_inbox_hands_on_what_was_posted_before_its_loop_in_order() -> None:

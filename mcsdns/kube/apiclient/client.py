@@ -93,6 +93,19 @@ class Client:
                             f"{where}: {resp.status} {resp.reason}", resp.headers.get("Retry-After"))
         return resp
 
+    def open_list(self, path: str, selector: str | None = None, limit: int = PAGE, cont: str | None = None,
+                  latest: bool = False, accept: str = "application/json") -> Response:
+        """A page of a list, unread: the first, or the one `cont` names. As client-go's
+        reflector, a first page asks for resourceVersion "0" (kube-apiserver answers it from
+        its watch cache, in one response, instead of paging through etcd: a complete view,
+        perhaps a moment old), unless `latest` asks for the latest state."""
+        query: dict[str, Any] = {"limit": limit, "labelSelector": selector}
+        if cont:
+            query["continue"] = cont
+        elif not latest:
+            query["resourceVersion"] = "0"
+        return self.open("GET", path, query, timeout=(5, 60), accept=accept)
+
     def request(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None,
                 timeout: Timeout | None = None, content_type: str = "application/json") -> Any:
         """One request; its decoded JSON body (None when empty; ValueError when it is not JSON)."""

@@ -2,9 +2,9 @@
 
 - list (paged) -> `on_list(items, deleted_keys)` with the complete set, then watch from the
   list's resourceVersion with bookmarks. As client-go's reflector, the first list asks
-  for resourceVersion "0": kube-apiserver answers it from its watch cache, in one
-  response, instead of paging through etcd (a complete view, perhaps a moment old, which
+  for resourceVersion "0" (`Client.open_list`: a complete view, perhaps a moment old, which
   the watch then brings up to date); a relist after 410 Gone asks for the latest instead;
+  the first page of the first list may have been asked for already (`first`);
   a watch that ends (timeoutSeconds, idle read timeout) resumes from the last
   resourceVersion; 410 Gone (HTTP status or ERROR event) relists;
 - every ADDED/MODIFIED/DELETED event -> `on_event(type, obj)`;
@@ -121,7 +121,8 @@ class Reflector:
                  watch_backoff: tuple[float, float] = WATCH_BACKOFF,
                  transform: Callable[[Obj], None] | None = None, typed: Typed | None = None,
                  on_part: Callable[[list[Obj]], None] | None = None, part_size: int = 500,
-                 accept: tuple[str, str] = ("application/json", "application/json")) -> None:
+                 accept: tuple[str, str] = ("application/json", "application/json"),
+                 first: Callable[[str, str | None, int, str], Response | None] | None = None) -> None:
         self.label, self.kind, self.key = label, kind, key
         self.transform = transform  # applied to each object in this thread, as it is decoded
         self.typed = typed  # decodes each item of a list (listdecode.decode_list)
@@ -130,6 +131,9 @@ class Reflector:
         self.on_part, self.part_size = on_part, part_size
         self._listed: set[Key] = set()
         self.accept = accept  # of the list and of the watch (client.METADATA_ONLY: metadata only)
+        # (path, selector, limit, Accept) -> the response to that first page if it was asked for
+        # already (ops/load.py, stage 1), else None; asked once, by the first list
+        self.first = first
         self.client, self.path, self.selector = client, path, selector
         self.on_list, self.on_event, self.on_health = on_list, on_event, on_health
         self.on_error = on_error  # counted, not an outage: "expired", "bad_event", "bad_item", "long_line"
@@ -219,14 +223,16 @@ class Reflector:
     def _pages(self, items: list[Obj], dropped: list[str]) -> Obj:
         """Every page of the list, its items decoded into `items`; the last page's metadata."""
         cont: str | None = None
+        first, self.first = self.first, None
         while True:
-            query: dict[str, Any] = {"limit": self.page_size, "labelSelector": self.selector}
-            if cont:
-                query["continue"] = cont
-            elif not self.latest:
-                query["resourceVersion"] = "0"
+            resp = None
+            if first is not None and not self.latest:
+                resp = first(self.path, self.selector, self.page_size, self.accept[0])
+                first = None
             try:
-                resp = self.client.open("GET", self.path, query, timeout=(5, 60), accept=self.accept[0])
+                if resp is None:
+                    resp = self.client.open_list(self.path, self.selector, self.page_size, cont,
+                                                 self.latest, self.accept[0])
             except Expired as e:
                 raise Expired(f"list continue token expired: {e.reason}") from e
             try:
