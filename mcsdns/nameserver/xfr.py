@@ -196,7 +196,7 @@ class Transfers:
             for rtype, rrset in node.items():
                 if rtype == RRType.SOA:
                     continue
-                for rd in rrset.rdatas:
+                for rd in rrset.records():
                     yield name, rtype, rd
         yield soa
 

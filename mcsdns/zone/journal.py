@@ -64,8 +64,8 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
     for n in old.keys() | new.keys():
         o, w = old.get(n, {}), new.get(n, {})
         for t in o.keys() | w.keys():
-            ords = o[t].rdatas if t in o else ()
-            nrds = w[t].rdatas if t in w else ()
+            ords = o[t].records() if t in o else ()
+            nrds = w[t].records() if t in w else ()
             if ords == nrds:
                 continue
             ns, os_ = set(nrds), set(ords)

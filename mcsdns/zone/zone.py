@@ -39,6 +39,7 @@ from .rrsets import Names, RRset, RRsets
 
 DNS_SCHEMA_VERSION = "1.0.0"
 ROTATIONS_MAX = 8
+_ADDRESSES = (RRType.A, RRType.AAAA)
 _ANY_ORDER = (RRType.A, RRType.AAAA, RRType.SRV, RRType.TXT, RRType.SOA, RRType.NS)
 _REFUSED_TYPES = (RRType.AXFR, RRType.IXFR)  # answered by transfers, over TCP
 _CLASSES = (RRClass.IN, RRClass.ANY)
@@ -155,6 +156,11 @@ class Zone:
             put = {n: rrsets for n, rrsets in new.items() if n not in common or names[n] != rrsets}
         changed = set(gone)
         changed.update(put)
+        if put is not new and changed:  # the names whose Additional (by name) changed too
+            for n, rrsets in new.items():
+                if n not in changed and any(rr.extra and not changed.isdisjoint(rr.extra)
+                                            for rr in rrsets.values()):
+                    changed.add(n)
         return Staged(key, before, new, gone, put, changed)
 
     def commit(self, st: Staged) -> Change:
@@ -219,6 +225,19 @@ class Zone:
 
     # ---- answers (slow path: rendering on a cache miss) ----
 
+    def _additional(self, targets: tuple[bytes, ...]) -> list[RR]:
+        """The A and AAAA records of each of `targets` (names of the same service as the
+        RRset that names them, so in the zone with it), for Additional."""
+        names, ttl, out = self.names, self.ttl, []
+        for o in targets:
+            rrsets = names.get(o)
+            if rrsets:
+                for t in _ADDRESSES:
+                    rrset = rrsets.get(t)
+                    if rrset is not None:
+                        out += [RR(o, t, ttl, rd) for rd in rrset.rdatas]
+        return out
+
     def in_zone(self, qname: bytes) -> bool:
         """qname (lowercase wire) is the origin or below it, on a label boundary."""
         return is_subdomain(qname, self.origin)
@@ -264,11 +283,11 @@ class Zone:
         if rrset is None:
             return self._negative(qname, qtype, Rcode.NOERROR)
         ttl = self.ttl
-        rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
+        rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.records()]
         rotations = [rrs]
         if rrset.rotate and len(rrs) > 1:
             rotations = _rotations(rrs, rrset.groups or (len(rrs),))
-        extra = [RR(o, t, ttl, rd) for o, t, rd in rrset.extra]
+        extra = self._additional(rrset.extra)
         full = render(qname, qtype, Rcode.NOERROR, rotations, [], extra)
         if extra:
             full.fallback = render(qname, qtype, Rcode.NOERROR, rotations, [], [])

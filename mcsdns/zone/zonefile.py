@@ -18,7 +18,7 @@ def zone_text(zone: Zone) -> str:
     for name in sorted(zone.names, key=order):
         rrsets = zone.names[name]
         for rtype in sorted(rrsets):
-            for rd in rrsets[rtype].rdatas:
+            for rd in rrsets[rtype].records():
                 lines.append(f"{decode_name(name)}\t{zone.ttl}\tIN\t{TYPE_NAMES[rtype]}\t"
                              f"{rdata.text(rtype, rd)}")
     return "\n".join(lines) + "\n"
