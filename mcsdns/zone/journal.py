@@ -27,7 +27,7 @@ from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .locality import Locality
 from .records import reads_slices
-from .rrsets import Names
+from .rrsets import EMPTY, Names, rrsets_at
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
 
@@ -62,7 +62,7 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
     removed: list[Record] = []
     added: list[Record] = []
     for n in old.keys() | new.keys():
-        o, w = old.get(n, {}), new.get(n, {})
+        o, w = rrsets_at(old.get(n, EMPTY)), rrsets_at(new.get(n, EMPTY))
         for t in o.keys() | w.keys():
             ords = o[t].records() if t in o else ()
             nrds = w[t].records() if t in w else ()

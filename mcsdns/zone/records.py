@@ -24,7 +24,7 @@ from ..dns.rdata import srv_wire
 from ..dns.types import RRType
 from .leftout import LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from .rrsets import EMPTY, Names, One, RRset, RRsets, cuts
+from .rrsets import EMPTY, Names, Node, One, RRset, RRsets, cuts, family
 
 _A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
 
@@ -33,7 +33,7 @@ def _address_rrsets(addrs: Sequence[bytes]) -> RRsets:
     """A and/or AAAA RRsets of distinct addresses, in order."""
     if len(addrs) == 1:  # most endpoints: one address (a tuple is kept as it is)
         rd = addrs if isinstance(addrs, tuple) else (addrs[0],)
-        return One(_A if len(rd[0]) == 4 else _AAAA, rd)
+        return One(family(rd[0]), rd)
     unique = dict.fromkeys(addrs)
     v4 = tuple([a for a in unique if len(a) == 4])
     v6 = tuple([a for a in unique if len(a) == 16])
@@ -128,7 +128,7 @@ def _vips(b: _Build) -> None:
     """Spec 2.3: the service name's A/AAAA, the VIPs."""
     ips = b.si.ips
     if len(ips) == 1:  # most: one VIP, its tuple kept (as _address_rrsets does)
-        t = _A if len(ips[0]) == 4 else _AAAA
+        t = family(ips[0])
         b.node[t] = RRset(t, ips)
     else:
         b.node.update(_address_rrsets(ips))
@@ -184,8 +184,8 @@ def _endpoint_names(b: _Build) -> None:
             merged = hosts[host] = dict.fromkeys(merged)
         merged.update(dict.fromkeys(ep.addresses))
     for host, addrs in hosts.items():
-        if type(addrs) is tuple and len(addrs) == 1:  # most: one address, its tuple kept
-            names[host] = One(_A if len(addrs[0]) == 4 else _AAAA, addrs)
+        if type(addrs) is tuple and len(addrs) == 1:  # most: one address, its tuple the name's value
+            names[host] = addrs
         else:
             names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
 
@@ -206,11 +206,11 @@ def _tiered_addresses(b: _Build) -> None:
     for sl, ep in b.service_eps:
         tier = tier_of[sl.cluster]
         for a in ep.addresses:
-            tiered[_A if len(a) == 4 else _AAAA].setdefault(a, tier)
-    for family, by_addr in tiered.items():
+            tiered[family(a)].setdefault(a, tier)
+    for rtype, by_addr in tiered.items():
         if by_addr:
             groups = tuple(_run_lengths(list(by_addr.values())))
-            b.node[family] = RRset(family, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
+            b.node[rtype] = RRset(rtype, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
 
 
 def _endpoint_srvs(b: _Build) -> None:
@@ -301,7 +301,7 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
             make(b)
     finally:
         cuts.into = outer
-    b.names[svc_name] = b.node
+    b.names[svc_name] = Node(b.node.values()) if b.node else EMPTY
     return b.names
 
 

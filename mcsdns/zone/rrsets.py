@@ -1,6 +1,7 @@
 """The records at one name: `RRset` (one type), `One` (an RRset that is also the RRsets of a
-name that has only it), the shared `EMPTY` of an empty non-terminal, and `Names`, a
-service's names with theirs. An RRset larger than one message holds is cut at creation
+name that has only it), `Node` (a few RRsets: a service's name), the shared `EMPTY` of an
+empty non-terminal, and `Names`, a service's names with theirs: RRsets, or `Addresses`
+alone (`rrsets_at` reads either). An RRset larger than one message holds is cut at creation
 (dns.limits) and the cut noted in the `LeftOut.cuts` of the build under way in this thread
 (`cuts.into`).
 
@@ -12,12 +13,13 @@ where a name has a single RRset."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ..dns.limits import SAFE_COUNT, fitting
+from ..dns.types import RRType
 
 cuts = threading.local()  # .into: the `LeftOut.cuts` of this thread's build (on or off the loop)
 
@@ -91,6 +93,59 @@ class One(RRset, Mapping[int, RRset]):
         return self if rtype == self.rtype else default
 
 
+class Node(Mapping[int, RRset]):
+    """The RRsets of a name that has a few, in a tuple (a service's name: its addresses and its
+    SRV), in half the memory of a small dict."""
+
+    __slots__ = ("rrsets",)
+
+    def __init__(self, rrsets: Iterable[RRset]) -> None:
+        self.rrsets = tuple(rrsets)
+
+    def __getitem__(self, rtype: int) -> RRset:
+        for rrset in self.rrsets:
+            if rrset.rtype == rtype:
+                return rrset
+        raise KeyError(rtype)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter([rrset.rtype for rrset in self.rrsets])
+
+    def __len__(self) -> int:
+        return len(self.rrsets)
+
+    def __contains__(self, rtype: object) -> bool:
+        return any(rrset.rtype == rtype for rrset in self.rrsets)
+
+    def get(self, rtype: int, default: Any = None) -> Any:
+        for rrset in self.rrsets:
+            if rrset.rtype == rtype:
+                return rrset
+        return default
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Node):
+            return self.rrsets == other.rrsets
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  # as a dict's
+
+
 RRsets = Mapping[int, RRset]  # the records at one name, by type
 EMPTY: RRsets = MappingProxyType({})  # an empty non-terminal's, shared by all of them
-Names = dict[bytes, RRsets]
+# The value of a name with one address and nothing else (most endpoints' names): the address's
+# tuple itself, the store's (40,000 endpoints: 3.2 MB less than as a `One`).
+Addresses = tuple[bytes, ...]
+Names = dict[bytes, RRsets | Addresses]
+
+
+def family(addr: bytes) -> int:
+    """The record type of a packed address: A (4 octets) or AAAA (16)."""
+    return RRType.A if len(addr) == 4 else RRType.AAAA
+
+
+def rrsets_at(value: RRsets | Addresses) -> RRsets:
+    """The RRsets of a name's value in `Names`."""
+    if isinstance(value, tuple):
+        return One(family(value[0]), value)
+    return value

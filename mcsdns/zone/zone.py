@@ -35,7 +35,7 @@ from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
-from .rrsets import Names, RRset, RRsets
+from .rrsets import Names, RRset, RRsets, family, rrsets_at
 
 DNS_SCHEMA_VERSION = "1.0.0"
 ROTATIONS_MAX = 8
@@ -106,7 +106,7 @@ class Zone:
         self.ttl = ttl
         self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
         self.svc = prefix(("svc",), self.origin)
-        self.names: dict[bytes, RRsets] = {}
+        self.names: Names = {}
         self.svc_names: dict[Key, tuple[bytes, ...]] = {}  # a tuple: a third of a set's size
         self.ns_refs: dict[str, int] = {}
         self.soa = RR(self.origin, RRType.SOA, ttl, SOA.for_zone(self.origin, ttl, self.serial).wire())
@@ -158,8 +158,8 @@ class Zone:
         changed.update(put)
         if put is not new and changed:  # the names whose Additional (by name) changed too
             for n, rrsets in new.items():
-                if n not in changed and any(rr.extra and not changed.isdisjoint(rr.extra)
-                                            for rr in rrsets.values()):
+                if n not in changed and not isinstance(rrsets, tuple) and any(
+                        rr.extra and not changed.isdisjoint(rr.extra) for rr in rrsets.values()):
                     changed.add(n)
         return Staged(key, before, new, gone, put, changed)
 
@@ -196,7 +196,7 @@ class Zone:
         """Serve a new SOA serial at the apex; returns the apex, whose answers changed."""
         self.serial = serial
         self.soa = RR(self.origin, RRType.SOA, self.ttl, SOA.for_zone(self.origin, self.ttl, serial).wire())
-        apex = self.names[self.origin]
+        apex = rrsets_at(self.names[self.origin])
         self.names[self.origin] = {**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))}
         return self.origin
 
@@ -231,7 +231,9 @@ class Zone:
         names, ttl, out = self.names, self.ttl, []
         for o in targets:
             rrsets = names.get(o)
-            if rrsets:
+            if isinstance(rrsets, tuple):  # `Addresses`
+                out += [RR(o, family(rd), ttl, rd) for rd in rrsets]
+            elif rrsets:
                 for t in _ADDRESSES:
                     rrset = rrsets.get(t)
                     if rrset is not None:
@@ -250,7 +252,7 @@ class Zone:
             rrsets = self.names.get(qname)
         if rrsets is None:
             return self._render_missing(qname, tail)
-        return self._render_node(qname, rrsets, tail)
+        return self._render_node(qname, rrsets_at(rrsets), tail)
 
     def _negative(self, qname: bytes, qtype: int, rcode: int) -> Answer:
         """NXDOMAIN or NODATA: the SOA alone in Authority, its serial where the cache patches it."""
