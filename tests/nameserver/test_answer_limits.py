@@ -154,7 +154,7 @@ def test_a_cut_rrset_keeps_the_nearest_tier_first() -> None:
     from mcsdns.zone.rrsets import rrsets_at
 
     def slice_of(cluster: str, net: int) -> EndpointSlice:
-        eps = tuple(Endpoint((bytes([10, net, i >> 8, i & 255]),), f"pod-{i}", True, True, False, "")
+        eps = tuple(Endpoint.of((bytes([10, net, i >> 8, i & 255]),), f"pod-{i}", True, True, False, "")
                     for i in range(3000))
         return EndpointSlice("ns", f"s-{cluster}", "svc", cluster, False, eps, (Port("http", "TCP", 80),))
 
