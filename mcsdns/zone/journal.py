@@ -29,7 +29,7 @@ from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .locality import Locality
 from .records import reads_slices
-from .rrsets import Names
+from .rrsets import EMPTY, Names, rrsets_at
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
 
@@ -42,7 +42,7 @@ Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
 
 # The modules whose code decides what records given objects make (the makers, their RRsets,
 # locality, the parsed models, names and rdata encoding).
-MAKER_MODULES = ("mcsdns.zone.records", "mcsdns.zone.rrsets", "mcsdns.zone.locality",
+MAKER_MODULES = ("mcsdns.zone.records", "mcsdns.zone.rrsets", "mcsdns.zone.zone", "mcsdns.zone.locality",
                  "mcsdns.data.objects", "mcsdns.dns.names", "mcsdns.dns.rdata")
 
 
@@ -88,10 +88,10 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
     removed: list[Record] = []
     added: list[Record] = []
     for n in old.keys() | new.keys():
-        o, w = old.get(n, {}), new.get(n, {})
+        o, w = rrsets_at(old.get(n, EMPTY)), rrsets_at(new.get(n, EMPTY))
         for t in o.keys() | w.keys():
-            ords = o[t].rdatas if t in o else ()
-            nrds = w[t].rdatas if t in w else ()
+            ords = o[t].records() if t in o else ()
+            nrds = w[t].records() if t in w else ()
             if ords == nrds:
                 continue
             ns, os_ = set(nrds), set(ords)
