@@ -28,7 +28,7 @@ from ..dns.names import decode_name
 from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .locality import Locality
-from .records import reads_slices
+from .records import inputs
 from .rrsets import EMPTY, Names, rrsets_at
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
@@ -74,12 +74,12 @@ ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before
 
 def service_digest(key: Key, si: ServiceImport | None, slices: list[EndpointSlice], loc: Locality) -> int:
     """Hash of what one service's records are made of (0 without its ServiceImport):
-    BLAKE2b-128 of RECORDS_FORMAT, the key, the ServiceImport and, where its records read
-    them (`reads_slices`), its slices in key order and the locality. Equal inputs give
-    equal digests in every process; see docs/operations.md for the rare spurious change."""
+    BLAKE2b-128 of RECORDS_FORMAT, the key and what its records read (`records.inputs`: the
+    ServiceImport and, where they read them, its slices in key order and the locality). Equal inputs give
+    equal digests in every process; docs/transfers.md says when a change is spurious."""
     if si is None:
         return 0
-    parts = (RECORDS_FORMAT, key, si, slices, loc) if reads_slices(si) else (RECORDS_FORMAT, key, si)
+    parts = (RECORDS_FORMAT, key, *inputs(si, slices, loc))
     return int.from_bytes(hashlib.blake2b(_ENCODE(parts), digest_size=16).digest(), "big")
 
 

@@ -309,3 +309,9 @@ def reads_slices(si: ServiceImport) -> bool:
     """Whether the service's records depend on its EndpointSlices: a headless service's
     do (spec 2.4); the makers of a ClusterSetIP service read its ServiceImport alone."""
     return si.headless
+
+
+def inputs(si: ServiceImport, slices: list[EndpointSlice], loc: Locality) -> tuple[object, ...]:
+    """What the service's records are made of, as the serial's digest hashes it (a maker that
+    reads more of its objects says so here, next to it): no change here, no new serial."""
+    return (si, slices, loc) if reads_slices(si) else (si,)
