@@ -8,7 +8,7 @@ bare service name, gives one record.
 
 The records are made by a list of makers (`_MAKERS`) over one `_Build`: those of the
 service's type (ClusterSetIP, spec 2.3; Headless, spec 2.4), then those every service
-name has (`_EVERY`). A new kind of record is one maker, listed once.
+name has (`_EVERY`). A new kind of record is one maker, listed once with what it reads.
 """
 
 from __future__ import annotations
@@ -122,6 +122,12 @@ class _Build:
 
 
 Maker = Callable[[_Build], None]  # adds records to a build
+# What a maker reads beyond the ServiceImport, as the serial's digest hashes it (None: nothing).
+Reads = Callable[[list[EndpointSlice], Locality], object] | None
+
+
+def _slices_and_locality(slices: list[EndpointSlice], loc: Locality) -> object:
+    return (slices, loc)
 
 
 def _vips(b: _Build) -> None:
@@ -269,13 +275,19 @@ def _service_srv(b: _Build) -> None:
         b.node[_SRV] = RRset(_SRV, rds, extra)
 
 
-# The makers of a service's records, in order: those of its type (by `headless`), then
-# those of every service name (which may use what the first left in the build).
-_EVERY: tuple[Maker, ...] = (_service_srv,)
-_MAKERS: dict[bool, tuple[Maker, ...]] = {
-    False: (_vips, _vip_srvs, *_EVERY),  # ClusterSetIP, spec 2.3
-    True: (_endpoint_names, _tiered_addresses, _endpoint_srvs, *_EVERY),  # Headless, spec 2.4
+# The makers of a service's records, in order, each with what it reads beyond the
+# ServiceImport: those of its type (by `headless`), then those of every service name (which
+# may use what the first left in the build). A new kind of record is one line here.
+_EVERY: tuple[tuple[Maker, Reads], ...] = ((_service_srv, None),)
+_MAKERS: dict[bool, tuple[tuple[Maker, Reads], ...]] = {
+    False: ((_vips, None), (_vip_srvs, None), *_EVERY),  # ClusterSetIP, spec 2.3
+    True: ((_endpoint_names, _slices_and_locality), (_tiered_addresses, _slices_and_locality),
+           (_endpoint_srvs, _slices_and_locality), *_EVERY),  # Headless, spec 2.4
 }
+# Per type: each distinct `Reads` of its makers, once.
+_READS: dict[bool, tuple[Callable[[list[EndpointSlice], Locality], object], ...]] = {
+    headless: tuple(dict.fromkeys(r for _, r in makers if r is not None))
+    for headless, makers in _MAKERS.items()}
 
 
 def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
@@ -297,7 +309,7 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
             return {}  # headless with no ready endpoints: NXDOMAIN (spec 2.4.1)
     outer, cuts.into = getattr(cuts, "into", None), left.cuts
     try:
-        for make in _MAKERS[si.headless]:
+        for make, _ in _MAKERS[si.headless]:
             make(b)
     finally:
         cuts.into = outer
@@ -306,12 +318,13 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
 
 
 def reads_slices(si: ServiceImport) -> bool:
-    """Whether the service's records depend on its EndpointSlices: a headless service's
-    do (spec 2.4); the makers of a ClusterSetIP service read its ServiceImport alone."""
-    return si.headless
+    """Whether the service's records depend on its EndpointSlices (or the locality): whether
+    any of its makers reads more than the ServiceImport. Headless: yes (spec 2.4);
+    ClusterSetIP: no, so endpoint churn behind a VIP rebuilds nothing."""
+    return bool(_READS[si.headless])
 
 
 def inputs(si: ServiceImport, slices: list[EndpointSlice], loc: Locality) -> tuple[object, ...]:
-    """What the service's records are made of, as the serial's digest hashes it (a maker that
-    reads more of its objects says so here, next to it): no change here, no new serial."""
-    return (si, slices, loc) if reads_slices(si) else (si,)
+    """What the service's records are made of, as the serial's digest hashes it: the
+    ServiceImport and what its makers read (`_MAKERS`). No change here, no new serial."""
+    return (si, *[reads(slices, loc) for reads in _READS[si.headless]])
