@@ -223,19 +223,39 @@ def _addresses(raw: list[Any], i: int, v6: bool, dropped: _Drops) -> tuple[bytes
     return tuple(addrs)
 
 
+_READY, _SERVING, _TERMINATING = 1, 2, 4  # the bits of `Endpoint.conditions`
+
+
 @dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
 class Endpoint:
-    """A parsed endpoint of an EndpointSlice."""
+    """A parsed endpoint of an EndpointSlice; its three conditions in one small int (40,000
+    endpoints: 0.6 MB less than three fields)."""
 
     SOURCE: ClassVar[Fields] = Fields("addresses", "hostname", "zone",
                                       conditions=Fields("ready", "serving", "terminating"))
 
     addresses: tuple[bytes, ...]  # packed
     hostname: str  # validated label, or system-assigned dashed IP
-    ready: bool
-    serving: bool
-    terminating: bool
+    conditions: int  # _READY | _SERVING | _TERMINATING
     zone: str
+
+    @classmethod
+    def of(cls, addresses: tuple[bytes, ...], hostname: str, ready: bool, serving: bool,
+           terminating: bool, zone: str) -> Endpoint:
+        return cls(addresses, hostname, ready * _READY | serving * _SERVING | terminating * _TERMINATING,
+                   zone)
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.conditions & _READY)
+
+    @property
+    def serving(self) -> bool:
+        return bool(self.conditions & _SERVING)
+
+    @property
+    def terminating(self) -> bool:
+        return bool(self.conditions & _TERMINATING)
 
     @classmethod
     def parse(cls, ep: Any, i: int, v6: bool, dropped: _Drops) -> Endpoint:
@@ -260,8 +280,8 @@ class Endpoint:
         ready = ready is None or ready is True
         serving = conds.get("serving")
         zone = ep.get("zone") or ""
-        return cls(packed, host, ready, ready if serving is None else serving is True,
-                   conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
+        return cls.of(packed, host, ready, ready if serving is None else serving is True,
+                      conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
 
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}

@@ -28,6 +28,7 @@ from ..dns.writer import Writer
 from ..ops.logs import Throttle
 from ..ops.stats import Put, define
 from ..zone.journal import Delta, Record, Versions
+from ..zone.rrsets import rrsets_at
 from ..zone.zone import Zone
 from . import tsiglog
 
@@ -193,10 +194,10 @@ class Transfers:
         nodes = list(zone.names.items())  # snapshot: RRsets are replaced, never changed
         yield soa
         for name, node in nodes:
-            for rtype, rrset in node.items():
+            for rtype, rrset in rrsets_at(node).items():
                 if rtype == RRType.SOA:
                     continue
-                for rd in rrset.rdatas:
+                for rd in rrset.records():
                     yield name, rtype, rd
         yield soa
 

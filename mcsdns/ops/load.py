@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # stage 1 imports this module before asyncio and the rest (se
 HOLD_BYTES = 1 << 20  # JSON or manifest text above which decoding it holds the GC off
 BIG_ITEMS = 2000  # endpoints + ports above which one object is parsed, or a change built, off the loop
 TURN_ITEMS = 1000  # endpoints + ports (+1 per object) the store parses on the loop per turn
-FILL_ITEMS = 400  # items the background pass builds per loop turn (about a millisecond)
+FILL_ITEMS = 100  # items the background pass builds per loop turn (0.1-0.2 ms: what a query may wait for)
 SWAP_NAMES = 10_000  # names a large change swaps in per loop turn (whole services: a larger one alone)
 GC_PAUSE_MAX = 60.0  # seconds the cyclic GC may stay off while waiting for the first sync
 

@@ -28,8 +28,8 @@ from ..dns.names import decode_name
 from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
 from .locality import Locality
-from .records import reads_slices
-from .rrsets import Names
+from .records import inputs
+from .rrsets import EMPTY, Names, rrsets_at
 from .serial import SerialClock, serial_lt
 from .zone import Change, Zone
 
@@ -42,7 +42,7 @@ Record = tuple[bytes, int, bytes]  # owner (wire), type, rdata
 
 # The modules whose code decides what records given objects make (the makers, their RRsets,
 # locality, the parsed models, names and rdata encoding).
-MAKER_MODULES = ("mcsdns.zone.records", "mcsdns.zone.rrsets", "mcsdns.zone.locality",
+MAKER_MODULES = ("mcsdns.zone.records", "mcsdns.zone.rrsets", "mcsdns.zone.zone", "mcsdns.zone.locality",
                  "mcsdns.data.objects", "mcsdns.dns.names", "mcsdns.dns.rdata")
 
 
@@ -74,12 +74,12 @@ ZONE_SERIAL = define("mcsdns_zone_serial", "gauge", "SOA serial served (0 before
 
 def service_digest(key: Key, si: ServiceImport | None, slices: list[EndpointSlice], loc: Locality) -> int:
     """Hash of what one service's records are made of (0 without its ServiceImport):
-    BLAKE2b-128 of RECORDS_FORMAT, the key, the ServiceImport and, where its records read
-    them (`reads_slices`), its slices in key order and the locality. Equal inputs give
-    equal digests in every process; see docs/operations.md for the rare spurious change."""
+    BLAKE2b-128 of RECORDS_FORMAT, the key and what its records read (`records.inputs`: the
+    ServiceImport and, where they read them, its slices in key order and the locality). Equal inputs give
+    equal digests in every process; docs/transfers.md says when a change is spurious."""
     if si is None:
         return 0
-    parts = (RECORDS_FORMAT, key, si, slices, loc) if reads_slices(si) else (RECORDS_FORMAT, key, si)
+    parts = (RECORDS_FORMAT, key, *inputs(si, slices, loc))
     return int.from_bytes(hashlib.blake2b(_ENCODE(parts), digest_size=16).digest(), "big")
 
 
@@ -88,10 +88,10 @@ def diff(old: Names, new: Names) -> tuple[list[Record], list[Record]]:
     removed: list[Record] = []
     added: list[Record] = []
     for n in old.keys() | new.keys():
-        o, w = old.get(n, {}), new.get(n, {})
+        o, w = rrsets_at(old.get(n, EMPTY)), rrsets_at(new.get(n, EMPTY))
         for t in o.keys() | w.keys():
-            ords = o[t].rdatas if t in o else ()
-            nrds = w[t].rdatas if t in w else ()
+            ords = o[t].records() if t in o else ()
+            nrds = w[t].records() if t in w else ()
             if ords == nrds:
                 continue
             ns, os_ = set(nrds), set(ords)

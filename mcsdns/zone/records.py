@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from itertools import chain
 
 from ..data.objects import ENDPOINT_SLICE, SERVICE_IMPORT, Endpoint, EndpointSlice, Port, ServiceImport, who
@@ -23,7 +24,7 @@ from ..dns.rdata import srv_wire
 from ..dns.types import RRType
 from .leftout import LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from .rrsets import EMPTY, Names, One, RRset, RRsets, cuts
+from .rrsets import EMPTY, Names, Node, One, RRset, RRsets, cuts, family
 
 _A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
 
@@ -32,7 +33,7 @@ def _address_rrsets(addrs: Sequence[bytes]) -> RRsets:
     """A and/or AAAA RRsets of distinct addresses, in order."""
     if len(addrs) == 1:  # most endpoints: one address (a tuple is kept as it is)
         rd = addrs if isinstance(addrs, tuple) else (addrs[0],)
-        return One(RRset(_A if len(rd[0]) == 4 else _AAAA, rd))
+        return One(family(rd[0]), rd)
     unique = dict.fromkeys(addrs)
     v4 = tuple([a for a in unique if len(a) == 4])
     v6 = tuple([a for a in unique if len(a) == 16])
@@ -77,7 +78,10 @@ def _run_lengths(values: list[int]) -> list[int]:
     return out
 
 
-Extra = tuple[tuple[bytes, int, bytes], ...]  # Additional records: (owner, type, rdata)
+@lru_cache(maxsize=1024)
+def _srv_head(priority: int, weight: int, port: int) -> bytes:
+    """What SRV records of these start with, before the target: one object per value."""
+    return srv_wire(priority, weight, port, b"")
 
 
 class _Build:
@@ -92,7 +96,7 @@ class _Build:
         self.si, self.slices, self.svc_name, self.loc, self.left = si, slices, svc_name, loc, left
         self.names: Names = {}
         self.node: dict[int, RRset] = {}  # the service name's RRsets
-        self.srv: list[tuple[tuple[bytes, ...], Extra]] = []  # each port name's SRV records and Additional
+        self.srv: list[One] = []  # each port name's SRV RRset
 
     def order(self) -> None:
         """Headless, before its makers: the answerable endpoints across clusters in locality
@@ -109,12 +113,12 @@ class _Build:
         self.tier_of = {c: loc.tier(c) for c in {s.cluster for s in self.slices}}
         self.ep_hosts: list[bytes | None] = []  # the name of each of `eps`, in order
 
-    def port_srv(self, owner: bytes, rds: tuple[bytes, ...], extra: Extra) -> None:
+    def port_srv(self, owner: bytes, rrset: One) -> None:
         """The SRV RRset of the port name `owner` (`_<port>._<proto>.<svc>`), also kept
         for the bare name."""
-        self.names[owner] = One(RRset(_SRV, rds, extra))
+        self.names[owner] = rrset
         self.names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
-        self.srv.append((rds, extra))  # all of them: the RRset may be cut (dns.limits)
+        self.srv.append(rrset)
 
 
 Maker = Callable[[_Build], None]  # adds records to a build
@@ -124,7 +128,7 @@ def _vips(b: _Build) -> None:
     """Spec 2.3: the service name's A/AAAA, the VIPs."""
     ips = b.si.ips
     if len(ips) == 1:  # most: one VIP, its tuple kept (as _address_rrsets does)
-        t = _A if len(ips[0]) == 4 else _AAAA
+        t = family(ips[0])
         b.node[t] = RRset(t, ips)
     else:
         b.node.update(_address_rrsets(ips))
@@ -132,8 +136,8 @@ def _vips(b: _Build) -> None:
 
 def _vip_srvs(b: _Build) -> None:
     """Spec 2.3: an SRV per named port, targeting the service name (the VIPs as Additional)."""
-    si, svc_name, node = b.si, b.svc_name, b.node
-    extra = tuple([(svc_name, t, a) for t in (_A, _AAAA) if t in node for a in node[t].rdatas])
+    si, svc_name = b.si, b.svc_name
+    target = (svc_name,)  # the SRV's target and Additional: one tuple
     first: dict[tuple[str, str], int] = {}  # the first port number of each (name, protocol)
     for p in si.ports:
         first.setdefault((p.name, p.protocol), p.port)
@@ -141,7 +145,7 @@ def _vip_srvs(b: _Build) -> None:
     for name in bad.values():
         b.left.add(SERVICE_IMPORT, who(si.namespace, si.name), "port", name)
     for key, owner in owners.items():
-        b.port_srv(owner, (srv_wire(0, 100, first[key], svc_name),), extra)
+        b.port_srv(owner, One(_SRV, target, target, head=_srv_head(0, 100, first[key])))
 
 
 def _endpoint_names(b: _Build) -> None:
@@ -180,8 +184,8 @@ def _endpoint_names(b: _Build) -> None:
             merged = hosts[host] = dict.fromkeys(merged)
         merged.update(dict.fromkeys(ep.addresses))
     for host, addrs in hosts.items():
-        if type(addrs) is tuple and len(addrs) == 1:  # most: one address, its tuple kept
-            names[host] = One(RRset(_A if len(addrs[0]) == 4 else _AAAA, addrs))
+        if type(addrs) is tuple and len(addrs) == 1:  # most: one address, its tuple the name's value
+            names[host] = addrs
         else:
             names[host] = _address_rrsets(tuple(addrs) if isinstance(addrs, dict) else addrs)
 
@@ -202,17 +206,17 @@ def _tiered_addresses(b: _Build) -> None:
     for sl, ep in b.service_eps:
         tier = tier_of[sl.cluster]
         for a in ep.addresses:
-            tiered[_A if len(a) == 4 else _AAAA].setdefault(a, tier)
-    for family, by_addr in tiered.items():
+            tiered[family(a)].setdefault(a, tier)
+    for rtype, by_addr in tiered.items():
         if by_addr:
             groups = tuple(_run_lengths(list(by_addr.values())))
-            b.node[family] = RRset(family, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
+            b.node[rtype] = RRset(rtype, tuple(by_addr), rotate=len(by_addr) > 1, groups=groups)
 
 
 def _endpoint_srvs(b: _Build) -> None:
     """Spec 2.4: an SRV per endpoint and named port, targeting the endpoint's name (its
     addresses as Additional); priority = tier, weight spread within it."""
-    tier_of, names, hosts = b.tier_of, b.names, b.ep_hosts
+    tier_of, hosts = b.tier_of, b.ep_hosts
     if b.service_eps is not b.eps:  # only this cluster's (only-when-available)
         at = {id(se): h for se, h in zip(b.eps, hosts, strict=True)}
         hosts = [at[id(se)] for se in b.service_eps]
@@ -237,49 +241,31 @@ def _endpoint_srvs(b: _Build) -> None:
             for k in dict.fromkeys((p.name, p.protocol) for p in sl.ports if (p.name, p.protocol) in bad):
                 b.left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "port", bad[k])
     for key, owner in srv_owners.items():
-        targets = port_targets[key]
-        b.port_srv(owner, _srv_rdatas(targets), _extra(names, dict.fromkeys([host for _, host in targets])))
+        b.port_srv(owner, _srv_rrset(port_targets[key]))
 
 
-def _srv_rdatas(targets: dict[tuple[int, bytes], int]) -> tuple[bytes, ...]:
-    """The SRV of each (port, target) by its tier: priority = tier, 100 spread in the tier."""
+def _srv_rrset(targets: dict[tuple[int, bytes], int]) -> One:
+    """The SRV of each (port, target) by its tier: priority = tier, 100 spread in the tier;
+    the targets' addresses as Additional."""
     per_tier = Counter(targets.values())
     ports = {port for port, _ in targets}
+    hosts = tuple(dict.fromkeys([host for _, host in targets]))
     if len(per_tier) == 1 and len(ports) == 1:  # most: one tier and one port number, one head
         [(tier, n)] = per_tier.items()
-        head = srv_wire(tier, max(1, 100 // n), ports.pop(), b"")
-        return tuple([head + host for _, host in targets])
+        return One(_SRV, hosts, hosts, head=_srv_head(tier, max(1, 100 // n), ports.pop()))
     weight = {tier: max(1, 100 // n) for tier, n in per_tier.items()}
-    return tuple([srv_wire(tier, weight[tier], port, host) for (port, host), tier in targets.items()])
-
-
-def _extra(names: Names, hosts: Iterable[bytes]) -> Extra:
-    """The address records of `hosts`, for Additional."""
-    out: list[tuple[bytes, int, bytes]] = []
-    for h in hosts:
-        rrsets = names[h]
-        if type(rrsets) is One:
-            rr = rrsets.rrset
-            if len(rr.rdatas) == 1:  # most: one address
-                out.append((h, rr.rtype, rr.rdatas[0]))
-                continue
-            out += [(h, rr.rtype, a) for a in rr.rdatas]
-            continue
-        for rr in rrsets.values():
-            t = rr.rtype
-            out += [(h, t, a) for a in rr.rdatas]
-    return tuple(out)
+    rds = tuple([srv_wire(tier, weight[tier], port, host) for (port, host), tier in targets.items()])
+    return One(_SRV, rds, hosts)
 
 
 def _service_srv(b: _Build) -> None:
     """The service name's SRV: those of its port names, each once (42/TCP and 42/UDP give
     the same SRV)."""
-    if len(b.srv) == 1:  # most: one port name
-        [(some, more)] = b.srv
-        b.node[_SRV] = RRset(_SRV, tuple(dict.fromkeys(some)), tuple(dict.fromkeys(more)))
+    if len(b.srv) == 1:  # most: one port name, whose RRset it is (a set already)
+        b.node[_SRV] = b.srv[0]
     elif b.srv:  # sets, in order
-        rds = tuple(dict.fromkeys(chain.from_iterable([some for some, _ in b.srv])))
-        extra = tuple(dict.fromkeys(chain.from_iterable([more for _, more in b.srv])))
+        rds = tuple(dict.fromkeys(chain.from_iterable([rr.records() for rr in b.srv])))
+        extra = tuple(dict.fromkeys(chain.from_iterable([rr.extra for rr in b.srv])))
         b.node[_SRV] = RRset(_SRV, rds, extra)
 
 
@@ -315,7 +301,7 @@ def service_records(si: ServiceImport, slices: list[EndpointSlice], zone: bytes,
             make(b)
     finally:
         cuts.into = outer
-    b.names[svc_name] = b.node
+    b.names[svc_name] = Node(b.node.values()) if b.node else EMPTY
     return b.names
 
 
@@ -323,3 +309,9 @@ def reads_slices(si: ServiceImport) -> bool:
     """Whether the service's records depend on its EndpointSlices: a headless service's
     do (spec 2.4); the makers of a ClusterSetIP service read its ServiceImport alone."""
     return si.headless
+
+
+def inputs(si: ServiceImport, slices: list[EndpointSlice], loc: Locality) -> tuple[object, ...]:
+    """What the service's records are made of, as the serial's digest hashes it (a maker that
+    reads more of its objects says so here, next to it): no change here, no new serial."""
+    return (si, slices, loc) if reads_slices(si) else (si,)

@@ -35,10 +35,11 @@ from ..dns.rdata import SERIAL_FROM_END, SOA, TXT
 from ..dns.types import Rcode, RRClass, RRType
 from ..kube.apiclient.keys import Key
 from ..ops.stats import Put, define
-from .rrsets import Names, RRset, RRsets
+from .rrsets import Names, RRset, RRsets, family, rrsets_at
 
 DNS_SCHEMA_VERSION = "1.0.0"
 ROTATIONS_MAX = 8
+_ADDRESSES = (RRType.A, RRType.AAAA)
 _ANY_ORDER = (RRType.A, RRType.AAAA, RRType.SRV, RRType.TXT, RRType.SOA, RRType.NS)
 _REFUSED_TYPES = (RRType.AXFR, RRType.IXFR)  # answered by transfers, over TCP
 _CLASSES = (RRClass.IN, RRClass.ANY)
@@ -105,7 +106,7 @@ class Zone:
         self.ttl = ttl
         self.serial = int(time.time()) & 0xFFFFFFFF if serial is None else serial
         self.svc = prefix(("svc",), self.origin)
-        self.names: dict[bytes, RRsets] = {}
+        self.names: Names = {}
         self.svc_names: dict[Key, tuple[bytes, ...]] = {}  # a tuple: a third of a set's size
         self.ns_refs: dict[str, int] = {}
         self.soa = RR(self.origin, RRType.SOA, ttl, SOA.for_zone(self.origin, ttl, self.serial).wire())
@@ -155,6 +156,11 @@ class Zone:
             put = {n: rrsets for n, rrsets in new.items() if n not in common or names[n] != rrsets}
         changed = set(gone)
         changed.update(put)
+        if put is not new and changed:  # the names whose Additional (by name) changed too
+            for n, rrsets in new.items():
+                if n not in changed and not isinstance(rrsets, tuple) and any(
+                        rr.extra and not changed.isdisjoint(rr.extra) for rr in rrsets.values()):
+                    changed.add(n)
         return Staged(key, before, new, gone, put, changed)
 
     def commit(self, st: Staged) -> Change:
@@ -190,7 +196,7 @@ class Zone:
         """Serve a new SOA serial at the apex; returns the apex, whose answers changed."""
         self.serial = serial
         self.soa = RR(self.origin, RRType.SOA, self.ttl, SOA.for_zone(self.origin, self.ttl, serial).wire())
-        apex = self.names[self.origin]
+        apex = rrsets_at(self.names[self.origin])
         self.names[self.origin] = {**apex, RRType.SOA: RRset(RRType.SOA, (self.soa.rdata,))}
         return self.origin
 
@@ -219,6 +225,21 @@ class Zone:
 
     # ---- answers (slow path: rendering on a cache miss) ----
 
+    def _additional(self, targets: tuple[bytes, ...]) -> list[RR]:
+        """The A and AAAA records of each of `targets` (names of the same service as the
+        RRset that names them, so in the zone with it), for Additional."""
+        names, ttl, out = self.names, self.ttl, []
+        for o in targets:
+            rrsets = names.get(o)
+            if isinstance(rrsets, tuple):  # `Addresses`
+                out += [RR(o, family(rd), ttl, rd) for rd in rrsets]
+            elif rrsets:
+                for t in _ADDRESSES:
+                    rrset = rrsets.get(t)
+                    if rrset is not None:
+                        out += [RR(o, t, ttl, rd) for rd in rrset.rdatas]
+        return out
+
     def in_zone(self, qname: bytes) -> bool:
         """qname (lowercase wire) is the origin or below it, on a label boundary."""
         return is_subdomain(qname, self.origin)
@@ -231,7 +252,7 @@ class Zone:
             rrsets = self.names.get(qname)
         if rrsets is None:
             return self._render_missing(qname, tail)
-        return self._render_node(qname, rrsets, tail)
+        return self._render_node(qname, rrsets_at(rrsets), tail)
 
     def _negative(self, qname: bytes, qtype: int, rcode: int) -> Answer:
         """NXDOMAIN or NODATA: the SOA alone in Authority, its serial where the cache patches it."""
@@ -264,11 +285,11 @@ class Zone:
         if rrset is None:
             return self._negative(qname, qtype, Rcode.NOERROR)
         ttl = self.ttl
-        rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.rdatas]
+        rrs = [RR(None, rrset.rtype, ttl, rd) for rd in rrset.records()]
         rotations = [rrs]
         if rrset.rotate and len(rrs) > 1:
             rotations = _rotations(rrs, rrset.groups or (len(rrs),))
-        extra = [RR(o, t, ttl, rd) for o, t, rd in rrset.extra]
+        extra = self._additional(rrset.extra)
         full = render(qname, qtype, Rcode.NOERROR, rotations, [], extra)
         if extra:
             full.fallback = render(qname, qtype, Rcode.NOERROR, rotations, [], [])

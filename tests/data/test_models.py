@@ -80,7 +80,7 @@ def endpoint(rng: random.Random, v6: bool) -> Endpoint:
     addrs = tuple(dict.fromkeys(address(rng, v6) for _ in range(rng.randint(1, 3))))
     host = label(rng) if rng.random() < 0.6 else ip_text(addrs[0]).replace(".", "-").replace(":", "-")
     ready = rng.random() < 0.7
-    return Endpoint(addrs, host, ready, rng.random() < 0.7, rng.random() < 0.3,
+    return Endpoint.of(addrs, host, ready, rng.random() < 0.7, rng.random() < 0.3,
                     text(rng) if rng.random() < 0.5 else "")
 
 
@@ -233,7 +233,7 @@ def test_a_store_fed_essentials_holds_what_one_fed_whole_objects_does(
 def test_essentials_drop_what_no_parser_reads() -> None:
     rng = random.Random(5)
     sl = noisy(rng, endpoint_slice(rng).manifest())
-    sl["endpoints"] = [Endpoint((b"\x0a\x00\x00\x01",), "web", True, True, False, "z").manifest()]
+    sl["endpoints"] = [Endpoint.of((b"\x0a\x00\x00\x01",), "web", True, True, False, "z").manifest()]
     kept = essentials(noisy(rng, sl))
     assert set(kept) == {"kind", "metadata", "addressType", "endpoints", "ports"}
     assert set(kept["metadata"]) == {"namespace", "name", "labels"}

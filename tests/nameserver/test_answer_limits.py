@@ -151,16 +151,17 @@ def test_a_cut_rrset_keeps_the_nearest_tier_first() -> None:
     from mcsdns.dns.types import RRType
     from mcsdns.zone.locality import Locality
     from mcsdns.zone.records import service_records
+    from mcsdns.zone.rrsets import rrsets_at
 
     def slice_of(cluster: str, net: int) -> EndpointSlice:
-        eps = tuple(Endpoint((bytes([10, net, i >> 8, i & 255]),), f"pod-{i}", True, True, False, "")
+        eps = tuple(Endpoint.of((bytes([10, net, i >> 8, i & 255]),), f"pod-{i}", True, True, False, "")
                     for i in range(3000))
         return EndpointSlice("ns", f"s-{cluster}", "svc", cluster, False, eps, (Port("http", "TCP", 80),))
 
     si = ServiceImport("ns", "svc", True, (), (Port("http", "TCP", 80),))
     names = service_records(si, [slice_of("far", 2), slice_of("near", 1)], encode_name("clusterset.local"),
                             Locality(cluster_id="near"))
-    a = names[encode_name("svc.ns.svc.clusterset.local")][RRType.A]
+    a = rrsets_at(names[encode_name("svc.ns.svc.clusterset.local")])[RRType.A]
     assert len(a.rdatas) == RECORDS_OCTETS // (RR_FIXED + 4) == 4000
     assert all(rd[1] == 1 for rd in a.rdatas[:3000]) and all(rd[1] == 2 for rd in a.rdatas[3000:])
     assert a.groups == (3000, 1000)

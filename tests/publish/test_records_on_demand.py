@@ -11,6 +11,7 @@ from typing import Any
 
 from mcsdns.dns.names import encode_name
 from mcsdns.dns.types import Rcode, RRType
+from mcsdns.ops import load
 from mcsdns.publish.pipeline import Pipeline
 
 Z = "clusterset.local"
@@ -93,3 +94,63 @@ def test_a_transfer_completes_the_zone() -> None:
         assert sorted(records) == sorted(pipeline(None).transfers._axfr())
     finally:
         loop.close()
+
+
+def test_queries_are_answered_between_the_turns_of_the_background_pass() -> None:
+    """A query that arrives while the pass runs waits for one turn of it at most: the pass
+    builds about load.FILL_ITEMS items per loop turn, and answers come in between, in order."""
+    loop = asyncio.new_event_loop()
+    try:
+        p = Pipeline()
+        per_turn = load.FILL_ITEMS // 9 + 1  # services of 9 items (8 + a port) the pass builds a turn
+        n = 30 * per_turn
+        for i in range(n):
+            p.store.upsert({"kind": "ServiceImport", "metadata": {"name": f"s{i}", "namespace": "shop"},
+                            "spec": {"type": "ClusterSetIP", "ips": [f"10.0.{i // 250}.{i % 250 + 1}"],
+                                     "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+        p.builder.loop = loop
+        p.load()
+        left: list[int] = []  # services still unbuilt at each answer, in the order answered
+
+        def ask(i: int) -> None:
+            ans = p.cache.answer(encode_name(f"s{n - 1 - i}.shop.svc.{Z}"), A)
+            assert ans.rcode == Rcode.NOERROR
+            left.append(len(p.zone.unbuilt))
+            if p.zone.unbuilt:
+                loop.call_soon(ask, i + 1)
+
+        async def until_built() -> None:
+            while p.zone.unbuilt:
+                await asyncio.sleep(0)
+
+        loop.call_soon(ask, 0)
+        loop.run_until_complete(until_built())
+        assert len(left) > 10  # answered all along the pass
+        steps = [a - b for a, b in zip(left, left[1:], strict=False)]
+        assert all(0 <= s <= per_turn + 1 for s in steps), steps  # one turn (and the service asked)
+    finally:
+        loop.close()
+
+
+def test_a_changed_endpoint_address_is_in_the_additional_of_its_srv_answers() -> None:
+    """Additional records are looked up by name when an answer is rendered: an endpoint's new
+    address replaces the cached SRV answers that listed the old one."""
+    labels = {"multicluster.kubernetes.io/service-name": "web",
+              "multicluster.kubernetes.io/source-cluster": "a"}
+
+    def endpoint_slice(addr: str) -> dict[str, Any]:
+        return {"kind": "EndpointSlice", "metadata": {"name": "web-a", "namespace": "shop", "labels": labels},
+                "addressType": "IPv4", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+                "endpoints": [{"addresses": [addr], "hostname": "p0", "conditions": {"ready": True}}]}
+
+    p = Pipeline()
+    p.store.upsert({"kind": "ServiceImport", "metadata": {"name": "web", "namespace": "shop"},
+                    "spec": {"type": "Headless", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    p.store.upsert(endpoint_slice("10.1.0.1"))
+    p.load()
+    names = [encode_name(f"web.shop.svc.{Z}"), encode_name(f"_http._tcp.web.shop.svc.{Z}")]
+    before = [p.cache.answer(n, SRV).bodies[0] for n in names]
+    assert all(bytes((10, 1, 0, 1)) in b for b in before)
+    p.store.upsert(endpoint_slice("10.1.0.9"))
+    after = [p.cache.answer(n, SRV).bodies[0] for n in names]
+    assert all(bytes((10, 1, 0, 9)) in b and bytes((10, 1, 0, 1)) not in b for b in after)
