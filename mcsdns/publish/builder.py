@@ -109,7 +109,6 @@ class Builder:
             if self.lazy and key not in zone.svc_names:
                 taken.pop(key, None)
                 versions.fold(key, digest)
-                versions.unjournaled()  # its records before were never built: no difference known
                 if si is None:
                     zone.unbuilt.discard(key)
                 else:
@@ -125,6 +124,7 @@ class Builder:
             inputs.append((key, si, slices))
             self.digests[key] = digest
         if marked:
+            versions.unjournaled()  # their records before were never built: no difference known
             self.publisher.commit()
         if not inputs:
             return
