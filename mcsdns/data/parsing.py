@@ -66,7 +66,7 @@ def parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | 
             return e, False
     elif isinstance(new, Malformed):
         return new, False
-    return new, old == new
+    return new, old is not None and old == new
 
 
 def parse_all(job: list[Deferred]) -> list[tuple[Parsed | Malformed, bool]]:

@@ -294,11 +294,12 @@ class Store:
                        + (f" (and {more} more)" if more else ""), key[0], new.n_dropped)
         if same:
             return set()
-        changed = self._delete(kind, key)
+        changed = self._delete(kind, key)  # a new set: added to below
         self.slices[key] = new
         svc = (new.namespace, new.service)
         self.by_service.setdefault(svc, set()).add(key)
-        return changed | {svc}
+        changed.add(svc)
+        return changed
 
     def _defer(self, kind: str, key: Key, obj: dict[str, Any]) -> None:
         """Parse `obj` off the loop (with the rest of this call's `_later`); it is stored
