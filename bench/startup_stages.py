@@ -8,10 +8,11 @@ The lists are bench/startup.py's data (8,000 ClusterSetIP + 2,000 headless Servi
 JSON with full metadata (uid, resourceVersion, creationTimestamp, generation,
 managedFields). Stages: decode (kube/apiclient/listdecode.py, fed 64 KiB at a time, with the
 checkout's `Fields.decoder`: msgspec), parse
-(data.parsing.prepare), store (the parsed objects by key and by service), digest
-(journal.service_digest of each service's inputs: the serial) — the stages before /ready —
-then what the background pass does after it: records (zone/records.py), stage
-(Zone.stage), commit (Zone.commit).
+(data.parsing.prepare), store (`Store.replace` of each list, a `Pipeline` subscribed, as the
+loop applies them), digest (what `Pipeline.load` does before /ready: each service's input
+digest, the serial; a checkout that digests as it stores counts it under store) — the
+stages before /ready — then what the background pass does after it: records
+(zone/records.py), stage (Zone.stage), commit (Zone.commit).
 
     python bench/startup_stages.py --runs 5
     python bench/startup_stages.py --repo /tmp/base --repo .   # two checkouts, side by side
@@ -86,16 +87,12 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
     """Seconds of CPU per stage, for the checkout on sys.path."""
     import gc
     import time
-    from collections import defaultdict
 
-    from mcsdns.data.objects import EndpointSlice
-    from mcsdns.data.parsing import parse, prepare
-    from mcsdns.kube.apiclient.keys import Key, key_of
-    from mcsdns.zone.journal import service_digest
+    from mcsdns.data.parsing import prepare
+    from mcsdns.publish.pipeline import Pipeline
     from mcsdns.zone.leftout import LeftOut
     from mcsdns.zone.locality import OFF
     from mcsdns.zone.records import service_records
-    from mcsdns.zone.zone import Zone
 
     gc.collect()
     gc.disable()
@@ -114,22 +111,16 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
         for o in objs[kind]:
             prepare(o)
     lap("parse")
-    imports: dict[Key, Any] = {}
-    slices: dict[Key, Any] = {}
-    by_service: dict[Key, list[Any]] = defaultdict(list)
-    for o in objs["ServiceImport"]:
-        imports[key_of(o)] = parse("ServiceImport", o, None)[0]
-    for o in objs["EndpointSlice"]:
-        s = slices[key_of(o)] = parse("EndpointSlice", o, None)[0]
-        assert isinstance(s, EndpointSlice)
-        by_service[(s.namespace, s.service)].append(s)
+    pipeline = Pipeline()
+    store, zone = pipeline.store, pipeline.zone
+    for kind in ("EndpointSlice", "ServiceImport"):  # the larger list is asked for first
+        store.replace(kind, objs[kind])
     lap("store")
-    for k, si in imports.items():
-        service_digest(k, si, by_service.get(k, []), OFF)
+    getattr(pipeline.builder, "settle", lambda: None)()
+    pipeline.publisher.load()
     lap("digest")
-    zone = Zone()
-    names = {k: service_records(si, by_service.get(k, []), zone.origin, OFF, LeftOut())
-             for k, si in imports.items()}
+    names = {k: service_records(si, store.service(k)[1], zone.origin, OFF, LeftOut())
+             for k, si in store.imports.items()}
     lap("records")
     staged = [zone.stage(k, n) for k, n in names.items()]
     lap("stage")

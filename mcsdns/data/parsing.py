@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from ..kube.apiclient.keys import Key
+from ..kube.apiclient.keys import Key, key_of
 from .objects import ENDPOINT_SLICE, SERVICE_IMPORT, EndpointSlice, Malformed, ServiceImport
 
 Parsed: TypeAlias = ServiceImport | EndpointSlice
@@ -18,6 +18,14 @@ def _model(kind: str) -> type[ServiceImport] | type[EndpointSlice]:
 
 
 PARSED = "\x00parsed"  # where `prepare` leaves its result in the raw object (no API field name)
+KEYED = "\x00key"  # and the object's key (`obj_key`), worked out once
+
+
+def obj_key(obj: dict[str, Any]) -> Key:
+    """An object's key in the store: as kubectl applies manifests, an object that names no
+    namespace is in "default" (the key `prepare` left in it, if it did)."""
+    key: Key | None = obj.get(KEYED)
+    return key if key is not None else key_of(obj, "default")
 
 
 def size(kind: str, obj: dict[str, Any]) -> int:
@@ -30,9 +38,9 @@ def prepare(obj: dict[str, Any], whole: bool = False) -> None:
     """Parse a raw ServiceImport or EndpointSlice ahead, in the thread that decoded it (a
     list is parsed while the rest of it is still arriving); `parse` takes the result.
     Unless `whole` (the relay to --workers reads the raw fields), the raw object is then
-    cut to what the store still reads of it (kind, name, namespace): the rest is freed at
-    once, while its memory is still in the CPU's cache (freed later on the loop, 10k
-    services cost about 0.1 s more). Other kinds are left alone."""
+    cut to what the store still reads of it (kind, key): the rest is freed at once, while
+    its memory is still in the CPU's cache (freed later on the loop, 10k services cost
+    about 0.1 s more). Other kinds are left alone."""
     kind = obj.get("kind")
     if kind not in (SERVICE_IMPORT, ENDPOINT_SLICE):
         return
@@ -43,10 +51,9 @@ def prepare(obj: dict[str, Any], whole: bool = False) -> None:
     if whole:
         obj[PARSED] = parsed
         return
-    md = obj.get("metadata")
-    key = {k: md[k] for k in ("name", "namespace") if k in md} if isinstance(md, dict) else md
+    key = obj_key(obj)
     obj.clear()
-    obj["kind"], obj["metadata"], obj[PARSED] = kind, key, parsed
+    obj["kind"], obj[KEYED], obj[PARSED] = kind, key, parsed
 
 
 def parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | Malformed, bool]:
@@ -59,7 +66,7 @@ def parse(kind: str, obj: dict[str, Any], old: Parsed | None) -> tuple[Parsed | 
             return e, False
     elif isinstance(new, Malformed):
         return new, False
-    return new, old == new
+    return new, old is not None and old == new
 
 
 def parse_all(job: list[Deferred]) -> list[tuple[Parsed | Malformed, bool]]:

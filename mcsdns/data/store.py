@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
-from ..kube.apiclient.keys import Key, key_of
+from ..kube.apiclient.keys import Key
 from ..ops import load
 from ..ops.logs import Throttle, cut, show
 from ..ops.stats import Put, define
@@ -39,7 +39,7 @@ from .objects import (
     ServiceImport,
     who,
 )
-from .parsing import Deferred, Parsed, parse, parse_all, size
+from .parsing import Deferred, Parsed, obj_key, parse, parse_all, size
 
 log = logging.getLogger("mcsdns.store")
 
@@ -59,11 +59,6 @@ SKIPPED = define("mcsdns_skipped_objects_total", "counter",
                  "Malformed Kubernetes objects or parts skipped.", ("kind",))
 EVENTS = define("mcsdns_watch_events_total", "counter", "Object events applied to the store.", ("kind",))
 SERVICES = define("mcsdns_services", "gauge", "ServiceImports served.")
-
-
-def obj_key(obj: dict[str, Any]) -> Key:
-    """As kubectl applies manifests: an object that names no namespace is in "default"."""
-    return key_of(obj, "default")
 
 
 class Store:
@@ -299,11 +294,12 @@ class Store:
                        + (f" (and {more} more)" if more else ""), key[0], new.n_dropped)
         if same:
             return set()
-        changed = self._delete(kind, key)
+        changed = self._delete(kind, key)  # a new set: added to below
         self.slices[key] = new
         svc = (new.namespace, new.service)
         self.by_service.setdefault(svc, set()).add(key)
-        return changed | {svc}
+        changed.add(svc)
+        return changed
 
     def _defer(self, kind: str, key: Key, obj: dict[str, Any]) -> None:
         """Parse `obj` off the loop (with the rest of this call's `_later`); it is stored

@@ -16,9 +16,10 @@ runs; the cyclic GC meanwhile.
 3. Parse each object (data.parsing.prepare): the same thread, as its item arrives.
 4. Store it (data.store): loop turns of TURN_ITEMS; an object over BIG_ITEMS (`on_loop`) in
    `executor()` (`in_executor`: held while there).
-5. Mark its services unbuilt (publish.builder): the loop.
-6. /ready at the first full sync (roles.loader): the loop; what is alive frozen, the GC back
-   on (`first_sync_done`).
+5. Note its services as changed (publish.builder): the loop.
+6. /ready at the first full sync (roles.loader): the loop; each noted service digested once
+   (the serial) and marked unbuilt (`Builder.settle`), what is alive frozen, the GC back on
+   (`first_sync_done`).
 7. Build the records: in a query's turn, one service; the background pass FILL_ITEMS per
    loop turn, held until it ends.
 8. A change after ready (publish.builder): the loop up to BIG_ITEMS, else `in_executor`, then

@@ -1,7 +1,9 @@
 """Service records: built when first needed, or off the event loop when they are large.
 
-Until the zone is complete, a changed service whose records are not in the zone is
-only marked `Zone.unbuilt` (its input digest folded, so the serial is known at once):
+Until the zone first answers, changed services are only noted (`settle` marks them
+once, each digested once however many of its objects came apart). Until the zone is
+complete, a changed service whose records are not in the zone is only marked
+`Zone.unbuilt` (its input digest folded, so the serial is known at once):
 its records are built when a query asks for one of its names (`Zone.build`), a
 transfer or `mcsdns records` asks for them all (`Zone.complete`), or by the background
 pass the load starts (`loaded`: about load.FILL_ITEMS per loop turn, the GC held off), which
@@ -75,6 +77,7 @@ class Builder:
         self.lazy = True  # services not in the zone are marked unbuilt, not built (see the module)
         self.filling = False  # the background pass is under way
         self.loc: Locality | None = None  # the locality of the last rebuild
+        self.unsettled: set[Key] | None = set()  # changed before the zone first answers (None: after)
         zone.build = self._build_unbuilt
 
     @property
@@ -84,10 +87,13 @@ class Builder:
 
     def rebuild(self, keys: set[Key], loc: Locality) -> None:
         """Bring the zone's records of `keys` up to the store's objects (or mark them unbuilt)."""
+        self.loc = loc
+        if self.unsettled is not None:
+            self.unsettled |= keys
+            return
         inputs: Inputs = []
         cost = 0
         imports, taken, versions, zone = self.store.imports, self.taken, self.publisher.versions, self.zone
-        self.loc = loc
         marked = False
         for key in keys:
             si = imports.get(key)
@@ -97,12 +103,12 @@ class Builder:
             if key in self.building:  # built again after the swap, from what it is then
                 self.building[key] = True
                 continue
-            si, slices = self.store.service(key)
+            # the slices only where its records read them (`reads_slices`): else unread
+            slices = self.store.service(key)[1] if si is not None and sliceless is None else []
             digest = service_digest(key, si, slices, loc)
             if self.lazy and key not in zone.svc_names:
                 taken.pop(key, None)
                 versions.fold(key, digest)
-                versions.unjournaled()  # its records before were never built: no difference known
                 if si is None:
                     zone.unbuilt.discard(key)
                 else:
@@ -118,6 +124,7 @@ class Builder:
             inputs.append((key, si, slices))
             self.digests[key] = digest
         if marked:
+            versions.unjournaled()  # their records before were never built: no difference known
             self.publisher.commit()
         if not inputs:
             return
@@ -130,6 +137,13 @@ class Builder:
             self.building[key] = False
         fut = load.in_executor(self.loop, self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
+
+    def settle(self) -> None:
+        """Before the zone first answers: mark what changed while it loaded, from now on
+        every change as it comes."""
+        keys, self.unsettled = self.unsettled, None
+        if keys and self.loc is not None:
+            self.rebuild(keys, self.loc)
 
     def loaded(self) -> None:
         """The zone answers from data now: build what is unbuilt, in the background on the

@@ -111,6 +111,7 @@ class Pipeline:
     def load(self) -> None:
         """The zone holds all the data: answer from it, under its serial (the records not
         built yet are built when asked for, and in the background)."""
+        self.builder.settle()
         self.publisher.load()
         self.builder.loaded()
 

@@ -37,8 +37,8 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ..data.objects import CLUSTER_PROPERTY, ENDPOINT_SLICE, MODELS, SERVICE_IMPORT
-from ..data.parsing import prepare
-from ..data.store import Store, obj_key
+from ..data.parsing import obj_key, prepare
+from ..data.store import Store
 from ..kube.apiclient.client import Client
 from ..kube.apiclient.informers import DISCOVERY, Informers
 from ..kube.apiclient.keys import Key

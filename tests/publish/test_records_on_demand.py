@@ -154,3 +154,36 @@ def test_a_changed_endpoint_address_is_in_the_additional_of_its_srv_answers() ->
     p.store.upsert(endpoint_slice("10.1.0.9"))
     after = [p.cache.answer(n, SRV).bodies[0] for n in names]
     assert all(bytes((10, 1, 0, 9)) in b and bytes((10, 1, 0, 1)) not in b for b in after)
+
+
+def test_the_first_load_digests_each_service_once_and_serves_the_same_serial(
+        monkeypatch: Any) -> None:
+    """Objects stored before the zone first answers, one at a time in any order, are
+    digested once per service, at the load; the serial is that of the same objects stored
+    at once, and a change after the load is digested as it comes."""
+    from mcsdns.publish import builder
+    from mcsdns.zone.journal import service_digest as real
+
+    digested: list[tuple[str, str]] = []
+
+    def counting(key: tuple[str, str], *rest: Any) -> int:
+        digested.append(key)
+        return real(key, *rest)
+
+    monkeypatch.setattr(builder, "service_digest", counting)
+    one_by_one = Pipeline(serial=1)
+    for o in reversed(objects()):  # slices before their ServiceImports
+        one_by_one.store.upsert(o)
+    assert digested == []
+    one_by_one.load()
+    services = {(o["metadata"]["namespace"], o["metadata"]["name"])
+                for o in objects() if o["kind"] == "ServiceImport"}
+    assert sorted(digested) == sorted(services)
+    at_once = Pipeline(serial=1)
+    at_once.store.apply(objects(), [])
+    at_once.load()
+    assert one_by_one.served_serial == at_once.served_serial is not None
+    digested.clear()
+    one_by_one.store.upsert(objects()[0])  # unchanged: nothing to digest
+    one_by_one.store.delete(objects()[0])
+    assert digested == [("shop", "vip0")] and one_by_one.served_serial != at_once.served_serial

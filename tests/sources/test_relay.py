@@ -20,7 +20,8 @@ from mcsdns.data.objects import (
     ServiceImport,
     essentials,
 )
-from mcsdns.data.store import Store, obj_key
+from mcsdns.data.parsing import obj_key
+from mcsdns.data.store import Store
 from mcsdns.sources.manifest import load_file
 from mcsdns.sources.relay import Hub, RelaySource, Tee
 
