@@ -175,6 +175,8 @@ class Loader:
         missing = [s.pending() for s in self.sources if not s.synced]
         for s in self.sources:
             await s.stop()
+        if not missing:
+            self.pipeline.builder.settle()  # every service digested and marked unbuilt
         if answer and not missing:
             self._set_loaded()
         return missing
