@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.controller_env import IDS, Cluster
+from support.groups import arrange, check_grouped
 from support.real_fleet import reals  # noqa: F401 - fixture: two real control planes (MCSDNS_REALK8S)
 from support.realk8s import real_k8s  # noqa: F401 - the session's real control plane (MCSDNS_REALK8S)
 
@@ -47,9 +48,23 @@ def _live_children() -> list[tuple[int, str]]:
     return out
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The groups one pytest-xdist worker runs (`pytest -n 2 --dist loadgroup`), the slow first."""
+    arrange(items, reorder=hasattr(config, "workerinput"))
+
+
+@pytest.hookimpl(tryfirst=True)  # pytest-xdist named the groups in the ids (modifyitems)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    check_grouped(session.config, session.items)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A process a test started and never stopped (e.g. a server left answering on a port)
-    fails the run; it is killed."""
+    fails the run; it is killed. (Under pytest -n each worker checks its own; the
+    controller's children are the workers.)"""
+    if session.config.pluginmanager.has_plugin("dsession"):
+        return
     leaked = _live_children()
     for pid, cmd in leaked:
         print(f"\nleaked process {pid}, killed: {cmd}", file=sys.stderr)
