@@ -25,6 +25,7 @@ batch of many small objects).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import socket
@@ -39,6 +40,8 @@ from typing import Any
 import dns.message
 import dns.rcode
 import yaml
+
+from mcsdns.data.objects import system_hostname
 
 ZONE = "clusterset.local"
 KINDS = ("endpoints", "shared", "ports", "services")
@@ -80,7 +83,7 @@ def objects(kind: str, n: int) -> tuple[list[dict[str, Any]], str, str, int]:
     if kind == "shared":
         host, want = f"h{(n - 1) // 2}", 2 - n % 2  # the last host has one endpoint when n is odd
     else:
-        host, want = _ip(n - 1).replace(".", "-"), 1
+        host, want = system_hostname(ipaddress.ip_address(_ip(n - 1)).packed), 1
     return [_si("big", True, port, []), sl], f"{host}.c1.big.bench.svc.{ZONE}", "A", want
 
 

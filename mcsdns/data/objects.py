@@ -182,7 +182,7 @@ class ServiceImport:
                          "ips": [ip_text(a) for a in self.ips], "ports": [p.manifest() for p in self.ports]}}
 
 
-def _dashed(packed: bytes) -> str:
+def system_hostname(packed: bytes) -> str:
     """The system-assigned hostname of an endpoint: its first address, dashed (it may start
     or end with '-', as "2001-db8--1", but never holds a dot)."""
     return ip_text(packed).replace(".", "-").replace(":", "-")
@@ -272,7 +272,7 @@ class Endpoint:
             if not isinstance(raw_host, str) or not is_dns_label(host := raw_host.lower()):
                 raise ValueError(f"hostname {_show(raw_host)} is not a DNS label")
         else:
-            host = _dashed(packed[0])
+            host = system_hostname(packed[0])
         conds = ep.get("conditions") or {}
         if not isinstance(conds, dict):
             raise ValueError("conditions must be a map")
@@ -286,7 +286,7 @@ class Endpoint:
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
         e: Obj = {"addresses": [ip_text(a) for a in self.addresses], "conditions": conds}
-        if self.hostname != _dashed(self.addresses[0]):  # a system-assigned one is derived again
+        if self.hostname != system_hostname(self.addresses[0]):  # a system-assigned one is derived again
             e["hostname"] = self.hostname
         if self.zone:
             e["zone"] = self.zone
