@@ -21,6 +21,7 @@ from support.realk8s import SKIP_REASON, script
 
 sys.path.insert(0, str(REPO))
 
+from robustness import fault_checker  # noqa: E402
 from robustness.fault_kinds import Hang, KillSteady, TwoWriters  # noqa: E402
 from robustness.faults import run, table  # noqa: E402
 
@@ -28,7 +29,10 @@ pytestmark = pytest.mark.skipif(script() is None, reason=SKIP_REASON)
 T = 60.0  # seconds a difference may last: a liveness bound on a busy machine
 
 
-def test_kill_hang_and_a_second_writer_keep_the_invariants() -> None:
+def test_kill_hang_and_a_second_writer_keep_the_invariants(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DNS may follow the objects late by this much before an answer counts as wrong: the fault
+    # suite's 2 s is a timing (BENCHMARKS.md); here, on a busy machine, a liveness bound.
+    monkeypatch.setattr(fault_checker, "DNS_LAG", 10.0)
     args = argparse.Namespace(n=20, ttl=8.0, bound=T, baseline=10.0, topology="central", repo=REPO, dns="abc")
     rows = run(args, [KillSteady, Hang, TwoWriters])
     print("\n" + table(rows))

@@ -1,16 +1,13 @@
-"""How `pytest -n 2 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
+"""How `pytest -n 3 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
 which run together on one worker, and which start first. tests/conftest.py calls `arrange`.
 
 A group is the mark `xdist_group(name)`; one worker runs all of a group, one test after another.
 Groups are whole modules, set here in one place:
 
-- a module that starts real control planes (`test_real_*.py`, or one using the `real_k8s`
-  fixture) is in group `real_k8s`: the session's control plane is started once, the tests
-  writing its cluster-wide objects (the ClusterProperty) take turns as without -n, and no two
-  modules' control planes run at once (test_real_faults's 2 s for DNS to follow the objects
-  failed once on the busy 2-core machine when they could);
-- a module using another session-scoped fixture of tests/ joins that fixture's group
-  (`servers`: test_specs's servers);
+- a module using a session-scoped fixture of tests/ joins that fixture's group: `real_k8s`
+  (the session's real control plane, started once; the tests writing its cluster-wide objects,
+  the ClusterProperty, take turns as without -n), `servers` (test_specs's servers); a module
+  that starts control planes of its own is free to run beside them;
 - a module with a module-scoped fixture of tests/ is a group of its own, so that its set-up (two
   releases from fresh clones, a second control plane, the real resolvers) runs once;
 - a module whose tests carry an `xdist_group` mark of their own is in that group.
@@ -30,7 +27,6 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 WIDE = {"session": 2, "package": 1, "module": 1}
-REAL = "real_k8s"  # the group of the modules that start real control planes (and the fixture's name)
 SLOW = ("controller/test_real_faults.py", "project/test_release_run.py", "members/test_real_join.py",
         "controller/test_real_member_queues.py", "project/test_conformance.py",
         "controller/test_real_kube_proxy.py", "cli/test_config_errors.py", "controller/test_real_local.py",
@@ -59,8 +55,6 @@ def _shared(item: pytest.Item) -> list[tuple[int, str]]:
 
 
 def _group(members: list[pytest.Item]) -> str | None:
-    if members[0].path.name.startswith("test_real_"):
-        return REAL
     marked = sorted({str(m.args[0]) for it in members for m in it.iter_markers("xdist_group")})
     if marked:
         return marked[0]
