@@ -275,11 +275,16 @@ class Endpoint(Struct, frozen=True, array_like=True, gc=False):
         if not isinstance(conds, dict):
             raise ValueError("conditions must be a map")
         ready = conds.get("ready")  # unset: ready, as kube-proxy reads it
-        ready = ready is None or ready is True
-        serving = conds.get("serving")
+        serving = conds.get("serving")  # unset: as ready
+        bits = _READY | _SERVING if ready is None or ready is True else 0
+        if serving is not None and serving is not True:
+            bits &= ~_SERVING
+        elif serving is True:
+            bits |= _SERVING
+        if conds.get("terminating") is True:
+            bits |= _TERMINATING
         zone = ep.get("zone") or ""
-        return cls.of(packed, host, ready, ready if serving is None else serving is True,
-                      conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
+        return cls(packed, host, bits, intern(zone) if isinstance(zone, str) else "")
 
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
