@@ -41,7 +41,7 @@ KEY = "fuzz-key:hmac-sha256:" + base64.b64encode(b"fuzz" * 8).decode()
 CORPUS = REPO / "robustness" / "corpus" / "packets"
 
 
-EXTENSIONS = ("mcsdns.transport._batchio",)  # the one C extension: the query path
+EXTENSIONS = ("mcsdns.nameserver._cannedtype", "mcsdns.transport._batchio")  # the query path's C
 
 
 def extension_report() -> str:

@@ -1,5 +1,5 @@
-"""The fields of a kept response (`response.Canned`), where the C extension
-(`transport._batchio.Canned`) is not built."""
+"""The fields of a kept response (`response.Canned`), where the C type
+(`_cannedtype.Canned`, _cannedtype.c) is not built."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from ..dns.answer import Answer
 from ..dns.rdata import SERIAL_SIZE
 
-try:  # the C type lets the batched UDP path answer hits without calling Python
-    from ..transport._batchio import Canned as _CannedBase
+try:  # the C type lets the batched UDP path (transport._batchio) answer hits without calling Python
+    from ._cannedtype import Canned as _CannedBase
 except ImportError:  # not built: the same fields in Python
     from ._canned import CannedBase as _CannedBase
 

@@ -18,7 +18,7 @@ runs; the cyclic GC meanwhile.
    `executor()` (`in_executor`: held while there).
 5. Note its services as changed (publish.builder): the loop.
 6. /ready at the first full sync (roles.loader): the loop; each noted service digested once
-   (the serial) and marked unbuilt (`Builder.settle`), what is alive frozen, the GC back on
+   (the serial) and marked unbuilt (`Pipeline.load`), what is alive frozen, the GC back on
    (`first_sync_done`).
 7. Build the records: in a query's turn, one service; the background pass FILL_ITEMS per
    loop turn, held until it ends.

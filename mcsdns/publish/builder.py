@@ -1,7 +1,8 @@
 """Service records: built when first needed, or off the event loop when they are large.
 
-Until the zone first answers, changed services are only noted (`settle` marks them
-once, each digested once however many of its objects came apart). Until the zone is
+Until the zone first answers, changed services are only noted (`settle`, called by
+`Pipeline.load` alone, marks them once, each digested once however many of its objects
+came apart). Until the zone is
 complete, a changed service whose records are not in the zone is only marked
 `Zone.unbuilt` (its input digest folded, so the serial is known at once):
 its records are built when a query asks for one of its names (`Zone.build`), a
@@ -139,8 +140,8 @@ class Builder:
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
     def settle(self) -> None:
-        """Before the zone first answers: mark what changed while it loaded, from now on
-        every change as it comes."""
+        """At the load (`Pipeline.load`, its one caller): mark what changed while it
+        loaded, from now on every change as it comes."""
         keys, self.unsettled = self.unsettled, None
         if keys and self.loc is not None:
             self.rebuild(keys, self.loc)

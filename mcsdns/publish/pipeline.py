@@ -108,12 +108,18 @@ class Pipeline:
         """The SOA serial served, once loaded content has one."""
         return self.zone.serial if self.versions.established else None
 
-    def load(self) -> None:
-        """The zone holds all the data: answer from it, under its serial (the records not
-        built yet are built when asked for, and in the background)."""
+    def load(self, answer: bool = True, fill: bool = True) -> None:
+        """The store holds all the data: each service changed meanwhile digested once (the
+        serial's input) and marked unbuilt, every later change built as it comes. With
+        `answer`, the zone answers from it under its serial, and with `fill` the records
+        not built yet are built in the background (at once without a loop); they are built
+        when asked for in any case (a query, a transfer, `Zone.complete`)."""
         self.builder.settle()
+        if not answer:
+            return
         self.publisher.load()
-        self.builder.loaded()
+        if fill:
+            self.builder.loaded()
 
     def off_loop(self, loop: asyncio.AbstractEventLoop, forked: bool = False) -> None:
         """From now on, parse large objects and build large services off `loop` (in

@@ -175,10 +175,12 @@ class Loader:
         missing = [s.pending() for s in self.sources if not s.synced]
         for s in self.sources:
             await s.stop()
-        if not missing:
-            self.pipeline.builder.settle()  # every service digested and marked unbuilt
-        if answer and not missing:
+        if missing:
+            return missing
+        if answer:
             self._set_loaded()
+        else:
+            self.pipeline.load(answer=False)  # every service digested and marked unbuilt
         return missing
 
     def reload(self) -> None:

@@ -29,7 +29,7 @@
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+#include "../nameserver/_cannedtype.h"
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -64,61 +64,7 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* A whole response minus its ID, kept in the response cache (response.Canned
- * subclasses it). bodies: None, or a tuple of bytes rotated through by rot. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *out, *bodies, *tail;
-    Py_ssize_t hits, rot, serial_at;
-} Canned;
-
-static int canned_traverse(Canned *self, visitproc visit, void *arg) {
-    Py_VISIT(self->out);
-    Py_VISIT(self->bodies);
-    Py_VISIT(self->tail);
-    Py_VISIT(Py_TYPE(self));
-    return 0;
-}
-
-static int canned_clear(Canned *self) {
-    Py_CLEAR(self->out);
-    Py_CLEAR(self->bodies);
-    Py_CLEAR(self->tail);
-    return 0;
-}
-
-static void canned_dealloc(Canned *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    canned_clear(self);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
-
-static PyMemberDef canned_members[] = {
-    {"out", T_OBJECT, offsetof(Canned, out), 0, "the response after its ID (up to the rotating body)"},
-    {"bodies", T_OBJECT, offsetof(Canned, bodies), 0, "None, or the Answer's rotations (bytes)"},
-    {"tail", T_OBJECT, offsetof(Canned, tail), 0, "what follows a rotating body (its OPT record)"},
-    {"hits", T_PYSSIZET, offsetof(Canned, hits), 0, "responses sent from this entry (stops at sys.maxsize)"},
-    {"rot", T_PYSSIZET, offsetof(Canned, rot), 0, "index of the next body"},
-    {"serial_at", T_PYSSIZET, offsetof(Canned, serial_at), 0,
-     "> 0: the zone's serial goes this many octets before the response's end"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyType_Slot canned_slots[] = {
-    {Py_tp_doc, "A cached response: out [+ bodies[rot] + tail], after the query's ID."},
-    {Py_tp_members, canned_members},
-    {Py_tp_traverse, canned_traverse},
-    {Py_tp_clear, canned_clear},
-    {Py_tp_dealloc, canned_dealloc},
-    {0, NULL},
-};
-
-static PyType_Spec canned_spec = {"mcsdns.transport._batchio.Canned", sizeof(Canned), 0,
-                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, canned_slots};
-
-static PyTypeObject *CannedType;
+static PyTypeObject *CannedType; /* nameserver._cannedtype.Canned, taken at import */
 
 /* Copy the cached answer `v` for datagram i into sbufs[k] and point smsgs[k]
  * at it; returns 0, or -1 if `v` cannot answer it here. The mirror of
@@ -395,9 +341,19 @@ PyMODINIT_FUNC PyInit__batchio(void) {
     }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (CannedType == NULL) CannedType = (PyTypeObject *)PyType_FromSpec(&canned_spec);
-    if (CannedType == NULL || PyModule_AddIntConstant(m, "BATCH", BATCH) < 0
-        || PyModule_AddObjectRef(m, "Canned", (PyObject *)CannedType) < 0) {
+    if (CannedType == NULL) {
+        PyObject *types = PyImport_ImportModule("mcsdns.nameserver._cannedtype");
+        if (types != NULL) {
+            PyObject *tp = PyObject_GetAttrString(types, "Canned");
+            Py_DECREF(types);
+            if (tp != NULL && !PyType_Check(tp)) {
+                Py_CLEAR(tp);
+                PyErr_SetString(PyExc_TypeError, "mcsdns.nameserver._cannedtype.Canned is no type");
+            }
+            CannedType = (PyTypeObject *)tp; /* kept for the life of the process */
+        }
+    }
+    if (CannedType == NULL || PyModule_AddIntConstant(m, "BATCH", BATCH) < 0) {
         Py_DECREF(m);
         return NULL;
     }

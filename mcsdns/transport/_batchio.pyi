@@ -1,12 +1,11 @@
 from collections.abc import Callable
 from typing import TypeVar
 
-# The C type has the fields of the pure-Python fallback, which declares them once.
-from ..nameserver._canned import CannedBase as Canned
+from ..nameserver._cannedtype import Canned
 
 BATCH: int
 Unsent = list[tuple[bytes, bytes]]
-__all__ = ["BATCH", "Canned", "Unsent", "send", "serve"]
+__all__ = ["BATCH", "Unsent", "send", "serve"]
 _C = TypeVar("_C", bound=Canned)  # the table holds Canned or a subclass (response.Canned)
 
 # serve() and send() share static buffers: either raises RuntimeError while a call of

@@ -4,6 +4,7 @@ and a second thread refused."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import subprocess
@@ -112,13 +113,16 @@ def test_hits_counter_saturates_instead_of_overflowing() -> None:
 
 
 def test_response_cache_works_without_the_extension() -> None:
-    # where _batchio is not built, response.Canned gets its fields from mcsdns.nameserver._canned
+    # where the C type is not built, response.Canned gets its fields from mcsdns.nameserver._canned,
+    # and _batchio (which reads that type) does not load: UDP takes the plain path
     code = """
 import sys
-sys.modules["mcsdns.transport._batchio"] = None  # as if it were not built
+sys.modules["mcsdns.nameserver._cannedtype"] = None  # as if it were not built
 sys.path.insert(0, "tests")
 import dns.message
 from mcsdns.nameserver import response
+from mcsdns.transport import udp
+assert udp.batch_module() is None and udp.io_description() == "plain; extension not built"
 from support.helpers import example_app
 assert response.Canned.__mro__[1].__module__ == "mcsdns.nameserver._canned"
 h = example_app().handler
@@ -132,8 +136,9 @@ for i in range(4):
 assert len(orders) > 1 and h.cache.hits() == 3 and sum(h.cache.responses(False).values()) == 4
 print("ok")
 """
+    env = {k: v for k, v in os.environ.items() if k != "MCSDNS_BATCHIO"}  # not switched off: missing
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=env)
     assert out.stdout.strip() == "ok", out.stderr
 
 
