@@ -106,13 +106,13 @@ class Port(Struct, frozen=True, array_like=True, gc=False):
             if not isinstance(p, dict):
                 raise Malformed(f"{where} entries must be maps")
             num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
-            if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
-                raise Malformed(f"{where}: bad port {_show(num)}")
-            if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
-                raise Malformed(f"{where}: bad port name {_show(name)}")
-            if proto not in ("TCP", "UDP", "SCTP"):
-                raise Malformed(f"{where}: bad protocol {_show(proto)}")
-            out.append(_port(name.lower(), proto, num))
+            try:
+                try:
+                    out.append(_port(num, name, proto))
+                except TypeError:  # a value that cannot be a key (a list, a map): invalid
+                    out.append(_port.__wrapped__(num, name, proto))
+            except ValueError as e:
+                raise Malformed(f"{where}: {e}") from None
         return _ports(tuple(out))
 
     def manifest(self) -> Obj:
@@ -121,11 +121,19 @@ class Port(Struct, frozen=True, array_like=True, gc=False):
         return {"protocol": self.protocol, "port": self.port}
 
 
-@lru_cache(maxsize=4096)
-def _port(name: str, protocol: str, port: int) -> Port:
-    """One Port object for each of the (few) distinct ports, shared by the objects that
-    have it (a bounded cache: distinct ports past it cost a new object each)."""
-    return Port(intern(name), protocol, port)
+@lru_cache(maxsize=4096, typed=True)  # typed: the port True is not the port 1
+def _port(num: Any, name: Any, proto: Any) -> Port:
+    """The port of a `ports` entry's port, name ("" when unnamed) and protocol ("TCP" when
+    unset), ValueError saying what is wrong; one Port object for each of the (few) distinct
+    ports, shared by the objects that have it and checked once (a bounded cache: distinct
+    ports past it are checked and made each time)."""
+    if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
+        raise ValueError(f"bad port {_show(num)}")
+    if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
+        raise ValueError(f"bad port name {_show(name)}")
+    if proto not in ("TCP", "UDP", "SCTP"):
+        raise ValueError(f"bad protocol {_show(proto)}")
+    return Port(intern(name.lower()), proto, num)
 
 
 @lru_cache(maxsize=4096)
@@ -264,7 +272,12 @@ class Endpoint(Struct, frozen=True, array_like=True, gc=False):
         raw_addrs = ep.get("addresses")
         if not isinstance(raw_addrs, list) or not raw_addrs:
             raise ValueError("no addresses")
-        packed = _addresses(raw_addrs, i, v6, dropped)
+        try:  # nearly every endpoint: one address, of the slice's family (else `_addresses` says why not)
+            packed = (inet_pton(AF_INET6 if v6 else AF_INET, raw_addrs[0]),) if len(raw_addrs) == 1 else ()
+        except (OSError, TypeError, ValueError):
+            packed = ()
+        if not packed:
+            packed = _addresses(raw_addrs, i, v6, dropped)
         raw_host = ep.get("hostname")
         if raw_host:
             if not isinstance(raw_host, str) or not is_dns_label(host := raw_host.lower()):
