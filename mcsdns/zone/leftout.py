@@ -2,7 +2,7 @@
 or a name over 255 (RFC 1035 2.3.4), e.g. a 63-octet hostname, service and namespace under
 a long cluster ID. Records: those of an RRset past what one message holds (dns.limits).
 `records.service_records` leaves them out (`dns.names.prefix` refuses to build the names,
-`records._cap` cuts the RRsets) and notes them in a `LeftOut`; `LeftOutLog` reports them
+`rrsets._cap` cuts the RRsets) and notes them in a `LeftOut`; `LeftOutLog` reports them
 on the event loop: for names, one log line per object when what it leaves out changes,
 counted in mcsdns_skipped_objects_total, and a gauge of the names left out now; for cut
 RRsets, every build counted in mcsdns_zone_rrsets_capped_total and logged, rate-limited

@@ -24,7 +24,7 @@ from ..dns.rdata import srv_wire
 from ..dns.types import RRType
 from .leftout import LeftOut
 from .locality import OFF, ONLY_WHEN_AVAILABLE, Locality
-from .rrsets import EMPTY, Names, Node, One, RRset, RRsets, cuts, family
+from .rrsets import EMPTY, Names, Node, One, RRset, RRsets, cuts, family, joined
 
 _A, _AAAA, _SRV = RRType.A, RRType.AAAA, RRType.SRV
 
@@ -96,7 +96,7 @@ class _Build:
         self.si, self.slices, self.svc_name, self.loc, self.left = si, slices, svc_name, loc, left
         self.names: Names = {}
         self.node: dict[int, RRset] = {}  # the service name's RRsets
-        self.srv: list[One] = []  # each port name's SRV RRset
+        self.srv: list[tuple[One, tuple[bytes, ...]]] = []  # each port name's SRV RRset, its rdatas uncut
 
     def order(self) -> None:
         """Headless, before its makers: the answerable endpoints across clusters in locality
@@ -113,12 +113,15 @@ class _Build:
         self.tier_of = {c: loc.tier(c) for c in {s.cluster for s in self.slices}}
         self.ep_hosts: list[bytes | None] = []  # the name of each of `eps`, in order
 
-    def port_srv(self, owner: bytes, rrset: One) -> None:
+    def port_srv(self, owner: bytes, rdatas: tuple[bytes, ...], extra: tuple[bytes, ...],
+                 head: bytes = b"") -> None:
         """The SRV RRset of the port name `owner` (`_<port>._<proto>.<svc>`), also kept
-        for the bare name."""
+        for the bare name with its records before any cut (the bare name's are cut once,
+        from all of them)."""
+        rrset = One(_SRV, rdatas, extra, head=head)
         self.names[owner] = rrset
         self.names.setdefault(owner[owner[0] + 1:], EMPTY)  # _proto.<svc> empty non-terminal
-        self.srv.append(rrset)
+        self.srv.append((rrset, rdatas))
 
 
 Maker = Callable[[_Build], None]  # adds records to a build
@@ -151,7 +154,7 @@ def _vip_srvs(b: _Build) -> None:
     for name in bad.values():
         b.left.add(SERVICE_IMPORT, who(si.namespace, si.name), "port", name)
     for key, owner in owners.items():
-        b.port_srv(owner, One(_SRV, target, target, head=_srv_head(0, 100, first[key])))
+        b.port_srv(owner, target, target, _srv_head(0, 100, first[key]))
 
 
 def _endpoint_names(b: _Build) -> None:
@@ -247,31 +250,32 @@ def _endpoint_srvs(b: _Build) -> None:
             for k in dict.fromkeys((p.name, p.protocol) for p in sl.ports if (p.name, p.protocol) in bad):
                 b.left.add(ENDPOINT_SLICE, who(sl.namespace, sl.name), "port", bad[k])
     for key, owner in srv_owners.items():
-        b.port_srv(owner, _srv_rrset(port_targets[key]))
+        b.port_srv(owner, *_srv_rrset(port_targets[key]))
 
 
-def _srv_rrset(targets: dict[tuple[int, bytes], int]) -> One:
+def _srv_rrset(targets: dict[tuple[int, bytes], int]) -> tuple[tuple[bytes, ...], tuple[bytes, ...], bytes]:
     """The SRV of each (port, target) by its tier: priority = tier, 100 spread in the tier;
-    the targets' addresses as Additional."""
+    the targets' addresses as Additional. As (rdatas, extra, head) of an RRset."""
     per_tier = Counter(targets.values())
     ports = {port for port, _ in targets}
     hosts = tuple(dict.fromkeys([host for _, host in targets]))
     if len(per_tier) == 1 and len(ports) == 1:  # most: one tier and one port number, one head
         [(tier, n)] = per_tier.items()
-        return One(_SRV, hosts, hosts, head=_srv_head(tier, max(1, 100 // n), ports.pop()))
+        return hosts, hosts, _srv_head(tier, max(1, 100 // n), ports.pop())
     weight = {tier: max(1, 100 // n) for tier, n in per_tier.items()}
     rds = tuple([srv_wire(tier, weight[tier], port, host) for (port, host), tier in targets.items()])
-    return One(_SRV, rds, hosts)
+    return rds, hosts, b""
 
 
 def _service_srv(b: _Build) -> None:
     """The service name's SRV: those of its port names, each once (42/TCP and 42/UDP give
-    the same SRV)."""
+    the same SRV), from all their records (not those left after their cuts): so a cut of it
+    notes its true size."""
     if len(b.srv) == 1:  # most: one port name, whose RRset it is (a set already)
-        b.node[_SRV] = b.srv[0]
+        b.node[_SRV] = b.srv[0][0]
     elif b.srv:  # sets, in order
-        rds = tuple(dict.fromkeys(chain.from_iterable([rr.records() for rr in b.srv])))
-        extra = tuple(dict.fromkeys(chain.from_iterable([rr.extra for rr in b.srv])))
+        rds = tuple(dict.fromkeys(chain.from_iterable([joined(rr.head, whole) for rr, whole in b.srv])))
+        extra = tuple(dict.fromkeys(chain.from_iterable([rr.extra for rr, _ in b.srv])))
         b.node[_SRV] = RRset(_SRV, rds, extra)
 
 

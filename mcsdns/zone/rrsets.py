@@ -44,8 +44,12 @@ class RRset:
 
     def records(self) -> tuple[bytes, ...]:
         """The rdata of each record, whole."""
-        head = self.head
-        return tuple([head + rd for rd in self.rdatas]) if head else self.rdatas
+        return joined(self.head, self.rdatas)
+
+
+def joined(head: bytes, rdatas: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """Records whole: `head` + each of `rdatas` (`RRset.head`)."""
+    return tuple([head + rd for rd in rdatas]) if head else rdatas
 
 
 def _cap(rrset: RRset) -> None:

@@ -173,26 +173,34 @@ def warnings(report: Report) -> dict[tuple[str, str, str], str]:
 
 
 def test_rrsets_cut_to_one_message_are_reported(healthy: tuple[Cluster, Cluster]) -> None:
-    """A headless service of 1,200 endpoints (two valid slices of 600) and one named port has
-    1,200 SRV records at its name and at _http._tcp (one RRset, shared by both names): more than
-    one message holds, so `mcsdns serve` cuts it and clients see part of it: diagnose warns, in
-    every member that imports it."""
+    """A headless service of 1,200 endpoints (two valid slices of 600) and two named ports has
+    1,200 SRV records at each port name and 2,400 at its name: more than one message holds, so
+    `mcsdns serve` cuts the three RRsets and clients see part of them: diagnose warns, in every
+    member that imports it, with each RRset's true size (the name's counted before its port
+    names' cuts)."""
     a, b = healthy
-    a.kube.service("shop", "wide", headless=True)
+    ports = (("http", 80, "TCP"), ("admin", 81, "TCP"))
+    a.kube.service("shop", "wide", ports, headless=True)
     for half in range(2):
         a.kube.endpoints("shop", "wide", f"wide-{half}",
                          [(f"10.4.{half * 3 + i // 250}.{i % 250 + 1}", f"pod-{half * 600 + i}")
-                          for i in range(600)])
+                          for i in range(600)], ("http", 8080), [("admin", 9090)])
     a.kube.export("shop", "wide")
     sync(a, b)
     rc, report = diagnose(*clusterset(a, b))
     assert rc == 0 and not fails(report), fails(report)
     warned = warnings(report)
     assert set(warned) == {("names", "a", "shop/wide"), ("names", "b", "shop/wide")}, warned
-    for msg in warned.values():
-        assert msg.startswith("1 RRset cut to the records one DNS message holds (64000 octets): SRV "), msg
-        kept = [int(n) for n in re.findall(r"SRV (\d+) of 1200", msg)]
-        assert len(kept) == 1 and all(0 < n < 1200 for n in kept), msg
+    for (_, cl, _), msg in warned.items():
+        # from the member's imported slices: one SRV per (port, endpoint name) at each port name
+        slices = (a if cl == "a" else b).kube.imported_slices("shop", "wide")
+        per_port = {p["port"]: {e["hostname"] for sl in slices for e in sl["endpoints"]}
+                    for sl in slices for p in sl["ports"]}
+        had = sorted(len(h) for h in per_port.values()) + [sum(len(h) for h in per_port.values())]
+        assert msg.startswith("3 RRsets cut to the records one DNS message holds (64000 octets): SRV "), msg
+        cuts = [(int(k), int(n)) for k, n in re.findall(r"SRV (\d+) of (\d+)", msg)]
+        assert sorted(n for _, n in cuts) == had, msg
+        assert all(0 < k < n for k, n in cuts), msg
     # the other services are not cut: no finding for them
     rc, report = diagnose(*clusterset(a, b), "web.shop")
     assert rc == 0 and not warnings(report)

@@ -170,6 +170,12 @@ def test_answers_over_udp_and_tcp(served: tuple[Server, Path]) -> None:
     out = subprocess.run([tool("dig"), "@127.0.0.1", "-p", str(srv.port), "+norec", "+tcp",
                           port_owner(0, HL_NAME), "SRV"], capture_output=True, text=True, timeout=10).stdout
     assert "status: NOERROR" in out and f"ANSWER: {CUT}," in out and "bad packet" not in out, out
+    # the log states each cut RRset's true size: a port name's, every endpoint; the name's, every
+    # endpoint at every port name (not the 99 x 234 its port names kept)
+    [cut] = [ln for ln in srv.logs().splitlines() if f"service {NS}/{HL}: " in ln and " cut to " in ln]
+    port_had, name_had = len(ADDRS4) + len(ADDRS6), len(SERVED) * (len(ADDRS4) + len(ADDRS6))
+    assert cut.count(f"SRV {CUT} of {port_had}") == len(SERVED), cut
+    assert cut.endswith(f"SRV {CUT} of {name_had}"), cut
 
 
 def test_whole_zone_transfer_parses_and_holds_every_record(served: tuple[Server, Path]) -> None:

@@ -74,8 +74,9 @@ class Kube:
                      "spec": spec})
 
     def endpoints(self, ns: str, svc: str, name: str, addrs: Sequence[tuple[str, str | None]],
-                  port: tuple[str, int] = ("http", 8080)) -> None:
-        """A Service's own EndpointSlice (as the EndpointSlice controller would write it)."""
+                  port: tuple[str, int] = ("http", 8080), more_ports: Sequence[tuple[str, int]] = ()) -> None:
+        """A Service's own EndpointSlice (as the EndpointSlice controller would write it), with
+        `port` and `more_ports` (TCP)."""
         eps = []
         for ip, host in addrs:
             e: dict[str, Any] = {"addresses": [ip], "conditions": {"ready": True}}
@@ -89,7 +90,7 @@ class Kube:
                                              "endpointslice.kubernetes.io/managed-by":
                                                  "endpointslice-controller.k8s.io"}},
                      "addressType": "IPv4", "endpoints": eps,
-                     "ports": [{"name": port[0], "port": port[1], "protocol": "TCP"}]})
+                     "ports": [{"name": n, "port": p, "protocol": "TCP"} for n, p in (port, *more_ports)]})
 
     def export(self, ns: str, name: str) -> None:
         self.create(f"{self.mcs}/namespaces/{ns}/serviceexports",
