@@ -11,11 +11,12 @@ relays, is derived).
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
 from functools import lru_cache
 from socket import AF_INET, AF_INET6, inet_pton
 from sys import intern
 from typing import Any, ClassVar, TypeAlias
+
+from msgspec import Struct
 
 from ..kube.names import (
     CLUSTER_PROPERTY_ID,
@@ -86,8 +87,7 @@ def _items(*parts: Any) -> int:
     return sum(len(p) for p in parts if isinstance(p, list))
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class Port:
+class Port(Struct, frozen=True, array_like=True, gc=False):
     """A service or endpoint port."""
 
     name: str  # "" when unnamed
@@ -106,13 +106,13 @@ class Port:
             if not isinstance(p, dict):
                 raise Malformed(f"{where} entries must be maps")
             num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
-            if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
-                raise Malformed(f"{where}: bad port {_show(num)}")
-            if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
-                raise Malformed(f"{where}: bad port name {_show(name)}")
-            if proto not in ("TCP", "UDP", "SCTP"):
-                raise Malformed(f"{where}: bad protocol {_show(proto)}")
-            out.append(_port(name.lower(), proto, num))
+            try:
+                try:
+                    out.append(_port(num, name, proto))
+                except TypeError:  # a value that cannot be a key (a list, a map): invalid
+                    out.append(_port.__wrapped__(num, name, proto))
+            except ValueError as e:
+                raise Malformed(f"{where}: {e}") from None
         return _ports(tuple(out))
 
     def manifest(self) -> Obj:
@@ -121,11 +121,19 @@ class Port:
         return {"protocol": self.protocol, "port": self.port}
 
 
-@lru_cache(maxsize=4096)
-def _port(name: str, protocol: str, port: int) -> Port:
-    """One Port object for each of the (few) distinct ports, shared by the objects that
-    have it (a bounded cache: distinct ports past it cost a new object each)."""
-    return Port(intern(name), protocol, port)
+@lru_cache(maxsize=4096, typed=True)  # typed: the port True is not the port 1
+def _port(num: Any, name: Any, proto: Any) -> Port:
+    """The port of a `ports` entry's port, name ("" when unnamed) and protocol ("TCP" when
+    unset), ValueError saying what is wrong; one Port object for each of the (few) distinct
+    ports, shared by the objects that have it and checked once (a bounded cache: distinct
+    ports past it are checked and made each time)."""
+    if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
+        raise ValueError(f"bad port {_show(num)}")
+    if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
+        raise ValueError(f"bad port name {_show(name)}")
+    if proto not in ("TCP", "UDP", "SCTP"):
+        raise ValueError(f"bad protocol {_show(proto)}")
+    return Port(intern(name.lower()), proto, num)
 
 
 @lru_cache(maxsize=4096)
@@ -134,8 +142,7 @@ def _ports(ports: tuple[Port, ...]) -> tuple[Port, ...]:
     return ports
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class ServiceImport:
+class ServiceImport(Struct, frozen=True, array_like=True, gc=False):
     """A parsed ServiceImport: what DNS needs of it."""
 
     KIND: ClassVar[str] = SERVICE_IMPORT
@@ -226,8 +233,7 @@ def _addresses(raw: list[Any], i: int, v6: bool, dropped: _Drops) -> tuple[bytes
 _READY, _SERVING, _TERMINATING = 1, 2, 4  # the bits of `Endpoint.conditions`
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class Endpoint:
+class Endpoint(Struct, frozen=True, array_like=True, gc=False):
     """A parsed endpoint of an EndpointSlice; its three conditions in one small int (40,000
     endpoints: 0.6 MB less than three fields)."""
 
@@ -266,7 +272,12 @@ class Endpoint:
         raw_addrs = ep.get("addresses")
         if not isinstance(raw_addrs, list) or not raw_addrs:
             raise ValueError("no addresses")
-        packed = _addresses(raw_addrs, i, v6, dropped)
+        try:  # nearly every endpoint: one address, of the slice's family (else `_addresses` says why not)
+            packed = (inet_pton(AF_INET6 if v6 else AF_INET, raw_addrs[0]),) if len(raw_addrs) == 1 else ()
+        except (OSError, TypeError, ValueError):
+            packed = ()
+        if not packed:
+            packed = _addresses(raw_addrs, i, v6, dropped)
         raw_host = ep.get("hostname")
         if raw_host:
             if not isinstance(raw_host, str) or not is_dns_label(host := raw_host.lower()):
@@ -277,11 +288,16 @@ class Endpoint:
         if not isinstance(conds, dict):
             raise ValueError("conditions must be a map")
         ready = conds.get("ready")  # unset: ready, as kube-proxy reads it
-        ready = ready is None or ready is True
-        serving = conds.get("serving")
+        serving = conds.get("serving")  # unset: as ready
+        bits = _READY | _SERVING if ready is None or ready is True else 0
+        if serving is not None and serving is not True:
+            bits &= ~_SERVING
+        elif serving is True:
+            bits |= _SERVING
+        if conds.get("terminating") is True:
+            bits |= _TERMINATING
         zone = ep.get("zone") or ""
-        return cls.of(packed, host, ready, ready if serving is None else serving is True,
-                      conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
+        return cls(packed, host, bits, intern(zone) if isinstance(zone, str) else "")
 
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
@@ -293,8 +309,7 @@ class Endpoint:
         return e
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by use; frozen would make creation 4x slower
-class EndpointSlice:
+class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
     """A parsed imported EndpointSlice: its service, source cluster, endpoints and ports."""
 
     KIND: ClassVar[str] = ENDPOINT_SLICE
@@ -309,7 +324,7 @@ class EndpointSlice:
     ipv6: bool
     endpoints: tuple[Endpoint, ...]
     ports: tuple[Port, ...]
-    dropped: tuple[str, ...] = field(default=())  # reasons for the first DROPPED_KEPT skipped parts
+    dropped: tuple[str, ...] = ()  # reasons for the first DROPPED_KEPT skipped parts
     n_dropped: int = 0  # skipped parts (endpoints or addresses)
 
     @classmethod
@@ -357,8 +372,7 @@ class EndpointSlice:
                 "ports": [p.manifest() for p in self.ports]}
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class ClusterProperty:
+class ClusterProperty(Struct, frozen=True, array_like=True, gc=False):
     """The about.k8s.io ClusterProperty that names this cluster's ID (KEP-2149)."""
 
     KIND: ClassVar[str] = CLUSTER_PROPERTY

@@ -11,13 +11,13 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import random
 import string
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from mcsdns.data.fields import ITEM, Path
@@ -192,7 +192,7 @@ def test_the_generated_models_vary_every_field() -> None:
                                         Port: [p for s in sis for p in s.ports],
                                         ClusterProperty: [cluster_property(rng) for _ in range(N)]}
     for cls, objs in seen.items():
-        for f in dataclasses.fields(cls):
+        for f in msgspec.structs.fields(cls):
             if (cls, f.name) in ((EndpointSlice, "dropped"), (EndpointSlice, "n_dropped")):
                 continue
             assert len({repr(getattr(o, f.name)) for o in objs}) > 1, f"{cls.__name__}.{f.name}"
