@@ -272,6 +272,7 @@ class Endpoint(Struct, frozen=True, array_like=True, gc=False):
         raw_addrs = ep.get("addresses")
         if not isinstance(raw_addrs, list) or not raw_addrs:
             raise ValueError("no addresses")
+        packed: tuple[bytes, ...]
         try:  # nearly every endpoint: one address, of the slice's family (else `_addresses` says why not)
             packed = (inet_pton(AF_INET6 if v6 else AF_INET, raw_addrs[0]),) if len(raw_addrs) == 1 else ()
         except (OSError, TypeError, ValueError):
