@@ -107,12 +107,9 @@ class Port(Struct, frozen=True, array_like=True, gc=False):
                 raise Malformed(f"{where} entries must be maps")
             num, name, proto = p.get("port"), p.get("name") or "", p.get("protocol") or "TCP"
             try:
-                try:
-                    out.append(_port(num, name, proto))
-                except TypeError:  # a value that cannot be a key (a list, a map): invalid
-                    out.append(_port.__wrapped__(num, name, proto))
-            except ValueError as e:
-                raise Malformed(f"{where}: {e}") from None
+                out.append(_port(num, name, proto, where))
+            except TypeError:  # a value that cannot be a key (a list, a map): checked uncached
+                out.append(_port.__wrapped__(num, name, proto, where))
         return _ports(tuple(out))
 
     def manifest(self) -> Obj:
@@ -122,17 +119,16 @@ class Port(Struct, frozen=True, array_like=True, gc=False):
 
 
 @lru_cache(maxsize=4096, typed=True)  # typed: the port True is not the port 1
-def _port(num: Any, name: Any, proto: Any) -> Port:
-    """The port of a `ports` entry's port, name ("" when unnamed) and protocol ("TCP" when
-    unset), ValueError saying what is wrong; one Port object for each of the (few) distinct
-    ports, shared by the objects that have it and checked once (a bounded cache: distinct
-    ports past it are checked and made each time)."""
+def _port(num: Any, name: Any, proto: Any, where: str) -> Port:
+    """The port of an entry of the `ports` list `where`, from its port, name ("" unnamed) and
+    protocol ("TCP" unset), or Malformed; one Port object for each of the (few) distinct
+    ports, shared by the objects that have it and checked once (a bounded cache)."""
     if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= 65535:
-        raise ValueError(f"bad port {_show(num)}")
+        raise Malformed(f"{where}: bad port {_show(num)}")
     if not isinstance(name, str) or (name and not is_dns_label(name.lower())):
-        raise ValueError(f"bad port name {_show(name)}")
+        raise Malformed(f"{where}: bad port name {_show(name)}")
     if proto not in ("TCP", "UDP", "SCTP"):
-        raise ValueError(f"bad protocol {_show(proto)}")
+        raise Malformed(f"{where}: bad protocol {_show(proto)}")
     return Port(intern(name.lower()), proto, num)
 
 
@@ -213,12 +209,6 @@ class _Drops:
 def _addresses(raw: list[Any], i: int, v6: bool, dropped: _Drops) -> tuple[bytes, ...]:
     """The distinct valid addresses of endpoint `i`, in order, packed; ValueError if none
     is valid, each invalid one noted in `dropped`."""
-    if len(raw) == 1:  # nearly every endpoint
-        try:
-            return (_packed(raw[0], v6),)
-        except ValueError as e:
-            dropped.add(f"endpoint {i}: {e}")
-            raise ValueError("no valid addresses") from None
     addrs: dict[bytes, None] = {}  # distinct, in order
     for a in raw:
         try:
@@ -290,13 +280,9 @@ class Endpoint(Struct, frozen=True, array_like=True, gc=False):
             raise ValueError("conditions must be a map")
         ready = conds.get("ready")  # unset: ready, as kube-proxy reads it
         serving = conds.get("serving")  # unset: as ready
-        bits = _READY | _SERVING if ready is None or ready is True else 0
-        if serving is not None and serving is not True:
-            bits &= ~_SERVING
-        elif serving is True:
-            bits |= _SERVING
-        if conds.get("terminating") is True:
-            bits |= _TERMINATING
+        ready = ready is None or ready is True
+        bits = (ready * _READY | (ready if serving is None else serving is True) * _SERVING
+                | (conds.get("terminating") is True) * _TERMINATING)
         zone = ep.get("zone") or ""
         return cls(packed, host, bits, intern(zone) if isinstance(zone, str) else "")
 
