@@ -2,7 +2,8 @@
 
 Until the zone first answers, changed services are only noted (`settle`, called by
 `Pipeline.load` alone, marks them once, each digested once however many of its objects
-came apart). Until the zone is
+came apart: at the load, or in loop turns after it where the first serial does not depend
+on the digest, `_pay`). Until the zone is
 complete, a changed service whose records are not in the zone is only marked
 `Zone.unbuilt` (its input digest folded, so the serial is known at once):
 its records are built when a query asks for one of its names (`Zone.build`), a
@@ -79,6 +80,7 @@ class Builder:
         self.filling = False  # the background pass is under way
         self.loc: Locality | None = None  # the locality of the last rebuild
         self.unsettled: set[Key] | None = set()  # changed before the zone first answers (None: after)
+        self.owed: set[Key] = set()  # services whose digest is folded after the load (`settle`)
         zone.build = self._build_unbuilt
 
     @property
@@ -107,6 +109,7 @@ class Builder:
             # the slices only where its records read them (`reads_slices`): else unread
             slices = self.store.service(key)[1] if si is not None and sliceless is None else []
             digest = service_digest(key, si, slices, loc)
+            self.owed.discard(key)
             if self.lazy and key not in zone.svc_names:
                 taken.pop(key, None)
                 versions.fold(key, digest)
@@ -139,12 +142,40 @@ class Builder:
         fut = load.in_executor(self.loop, self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
-    def settle(self) -> None:
+    def settle(self, defer: bool = False) -> None:
         """At the load (`Pipeline.load`, its one caller): mark what changed while it
-        loaded, from now on every change as it comes."""
+        loaded unbuilt, from now on every change as it comes. Each service's digest is
+        folded now, or (`defer`, when nothing is built yet, a loop runs the pass and the
+        first serial does not depend on the digest: `Versions.deferrable`) after the load,
+        load.PAY_SERVICES per loop turn (`_pay`)."""
         keys, self.unsettled = self.unsettled, None
-        if keys and self.loc is not None:
+        if not keys or self.loc is None:
+            return
+        if not (defer and self.loop is not None and self.lazy and not self.zone.svc_names
+                and not self.building and self.publisher.versions.deferrable()):
             self.rebuild(keys, self.loc)
+            return
+        imports, unbuilt = self.store.imports, self.zone.unbuilt
+        for key in keys:
+            if key in imports:  # else: no records, and no digest folded yet
+                unbuilt.add(key)
+                self.owed.add(key)
+        self.loop.call_soon(self._pay)
+
+    def _pay(self) -> None:
+        """One turn of the digests `settle` deferred: services changed since have theirs."""
+        owed, loc, imports = self.owed, self.loc, self.store.imports
+        assert loc is not None and self.loop is not None
+        fold = self.publisher.versions.fold
+        for _ in range(min(len(owed), load.PAY_SERVICES)):
+            key = owed.pop()
+            si = imports.get(key)
+            slices = self.store.service(key)[1] if si is not None and reads_slices(si) else []
+            fold(key, service_digest(key, si, slices, loc))
+        if owed:
+            self.loop.call_soon(self._pay)
+        else:
+            self.publisher.versions.settled()
 
     def loaded(self) -> None:
         """The zone answers from data now: build what is unbuilt, in the background on the
@@ -202,6 +233,8 @@ class Builder:
             self.digests.pop(key, None)
         if keys:
             self.again(keys)
+        if self.owed:  # nor its deferred digests
+            self.loop.call_soon(self._pay)  # type: ignore[union-attr]
         if self.lazy and self.zone.loaded:  # the parent's background pass did not come along
             self.filling = False
             self.loaded()

@@ -114,7 +114,7 @@ class Pipeline:
         `answer`, the zone answers from it under its serial, and with `fill` the records
         not built yet are built in the background (at once without a loop); they are built
         when asked for in any case (a query, a transfer, `Zone.complete`)."""
-        self.builder.settle()
+        self.builder.settle(defer=answer and fill)
         if not answer:
             return
         self.publisher.load()

@@ -152,6 +152,17 @@ class Versions:
         if d:
             self.svc_digest[key] = d
 
+    def deferrable(self) -> bool:
+        """Whether the first serial may be given before every service's digest is folded:
+        none given yet, and the clock's first is new whatever the digest."""
+        return not self.established and self.clock.fresh()
+
+    def settled(self) -> None:
+        """Every service's digest is folded, after a serial was given (`deferrable`): the
+        clock learns what the serial served stands for."""
+        if self.established:
+            self.clock.adopt(self.digest.to_bytes(16, "big"), self.zone.serial)
+
     def unjournaled(self) -> None:
         """Content changed in a service whose records were never built: the pending
         difference is unknown, so IXFR from before it sends the whole zone."""

@@ -75,6 +75,21 @@ class SerialClock:
                 self._write(state)
             return out
 
+    def fresh(self) -> bool:
+        """No serial allocated yet and none shared (no file): the first is a new one whatever
+        the content's digest, so it need not wait for the digest (`adopt`)."""
+        return not self.path and self._mem["serial"] is None
+
+    def adopt(self, digest: bytes, serial: int) -> None:
+        """In memory: `serial`, allocated before the content's digest was known (`fresh`), is
+        that of `digest` (what it was allocated for is forgotten)."""
+        state = self._mem
+        hist = {d: s for d, s in state["history"] if s != serial}
+        hist[digest.hex()] = serial
+        state["history"] = list(hist.items())[-HISTORY:]
+        if state["serial"] == serial:
+            state["digest"] = digest.hex()
+
     def current(self) -> int | None:
         """The newest serial allocated (None before the first)."""
         state = self._read() if self.path else self._mem

@@ -187,3 +187,45 @@ def test_the_first_load_digests_each_service_once_and_serves_the_same_serial(
     one_by_one.store.upsert(objects()[0])  # unchanged: nothing to digest
     one_by_one.store.delete(objects()[0])
     assert digested == [("shop", "vip0")] and one_by_one.served_serial != at_once.served_serial
+
+
+def test_without_a_serial_file_the_digests_follow_the_first_serial_in_loop_turns() -> None:
+    """The first serial of a process without a serial file is new whatever the digest: the
+    zone answers under it at the load, and the services' digests (the serial's input) are
+    folded in the loop turns after it, load.PAY_SERVICES a turn; then the digest is the one
+    a load that digests at once has, and a change made meanwhile moved the serial."""
+    def si(i: int, ip: str) -> dict[str, Any]:
+        return {"kind": "ServiceImport", "metadata": {"name": f"s{i}", "namespace": "shop"},
+                "spec": {"type": "ClusterSetIP", "ips": [ip]}}
+
+    n = 3 * load.PAY_SERVICES + 7
+    objs = [si(i, f"10.0.{i // 250}.{i % 250 + 1}") for i in range(n)] + objects()
+    changed = si(1, "10.9.9.9")
+    at_once, changed_at_once = Pipeline(), Pipeline()  # digested at the load (no loop)
+    at_once.store.apply(objs, [])
+    at_once.load(fill=False)
+    changed_at_once.store.apply([*objs, changed], [])
+    changed_at_once.load(fill=False)
+    loop = asyncio.new_event_loop()
+    try:
+        p = Pipeline()
+        p.store.apply(objs, [])
+        p.builder.loop = loop
+        p.load()
+        first = p.served_serial
+        assert first is not None and p.cache.answer(encode_name(f"s0.shop.svc.{Z}"), A).rcode == Rcode.NOERROR
+        assert p.versions.digest != at_once.versions.digest
+        p.store.upsert(changed)  # a change before the digests are in: a new serial all the same
+        assert p.served_serial not in (None, first)
+        owed = [len(p.builder.owed)]
+        while p.builder.owed:
+            loop.call_soon(loop.stop)  # one loop turn
+            loop.run_forever()
+            owed.append(len(p.builder.owed))
+        assert all(0 < a - b <= load.PAY_SERVICES for a, b in zip(owed, owed[1:], strict=False)), owed
+        assert p.versions.digest == changed_at_once.versions.digest
+        second = p.served_serial
+        p.publisher.commit()  # the same content: the same serial
+        assert p.served_serial == second
+    finally:
+        loop.close()
