@@ -153,8 +153,8 @@ class Loader:
     async def _until_synced(self) -> None:
         """At the first full sync: replace restored state, start answering from the data,
         then let the cyclic GC run again (`load.first_sync_done`)."""
-        while not self.synced():
-            await asyncio.sleep(0.005)
+        while not self.synced():  # once the sources are, the store ends within a few loop turns
+            await asyncio.sleep(0 if self.sources_synced() else 0.005)
         if self.keeper is not None:
             self.keeper.synced()
         self._set_loaded()
