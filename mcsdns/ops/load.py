@@ -21,7 +21,7 @@ runs; the cyclic GC meanwhile.
    unbuilt and digested once (the serial's input: `Pipeline.load`), what is alive frozen, the
    GC back on (`first_sync_done`). Where the first serial is new whatever the digest (no
    serial file, none given yet: `Versions.deferrable`), the digests follow after /ready,
-   PAY_SERVICES per loop turn (`Builder.settle`): /ready waits for decode, parse and store.
+   about PAY_ITEMS per loop turn (`Builder.settle`): /ready waits for decode, parse and store.
 7. Build the records: in a query's turn, one service; the background pass FILL_ITEMS per
    loop turn, held until it ends.
 8. A change after ready (publish.builder): the loop up to BIG_ITEMS, else `in_executor`, then
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # stage 1 imports this module before asyncio and the rest (se
 HOLD_BYTES = 1 << 20  # JSON or manifest text above which decoding it holds the GC off
 BIG_ITEMS = 2000  # endpoints + ports above which one object is parsed, or a change built, off the loop
 TURN_ITEMS = 1000  # endpoints + ports (+1 per object) the store parses on the loop per turn
-PAY_SERVICES = 500  # services whose deferred digest a loop turn folds (about 2 ms; stage 6)
+PAY_ITEMS = 1000  # items whose deferred digest a loop turn folds (about 0.2 ms; stage 6)
 FILL_ITEMS = 100  # items the background pass builds per loop turn (0.1-0.2 ms: what a query may wait for)
 SWAP_NAMES = 10_000  # names a large change swaps in per loop turn (whole services: a larger one alone)
 GC_PAUSE_MAX = 60.0  # seconds the cyclic GC may stay off while waiting for the first sync

@@ -147,7 +147,7 @@ class Builder:
         loaded unbuilt, from now on every change as it comes. Each service's digest is
         folded now, or (`defer`, when nothing is built yet, a loop runs the pass and the
         first serial does not depend on the digest: `Versions.deferrable`) after the load,
-        load.PAY_SERVICES per loop turn (`_pay`)."""
+        about load.PAY_ITEMS per loop turn (`_pay`)."""
         keys, self.unsettled = self.unsettled, None
         if not keys or self.loc is None:
             return
@@ -167,11 +167,13 @@ class Builder:
         owed, loc, imports = self.owed, self.loc, self.store.imports
         assert loc is not None and self.loop is not None
         fold = self.publisher.versions.fold
-        for _ in range(min(len(owed), load.PAY_SERVICES)):
+        cost = 0
+        while owed and cost < load.PAY_ITEMS:
             key = owed.pop()
             si = imports.get(key)
             slices = self.store.service(key)[1] if si is not None and reads_slices(si) else []
             fold(key, service_digest(key, si, slices, loc))
+            cost += parsed_size(si, slices) + SERVICE_COST
         if owed:
             self.loop.call_soon(self._pay)
         else:

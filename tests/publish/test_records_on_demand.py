@@ -12,6 +12,7 @@ from typing import Any
 from mcsdns.dns.names import encode_name
 from mcsdns.dns.types import Rcode, RRType
 from mcsdns.ops import load
+from mcsdns.publish.builder import SERVICE_COST
 from mcsdns.publish.pipeline import Pipeline
 
 Z = "clusterset.local"
@@ -192,13 +193,14 @@ def test_the_first_load_digests_each_service_once_and_serves_the_same_serial(
 def test_without_a_serial_file_the_digests_follow_the_first_serial_in_loop_turns() -> None:
     """The first serial of a process without a serial file is new whatever the digest: the
     zone answers under it at the load, and the services' digests (the serial's input) are
-    folded in the loop turns after it, load.PAY_SERVICES a turn; then the digest is the one
+    folded in the loop turns after it, about load.PAY_ITEMS a turn; then the digest is the one
     a load that digests at once has, and a change made meanwhile moved the serial."""
     def si(i: int, ip: str) -> dict[str, Any]:
         return {"kind": "ServiceImport", "metadata": {"name": f"s{i}", "namespace": "shop"},
                 "spec": {"type": "ClusterSetIP", "ips": [ip]}}
 
-    n = 3 * load.PAY_SERVICES + 7
+    per_turn = load.PAY_ITEMS // SERVICE_COST + 1  # services of no item (no port, no slice) a turn
+    n = 3 * per_turn + 7
     objs = [si(i, f"10.0.{i // 250}.{i % 250 + 1}") for i in range(n)] + objects()
     changed = si(1, "10.9.9.9")
     at_once, changed_at_once = Pipeline(), Pipeline()  # digested at the load (no loop)
@@ -222,7 +224,7 @@ def test_without_a_serial_file_the_digests_follow_the_first_serial_in_loop_turns
             loop.call_soon(loop.stop)  # one loop turn
             loop.run_forever()
             owed.append(len(p.builder.owed))
-        assert all(0 < a - b <= load.PAY_SERVICES for a, b in zip(owed, owed[1:], strict=False)), owed
+        assert all(0 < a - b <= per_turn for a, b in zip(owed, owed[1:], strict=False)), owed
         assert p.versions.digest == changed_at_once.versions.digest
         second = p.served_serial
         p.publisher.commit()  # the same content: the same serial
