@@ -68,8 +68,8 @@ def test_a_second_writer_is_noticed_not_fought(clusters3: list[Cluster], tmp_pat
     _fleet(a, b, c)
     n = itertools.count()
     with run_controller(args_for(a, b, c, extra=("--writer-grace", "5")), tmp_path, name="one") as one:
-        eventually(one.ready, timeout=20, what="one's first pass")
-        eventually(lambda: all(all(_ips((cl,)).values()) for cl in fleet), timeout=20, what="imports")
+        eventually(one.ready, what="one's first pass")
+        eventually(lambda: all(all(_ips((cl,)).values()) for cl in fleet), what="imports")
         before = _ips(fleet)
         w0 = _writes(fleet)
         _churn(a, WINDOW, n)
@@ -120,7 +120,7 @@ def test_leader_elect_replicas_find_the_same_lease_whatever_the_flag_order(
     le += ["--lease-cluster", "b"]
     with run_controller([*ab, *le, "--identity", "one"], tmp_path, name="one") as one, \
             run_controller([*ba, *le, "--identity", "two"], tmp_path, name="two") as two:
-        eventually(lambda: one.ready() and two.ready(), timeout=20, what="both ready")
+        eventually(lambda: one.ready() and two.ready(), what="both ready")
         time.sleep(1.0)
         assert _leader(one) + _leader(two) == 1.0
         assert a.api.get("Lease", "kube-system", "mcsdns-controller") is None

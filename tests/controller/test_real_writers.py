@@ -84,8 +84,8 @@ def test_one_lease_whatever_the_order_and_a_second_writer_yields(two: tuple[Real
     le += ["--lease-cluster", "b"]
     with run_controller([*ab, *le, "--identity", "one"], tmp_path, name="one") as one, \
             run_controller([*ba, *le, "--identity", "two"], tmp_path, name="two") as two_:
-        eventually(lambda: one.ready() and two_.ready(), timeout=60, what="both ready")
-        eventually(lambda: all(_ips(a).values()), timeout=60, what="b's services imported in a")
+        eventually(lambda: one.ready() and two_.ready(), what="both ready")
+        eventually(lambda: all(_ips(a).values()), what="b's services imported in a")
         assert _leader(one) + _leader(two_) == 1.0
         leader = one if _leader(one) else two_
         before, w0 = _ips(a), _writes(one, two_)
@@ -93,7 +93,7 @@ def test_one_lease_whatever_the_order_and_a_second_writer_yields(two: tuple[Real
         alone = _writes(one, two_) - w0
         extra = ["--cluster", f"a={a.kubeconfig}", "--resync", "600", "--writer-grace", "5"]
         with run_controller(extra, tmp_path, name="other") as other:
-            eventually(lambda: "writer identity" in other.logs(), timeout=30, what="the other's start")
+            eventually(lambda: "writer identity" in other.logs(), what="the other's start")
             w1 = _writes(one, two_)
             _churn(b, n)
             both = _writes(one, two_) + _writes(other) - w1

@@ -246,7 +246,7 @@ def test_a_controller_run_through_the_guarded_token_still_imports(
                   endpoint_slice("web-x", {"kubernetes.io/service-name": "web"}, shop))
     real_k8s.json("POST", f"{MCS}/namespaces/{shop}/serviceexports", {
         "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport", "metadata": {"name": "web"}})
-    eventually(lambda: real_k8s.request("GET", VAP)[0] == 200, 5, "the policy")
+    eventually(lambda: real_k8s.request("GET", VAP)[0] == 200, what="the policy")
     run = mcsdns("controller", "--once", "--cluster", f"m={kubeconfig}")
     assert run.returncode == 0, run.stderr
     assert "ValidatingAdmissionPolicy" not in run.stderr and " 422 " not in run.stderr, run.stderr

@@ -232,7 +232,7 @@ def test_list_items_that_are_not_objects_with_metadata_are_dropped(api: HostileA
     cache = Cache("imports", client, PATH, lambda key, old, new: None, stop, on_error=errors.append)
     cache.start()
     try:
-        assert wait_for(lambda: cache.reflector.lists == 1, timeout=10)
+        assert wait_for(lambda: cache.reflector.lists == 1)
         assert [k for k, _ in cache.items()] == [("shop", "web")] and errors.count("bad_item") == 6
     finally:
         stop.set()

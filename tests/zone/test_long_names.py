@@ -152,7 +152,7 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
     before = int(primary.query(ZONE, "SOA").answer[0][0].serial)
     wait_serial(sec, proc, before, 20)
     (sec.mdir / "long.yaml").write_text(LONG_OBJECTS)
-    assert wait_for(lambda: primary.query(f"api.long-ports.svc.{ZONE}", "A").answer, timeout=10)
+    assert wait_for(lambda: primary.query(f"api.long-ports.svc.{ZONE}", "A").answer)
     after = int(primary.query(ZONE, "SOA").answer[0][0].serial)
     assert after != before
     took = wait_serial(sec, proc, after, 10)  # the secondary loaded the new version (NOTIFY, IXFR/AXFR)
@@ -175,7 +175,7 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
     assert primary.metric("mcsdns_zone_names_left_out ") == 2 + 1 + 1 + 1
     # another slice of the service rebuilds it: what is left out did not change, no new line
     (sec.mdir / "more.yaml").write_text(_slice("more", "west", [("more", "10.9.3.1")]))
-    assert wait_for(lambda: primary.query(f"more.west.{SVC_NAME}", "A").answer, timeout=10)
+    assert wait_for(lambda: primary.query(f"more.west.{SVC_NAME}", "A").answer)
     lines = [ln for ln in primary.logs().splitlines() if "left out of the zone" in ln]
     assert len(lines) == len(LEFT_OUT) + 1, lines  # + the new slice's own port p{63}
     assert f"EndpointSlice {NS}/more: 1 port left out" in lines[-1]
