@@ -1,4 +1,4 @@
-"""How `pytest -n 3 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
+"""How `pytest -n 4 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
 which run together on one worker, and which start first. tests/conftest.py calls `arrange`.
 
 A group is the mark `xdist_group(name)`; one worker runs all of a group, one test after another.
@@ -13,7 +13,7 @@ Groups are whole modules, set here in one place:
 - a module whose tests carry an `xdist_group` mark of their own is in that group.
 
 `SLOW` modules (and their groups) are handed out first, longest first, so that no long test
-starts when the other worker has nothing left (measured with `--durations`; the order matters
+starts when the other workers have nothing left (measured with `--durations`; the order matters
 only for the wall time).
 """
 
