@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from support.controller_env import eventually, run_controller
+from support.helpers import LIVENESS
 from support.kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY
 from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe, rules
 from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, hinted, set_ready, set_up
@@ -62,7 +63,7 @@ def clusterset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             k.down()
 
 
-def moved(ns: str, vip: str, want: str | None, timeout: float = 30.0) -> float:
+def moved(ns: str, vip: str, want: str | None, timeout: float = LIVENESS) -> float:
     """Seconds until one connection a probe makes lands at `want` (None: anywhere but west)
     five times in a row."""
     t0, streak = time.monotonic(), 0

@@ -78,16 +78,17 @@ def test_rrsets_beyond_one_message_are_answered_from_the_cache(tmp_path: Path) -
             assert ask(srv.port, WIDE, "A", True, 5.0) is not None
         repeats_cpu = cpu_seconds(srv.proc.pid) - c0
         assert repeats_cpu < started_cpu / 4, (repeats_cpu, started_cpu)
-        # a bystander keeps being answered while the big name is asked 20 times a second
-        base = Bystander(srv.port).run_for(2.0)
+        # a bystander keeps being answered while the big name is asked 20 times a second: its
+        # queries (one at a time) answered within their 1 s, as many as its own count, not a rate
         t = threading.Thread(target=flood, args=(srv.port, BARE, 40, 0.05))
         t.start()
-        during = Bystander(srv.port).run_for(2.0)
+        by = Bystander(srv.port)
+        during = by.run_for(2.0)
         t.join()
-        assert during >= base / 2, (during, base)
+        assert 0 < during and during >= 0.9 * by.sent, (during, by.sent)
         assert "Traceback" not in srv.logs()
         print(f"SRV {srv_n}, A {a_n} records; 60 repeats {repeats_cpu:.2f} CPU-s (start {started_cpu:.2f}); "
-              f"bystander {during} answers ({base} without)")
+              f"bystander {during} of {by.sent} answered")
 
 
 def test_zone_transfer_carries_the_same_cut_rrsets(tmp_path: Path) -> None:
