@@ -23,7 +23,7 @@ import dns.rcode
 import yaml
 from fakeapi.credential import jwt, with_token
 from support.controller_env import Cluster, run_controller, shop
-from support.helpers import REPO, run_server, tool, wait_for
+from support.helpers import LIVENESS, REPO, run_server, tool, wait_for
 from support.monitoring import (
     COMPAT_RULES,
     CONTROLLER_RULES,
@@ -265,7 +265,7 @@ def selectors(expr: str) -> set[str]:
     return out
 
 
-def wait_firing(prom: Prometheus, want: set[str], timeout: float = 40.0) -> None:
+def wait_firing(prom: Prometheus, want: set[str], timeout: float = LIVENESS) -> None:
     """Until exactly `want` fires, and still does three evaluations later."""
     deadline = time.monotonic() + timeout
     got: set[str] = set()

@@ -159,8 +159,12 @@ def test_with_coredns_caching_in_front_each_client_query_is_counted_once(tmp_pat
         for i in range(1200):
             assert _answer(names[i % 3], port) is not None
         assert wait_for(lambda: totals()["client"] - base["client"] == 1200, interval=0.5)
-        time.sleep(2.5)  # a scrape of mcsdns after the last query
-        got = {k: v - base[k] for k, v in totals().items()}
+        got: dict[str, float] = {}
+
+        def scraped() -> bool:  # mcsdns scraped after the last query too: its count reached the misses
+            got.update({k: v - base[k] for k, v in totals().items()})
+            return got["mcsdns"] == got["misses"]
+        assert wait_for(scraped, interval=0.5), got
         print("1200 client queries through CoreDNS:", got)
         assert got["client"] == 1200 and 0 < got["mcsdns"] == got["misses"] < 1200
         assert got["all"] == 1200 + got["mcsdns"]  # both sources summed: each miss twice

@@ -260,3 +260,4 @@ def test_a_controller_run_through_the_guarded_token_still_imports(
     conds = {c["type"]: c["status"] for c in real_k8s.json(
         "GET", f"{MCS}/namespaces/{shop}/serviceexports/web")["status"]["conditions"]}
     assert conds.get("Ready") == "True", conds
+    real_k8s.unexport(shop)  # the session's control plane: no objects of this writer left for the next

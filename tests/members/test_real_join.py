@@ -99,6 +99,7 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
     assert b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 404
     secret = a.json("GET", "/api/v1/namespaces/mcsdns-system/secrets/mcsdns-members")
     assert "b" not in (secret.get("data") or {})
+    a.unexport(ns)  # the session's control plane: no objects of this writer left for the next
 
 
 def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: RealK8s, second: RealK8s,
@@ -158,6 +159,7 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
         assert "Member b left" in ready["message"]
         assert a.request("GET", f"{leases}/mcsdns-member-b")[0] == 404
         assert ctl.proc.poll() is None
+    a.unexport(ns)
 
 
 def conditions(k8s: RealK8s, ns: str) -> dict[str, dict[str, str]]:
