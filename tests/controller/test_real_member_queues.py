@@ -63,14 +63,25 @@ def fault(kind: str, c: RealK8s) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="module")
+def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealK8s]:
+    """Member c, a real control plane exporting shop/web, for every fault in turn (each test
+    undoes its fault and waits until c holds every change)."""
+    k8s = RealK8s.up(f"mcsdns-test-{os.getpid()}-queues", tmp_path_factory.mktemp("realk8s-c"))
+    try:
+        populate(k8s)
+        yield k8s
+    finally:
+        k8s.down()
+
+
 @pytest.mark.parametrize("kind", ["hang", "etcd", "partition"])
-def test_a_hung_member_does_not_hold_up_writes_between_the_others(kind: str, tmp_path: Path) -> None:
+def test_a_hung_member_does_not_hold_up_writes_between_the_others(kind: str, c: RealK8s,
+                                                                  tmp_path: Path) -> None:
     if kind == "partition" and (os.geteuid() != 0 or shutil.which("iptables") is None):
         pytest.skip("a partition needs root and iptables")
-    c = RealK8s.up(f"mcsdns-test-{os.getpid()}-queues", tmp_path / "realk8s-c")
     a, b = Cluster("a", "east", tmp_path), Cluster("b", "west", tmp_path)
     try:
-        populate(c)
         a.kube.namespace("shop")
         a.kube.service("shop", "web")
         a.kube.endpoints("shop", "web", "web-0", [("10.1.0.1", None)])
@@ -101,4 +112,3 @@ def test_a_hung_member_does_not_hold_up_writes_between_the_others(kind: str, tmp
     finally:
         a.close()
         b.close()
-        c.down()
