@@ -224,14 +224,17 @@ def test_one_server_answers_through_lameduck(tmp_path: Path) -> None:
     port = free_port()
     with servers(port, tmp_path, 1, "--lameduck", "2") as (srv,), Load(port) as load:
         time.sleep(0.3)
+        t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
         before = load.by_proto()
-        time.sleep(1.5)
-        assert srv.proc.poll() is None
+        time.sleep(1.0)
+        if time.monotonic() - t0 < 1.5:  # well within the period (a busy machine may be past it)
+            assert srv.proc.poll() is None
+            assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
         assert load.flowing(before), figures(load.counts)  # still answering, UDP and TCP
-        assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
         assert srv.proc.wait(10) == 0, srv.logs()
+        assert time.monotonic() - t0 >= 2  # not before the period ended (load only delays this)
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 
 
@@ -295,12 +298,16 @@ def test_workers_lameduck(tmp_path: Path) -> None:
     with servers(port, tmp_path, 1, "--workers", "2", "--lameduck", "2") as (srv,), \
             Load(port) as load:
         time.sleep(0.3)
+        t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
         before = load.by_proto()
-        time.sleep(1.5)
-        assert srv.proc.poll() is None and load.flowing(before), figures(load.counts)
+        time.sleep(1.0)
+        if time.monotonic() - t0 < 1.5:  # well within the period (a busy machine may be past it)
+            assert srv.proc.poll() is None
+        assert load.flowing(before), figures(load.counts)
         assert srv.proc.wait(15) == 0, srv.logs()
+        assert time.monotonic() - t0 >= 2  # not before the period ended (load only delays this)
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 
 
