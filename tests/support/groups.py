@@ -27,13 +27,14 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 WIDE = {"session": 2, "package": 1, "module": 1}
-SLOW = ("controller/test_real_faults.py", "project/test_release_run.py", "members/test_real_join.py",
-        "controller/test_real_member_queues.py", "project/test_conformance.py",
-        "controller/test_real_kube_proxy.py", "cli/test_config_errors.py", "controller/test_real_local.py",
-        "controller/test_real_outage.py", "project/test_serve_example.py", "controller/test_real_probe.py",
-        "controller/test_real_writers.py", "show/test_real_show.py", "deploy/test_monitoring.py",
-        "controller/test_real_apiserver_controller.py", "controller/test_real_locality.py",
-        "nameserver/test_answer_limits.py", "deploy/test_monitoring_coredns.py")
+SLOW = ("controller/test_real_faults.py", "project/test_release_run.py",
+        "controller/test_real_member_queues.py", "members/test_real_join.py",
+        "project/test_serve_example.py", "deploy/test_monitoring_coredns.py",
+        "controller/test_real_writers.py", "controller/test_real_kube_proxy.py",
+        "controller/test_real_probe.py", "controller/test_real_local.py", "project/test_conformance.py",
+        "deploy/test_monitoring.py", "controller/test_real_outage.py", "show/test_real_show.py",
+        "controller/test_real_locality.py", "nameserver/test_answer_limits.py",
+        "controller/test_real_apiserver_controller.py", "cli/test_config_errors.py")
 
 
 def _module(item: pytest.Item) -> str:
