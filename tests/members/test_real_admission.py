@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from support.controller_env import eventually
-from support.helpers import REPO
+from support.helpers import LIVENESS, REPO
 from support.realk8s import RealK8s
 
 from mcsdns.controller.kinds.derivedservice import derived_name
@@ -210,7 +210,7 @@ def test_the_policy_limits_the_member_token_to_the_controllers_own_objects(
     a = Attempts(real_k8s, member)
     # the API server's policy cache catches up with a new policy (none: the matrix says so)
     probe = a.forbidden()["create an Event about a Pod"]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + LIVENESS
     while outcome(probe) != "DENIED by the policy" and time.monotonic() < deadline:
         time.sleep(0.2)
     got = matrix(a)

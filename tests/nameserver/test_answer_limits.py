@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from support.helpers import copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
+from support.helpers import LIVENESS, copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
 from support.secondaries import KEY, knotd  # noqa: E402
 
 from robustness.query_of_death import BARE, Bystander, ask, big_slice, cpu_seconds, flood  # noqa: E402
@@ -125,7 +125,7 @@ def test_a_knotd_secondary_loads_the_zone_and_serves_the_same_records(tmp_path: 
                                     cwd=tmp_path)
         try:
             q = dns.message.make_query("clusterset.local", "SOA")
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + LIVENESS
             while True:
                 try:
                     r = dns.query.tcp(q, "127.0.0.1", port=port, timeout=3)

@@ -39,7 +39,7 @@ def secondary(request: pytest.FixtureRequest,
                                     stderr=subprocess.STDOUT, cwd=tmp)
         sec = Secondary(name, port, log, primary, mdir)
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + LIVENESS
             while sec.serial() != int(primary.query(ZONE, "SOA").answer[0][0].serial):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{name} did not transfer the zone:\n{log.read_text()}\n"

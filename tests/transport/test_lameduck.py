@@ -21,7 +21,7 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rdatatype
-from support.helpers import EXAMPLE, REPO, Server, drain, free_port, stop_process, wait_for
+from support.helpers import EXAMPLE, LIVENESS, REPO, Server, drain, free_port, stop_process, wait_for
 
 from mcsdns.transport.sockets import stop_tcp_intake, stop_udp_intake
 
@@ -391,7 +391,7 @@ def test_tcp_intake_stops_without_resetting_a_handshake() -> None:
         assert 0 < on_a < 16 and on_a + on_b < 32  # A got none of the second 16
         a.close()
         total = on_a + on_b
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + LIVENESS
         while total < 32 and time.monotonic() < deadline:
             total += accept(b)
             time.sleep(0.05)
