@@ -72,13 +72,13 @@ class Server:
 
     def http(self, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
     def query(self, name: str, rdtype: str = "A", tcp: bool = False, edns: int | None = None,
-              payload: int = 1232, timeout: float = 2.0) -> dns.message.Message:
+              payload: int = 1232, timeout: float = 10.0) -> dns.message.Message:
         q = dns.message.make_query(name, rdtype, use_edns=edns if edns is not None else False,
                                    payload=payload)
         q.flags &= ~dns.flags.RD
