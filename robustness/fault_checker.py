@@ -8,7 +8,8 @@ service, and keeps, per phase, what the invariants say:
   validly exported for at least NEW_EXPORT seconds, the member read for as long (one back
   from a fault gets as long to catch up); summed over members and services;
 - `dns_wrong`: seconds a member's DNS answer differed from its ServiceImport's ips (or gave an
-  address without one) for longer than DNS_LAG (summed likewise);
+  address without one) for longer than DNS_LAG (summed likewise; a timing: the order, that
+  DNS is right again after the objects changed, is in `consistent` and the "dns" violation);
 - `eps_gone`: the seconds from the phase's start (the fault) until no member read held an
   imported slice from the fault's target, while that target could not be read.
 """
@@ -63,7 +64,8 @@ class Checker:
         self.wanted_since: dict[str, float] = {}
         self.fresh_since: dict[str, float] = {}
         self.dns_since: dict[tuple[str, str], float] = {}
-        self.ticks: deque[tuple[float, bool]] = deque(maxlen=900)  # (began, every member read, no difference)
+        # (began, every member read, no difference, every DNS answer as its member's objects say)
+        self.ticks: deque[tuple[float, bool]] = deque(maxlen=900)
         self.target: str | None = None
         self.stats = Stats(time.monotonic())
         self.lock = threading.Lock()
@@ -92,8 +94,9 @@ class Checker:
         return old
 
     def consistent(self, after: float = 0.0, ticks: int = 2) -> float | None:
-        """When the clusterset became consistent (every member read and no difference, `ticks`
-        ticks in a row, all begun after `after`, a time.monotonic()): the first one's start."""
+        """When the clusterset became consistent (every member read, no difference, and each DNS
+        server answering as its member's objects say, `ticks` ticks in a row, all begun after
+        `after`, a time.monotonic()): the first one's start."""
         with self.lock:
             seen = [(t, ok) for t, ok in self.ticks if t >= after]
         for i in range(len(seen) - ticks + 1):
@@ -147,9 +150,9 @@ class Checker:
                 st.max_lag = max(st.max_lag, now - t)
                 if now - t > self.bound:
                     st.violations.add(k[0])
-            self.ticks.append((began, not found and self.fresh == set(cids)))
             self._exports(now)
-            self._dns(answers, now, dt)
+            dns_right = self._dns(answers, now, dt)
+            self.ticks.append((began, not found and self.fresh == set(cids) and dns_right))
             self._eps(now)
 
     def _exports(self, now: float) -> None:
@@ -172,7 +175,8 @@ class Checker:
                 out[s] = frozenset(r.address for rr in a.answer if rr.rdtype == dns.rdatatype.A for r in rr)
         return out
 
-    def _dns(self, answers: dict[str, dict[str, frozenset[str] | None]], now: float, dt: float) -> None:
+    def _dns(self, answers: dict[str, dict[str, frozenset[str] | None]], now: float, dt: float) -> bool:
+        """Account for the DNS answers; whether each agreed with its member's objects."""
         st = self.stats
         wrong: set[tuple[str, str]] = set()
         for cid, got in answers.items():
@@ -192,6 +196,7 @@ class Checker:
                 st.dns_wrong += dt
             if now - t > self.bound:
                 st.violations.add("dns")
+        return not wrong
 
     def _eps(self, now: float) -> None:
         t = self.target

@@ -12,7 +12,8 @@ the fault is undone, the member it hit makes one endpoint change (is it heard ag
 workload pauses until the clusterset is consistent.
 
 Printed, a Markdown table, one row a fault:
-- converged: seconds from the undo until every member read holds what it should;
+- converged: seconds from the undo until every member read holds what it should and every
+  DNS server answers as its member's objects say;
 - max lag: the oldest difference the checker saw in a member it could read, during and after;
 - NXDOMAIN s, DNS wrong s: summed over members and services (fault_checker.py);
 - ClusterSetIPs changed: imports whose ips differ from before the fault (services the

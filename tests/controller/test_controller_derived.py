@@ -183,7 +183,7 @@ def test_steady_state_changes_make_writes_only_no_lists(tmp_path: Path) -> None:
             a.api.put(source_slice("ns", f"s{i}", f"s{i}-x", [f"10.9.0.{i}"]))
             a.kube.export("ns", f"s{i}")
         with run_controller(args_for(*cl), tmp_path) as ctl:
-            eventually(ctl.ready, timeout=20, what="first full sync")
+            eventually(ctl.ready, what="first full sync")
             for c in cl:
                 eventually(lambda c=c: all(addresses(slices_of(c, "ns", f"s{i}")) for i in range(5)),
                            what=f"slices in {c.name}")
@@ -249,12 +249,12 @@ def test_restart_makes_no_writes_and_lease_keeps_the_ttl_clock(clusters2: list[C
     # Lease remembers when a was last reached), not a whole TTL after the restart
     t0 = time.monotonic()
     with run_controller(args_for(a, b, ttl=10, extra=extra), tmp_path, name="third") as ctl:
-        eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.2"}, timeout=15,
+        eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.2"},
                    what="a's endpoints dropped after its TTL")
         print(f"\na's endpoints gone {time.monotonic() - t0:.1f} s after the restart (TTL 10 s)")
         # the TTL counts from the contact the Lease remembers (a stopped >= 6 s before), not from the restart
         reached = re.search(r"cluster a: last reached ([0-9.]+)s ago \(its Lease\)", ctl.logs())
         assert reached is not None and float(reached.group(1)) >= 6, ctl.logs()
         a.start()
-        eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.1", "10.9.0.2"}, timeout=15,
+        eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.1", "10.9.0.2"},
                    what="a's endpoints back")

@@ -151,16 +151,23 @@ def test_lost_cluster_endpoints_expire_and_return(clusters2: list[Cluster], tmp_
     with run_controller(cidr_args_for(a, b, ttl=3), tmp_path) as ctl, \
             run_server(["--kubeconfig", str(b.kubeconfig)], tmp_path) as srv:
         eventually(lambda: a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}, what="both clusters in DNS")
+        stopped = time.monotonic()
         a.stop()
-        time.sleep(0.8)  # the last good read of A was at most ~1.2 s (one resync + a pass) ago
-        assert a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}  # within the TTL: kept
-        eventually(lambda: a_records(srv, name) == {"10.9.0.2"}, timeout=10,
+        time.sleep(0.8)
+        kept = a_records(srv, name)
+        # the last good read of A was at most ~1.2 s (one resync + a pass) before the stop: an
+        # answer back before stop + 3 - 1.2 s is within the TTL (load can only make it later)
+        if time.monotonic() - stopped < 3 - 1.2:
+            assert kept == {"10.9.0.1", "10.9.0.2"}  # within the TTL: kept
+        else:
+            print("\nthe answer came after the TTL could have passed: kept not checked")
+        eventually(lambda: a_records(srv, name) == {"10.9.0.2"},
                    what="east endpoints gone from DNS in west after the TTL")
         assert b.kube.source_clusters("ns", "web") == {"west"}
         si = b.kube.serviceimport("ns", "web")
         assert si is not None and si["status"]["clusters"] == [{"cluster": "west"}]
         a.start()
-        eventually(lambda: a_records(srv, name) == {"10.9.0.1", "10.9.0.2"}, timeout=10,
+        eventually(lambda: a_records(srv, name) == {"10.9.0.1", "10.9.0.2"},
                    what="east endpoints back")
         assert b.kube.source_clusters("ns", "web") == {"east", "west"}
         assert "cluster a unreachable" in ctl.logs()
@@ -245,7 +252,7 @@ def test_two_replicas_only_the_leader_writes(clusters2: list[Cluster], tmp_path:
         (one if leader == "one" else two).proc.kill()
         a.kube.service("ns", "api")
         a.kube.export("ns", "api")
-        eventually(lambda: b.kube.serviceimport("ns", "api"), timeout=10, what="import by the new leader")
+        eventually(lambda: b.kube.serviceimport("ns", "api"), what="import by the new leader")
         assert "create ServiceImport ns/api" in follower.logs()
         lease = a.kube.get(LEASE)
         assert lease is not None and lease["spec"]["holderIdentity"] != leader
@@ -324,14 +331,14 @@ def test_watches_trigger_passes_and_errors_are_retried(clusters2: list[Cluster],
         t0 = time.monotonic()
         a.kube.export("ns", "web")
         # --resync 600: an import before then came through a watch
-        eventually(lambda: b.kube.serviceimport("ns", "web"), timeout=60, what="import via watch")
+        eventually(lambda: b.kube.serviceimport("ns", "web"), what="import via watch")
         print(f"\nimport {time.monotonic() - t0:.2f} s after the export (resync 600 s)")
         b.api.fail_next(4, 500)  # B fails the next requests of the controller: retried
         a.kube.endpoints("ns", "web", "web-a", [("10.9.0.1", None)])
         # no fixture reads from B meanwhile: the failures are the controller's
         eventually(lambda: re.search(r"cluster b: EndpointSlice ns/web: .*: 500 ", ctl.logs()),
                    what="controller saw the errors")
-        eventually(lambda: b.kube.imported_slices("ns", "web"), timeout=5, what="slice after errors")
+        eventually(lambda: b.kube.imported_slices("ns", "web"), what="slice after errors")
 
 
 def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
@@ -349,7 +356,7 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
         t0 = time.monotonic()
         (one if leader == "one" else two).proc.terminate()
         eventually(lambda: (a.kube.get(LEASE) or {})["spec"]["holderIdentity"] == follower,
-                   timeout=30, what="the standby holding the lease")
+                   what="the standby holding the lease")
         took = time.monotonic() - t0
         print(f"\nstandby leads {took:.2f} s after SIGTERM to the leader (lease duration 15 s)")
         # the standby acquired it before the leader's last renewal would have expired: released,

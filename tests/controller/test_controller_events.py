@@ -215,7 +215,7 @@ def test_controller_reports_ready_conflicts_and_member_errors_as_events(clusters
     b.api.deny("endpointslices", ("create",))  # west refuses the imported slices: a member error
     with run_controller(args_for(a, b), tmp_path) as ctl:
         eventually(lambda: events(b, "SyncFailed") and events(b, "SyncFailed")[0]["count"] >= 3,
-                   timeout=30, what="SyncFailed counted on one Event in west, the member that failed")
+                   what="SyncFailed counted on one Event in west, the member that failed")
         sync = events(b, "SyncFailed")
         assert len(sync) == 1 and sync[0]["type"] == "Warning"
         assert sync[0]["message"] == f"EndpointSlice failed in cluster {b.cluster_id}"
@@ -223,7 +223,7 @@ def test_controller_reports_ready_conflicts_and_member_errors_as_events(clusters
         assert (sync[0]["involvedObject"]["uid"], sync[0]["involvedObject"]["kind"]) == (uid, "ServiceExport")
         assert events(a, "SyncFailed") == []  # east is healthy: west's failures are not written there
         b.api.allow()
-        eventually(lambda: events(a, "Exported"), timeout=30, what="Exported (Normal) in east")
+        eventually(lambda: events(a, "Exported"), what="Exported (Normal) in east")
         # west: the Conflict condition's and the Ready condition's port conflicts (the latter once
         # with the failed write in its message, once without: each change is said once)
         got = {(e["type"], e["message"][:33], e["count"]) for e in events(b, "PortConflict")}
@@ -265,7 +265,7 @@ def test_events_on_a_real_apiserver_with_the_controllers_rule(real_k8s: RealK8s,
     m.connect()
     m.mcs_version = served
     probe = ("Normal", "Probe", "RBAC is in force")
-    eventually(lambda: Recorder().record(m, obj, probe), timeout=10, what="a first event (RBAC settles)")
+    eventually(lambda: Recorder().record(m, obj, probe), what="a first event (RBAC settles)")
     rec = Recorder(instance="ctl-0")
     ev = ("Warning", "SyncFailed", "EndpointSlice create failed in cluster west")
     assert rec.record(m, obj, ev) is not None

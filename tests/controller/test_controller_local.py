@@ -140,7 +140,7 @@ def _change(a: Cluster, fleet: tuple[Cluster, ...], i: int) -> float:
     a.kube.endpoints("shop", "web", f"web-n{i}", [(ip, None)])
     eventually(lambda: all(ip in {x for s in cl.kube.imported_slices("shop", "web")
                                   for e in s["endpoints"] for x in e["addresses"]} for cl in fleet),
-               timeout=60, what=f"{ip} in every member")
+               what=f"{ip} in every member")
     return time.monotonic() - t0
 
 
@@ -175,7 +175,7 @@ def test_both_topologies_make_the_same_imports_and_slices(
                     "--lease-namespace", "default"]
             ctls.append(stack.enter_context(run_controller(args, tmp_path, f"local-{cl.name}")))
         eventually(lambda: all(x.ready() for x in ctls), timeout=90, what="every --local controller ready")
-        eventually(lambda: {cl.name: snapshot(cl) for cl in fleet} == central, timeout=30,
+        eventually(lambda: {cl.name: snapshot(cl) for cl in fleet} == central,
                    what="the same imports, slices and conditions as the central topology")
         local_took = time.monotonic() - t0
         change_local = _change(a, fleet, 2)
@@ -233,16 +233,16 @@ def test_a_central_controller_writing_into_the_local_ones_cluster_is_noticed_not
     _inputs(a, b, c)
     local = [*_central_args(fleet), "--local", "a", "--leader-elect", "--lease-namespace", "default"]
     with run_controller(local, tmp_path, "local-a") as la:
-        eventually(la.ready, timeout=60, what="--local a ready")
+        eventually(la.ready, what="--local a ready")
         before = {k: v for k, v in snapshot(a)["imports"].items()}
         ips = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"].get("ips")
                for o in a.api.objects("ServiceImport")}
         with run_controller(_central_args(fleet), tmp_path, "central") as ctl:
             eventually(lambda: _metrics(ctl).get('mcsdns_controller_writer_conflicts{member="a"}') == 1,
-                       timeout=60, what=f"the central controller yields in a\n{ctl.logs()[-3000:]}")
+                       what=f"the central controller yields in a\n{ctl.logs()[-3000:]}")
             eventually(lambda: "b" in {x.split('"')[1] for x in _metrics(ctl)
                                        if x.startswith("mcsdns_controller_writes_total{member=")},
-                       timeout=30, what="the central controller writes into b")
+                       what="the central controller writes into b")
             assert "another controller, writer 'local:a:lease:a/default/mcsdns-controller'" in ctl.logs()
         assert snapshot(a)["imports"] == before
         assert {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"].get("ips")

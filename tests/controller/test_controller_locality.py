@@ -217,7 +217,7 @@ def test_nodes_that_cannot_be_read_cost_locality_not_the_member(fleet: dict[str,
         assert ctl.metrics()['mcsdns_controller_member_reachable{member="b"}'] == 1
         assert "cluster b: cannot read the Nodes' zones (locality hints): " in ctl.logs()
         b.api.allow()
-        eventually(lambda: hints(b) == B_HINTS, timeout=20, what="hints once the Nodes are readable")
+        eventually(lambda: hints(b) == B_HINTS, what="hints once the Nodes are readable")
 
 
 def test_a_restart_makes_no_writes(fleet: dict[str, Cluster], tmp_path: Path) -> None:

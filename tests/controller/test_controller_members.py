@@ -27,32 +27,32 @@ def test_member_added_reloaded_and_removed_without_restart(clusters3: list[Clust
     cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in clusters3}
     mount(d, {"a": cfg["a"], "b": cfg["b"]})
     with run_controller(["--members-dir", str(d), "--resync", "600"], tmp_path) as ctl:
-        eventually(ctl.ready, 60, "first sync")
+        eventually(ctl.ready, what="first sync")
         assert b.kube.serviceimport("shop", "web") is not None
         assert c.kube.serviceimport("shop", "web") is None
         pid = ctl.proc.pid
         before = {cl.name: len(writes(cl)) for cl in (a, b)}
 
         mount(d, {"a": cfg["a"], "b": cfg["b"], "c": cfg["c"]})  # a Secret key added
-        eventually(lambda: c.kube.serviceimport("shop", "web"), 30, "c synced")
-        eventually(lambda: c.kube.imported_slices("shop", "web"), 30, "c's imported slices")
+        eventually(lambda: c.kube.serviceimport("shop", "web"), what="c synced")
+        eventually(lambda: c.kube.imported_slices("shop", "web"), what="c's imported slices")
         time.sleep(1.0)
         assert {cl.name: len(writes(cl)) for cl in (a, b)} == before, "adding c wrote to a or b"
 
         mount(d, {"a": cfg["a"], "b": cfg["b"] + b"\n", "c": cfg["c"]})  # b's key changed: reloaded
-        eventually(lambda: "cluster b (west) reloaded" in ctl.logs(), 30, "b reloaded")
+        eventually(lambda: "cluster b (west) reloaded" in ctl.logs(), what="b reloaded")
         time.sleep(1.0)
         assert {cl.name: len(writes(cl)) for cl in (a, b)} == before, "reloading b wrote to a or b"
 
         c.kube.service("shop", "api")
         c.kube.endpoints("shop", "api", "api-x", [("10.3.0.9", None)])
         c.kube.export("shop", "api")
-        eventually(lambda: b.kube.serviceimport("shop", "api"), 30, "c's export imported in b")
+        eventually(lambda: b.kube.serviceimport("shop", "api"), what="c's export imported in b")
         web = {cl.name: _versions(cl, "web") for cl in (a, b)}
         before_c = quiet(lambda: len(writes(c)))  # c's own export of api is written to c too
         mount(d, {"a": cfg["a"], "b": cfg["b"] + b"\n"})  # c's key removed
-        eventually(lambda: b.kube.serviceimport("shop", "api") is None, 30, "c's export gone from b")
-        eventually(lambda: a.kube.serviceimport("shop", "api") is None, 30, "c's export gone from a")
+        eventually(lambda: b.kube.serviceimport("shop", "api") is None, what="c's export gone from b")
+        eventually(lambda: a.kube.serviceimport("shop", "api") is None, what="c's export gone from a")
         assert not b.kube.imported_slices("shop", "api")
         time.sleep(1.0)
         assert {cl.name: _versions(cl, "web") for cl in (a, b)} == web, "a's web imports changed"
@@ -89,11 +89,11 @@ def test_a_member_file_that_cannot_be_loaded_is_skipped_until_it_changes(cluster
     cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in clusters3}
     mount(d, {**cfg, "c": b"clusters: [oops"})
     with run_controller(["--members-dir", str(d)], tmp_path) as ctl:
-        eventually(ctl.ready, 60, "first sync without c")
+        eventually(ctl.ready, what="first sync without c")
         assert "member c not loaded until the file changes" in ctl.logs()
         assert b.kube.serviceimport("shop", "web") is not None
         mount(d, cfg)
-        eventually(lambda: c.kube.serviceimport("shop", "web"), 30, "c added once its file is fixed")
+        eventually(lambda: c.kube.serviceimport("shop", "web"), what="c added once its file is fixed")
         assert ctl.logs().count("member c not loaded") == 1
 
 
@@ -135,18 +135,18 @@ def test_a_members_counters_survive_the_rotation_of_its_credential(clusters3: li
     cfg = {cl.name: cl.kubeconfig.read_bytes() for cl in (a, b)}
     mount(d, cfg)
     with run_controller(["--members-dir", str(d), "--resync", "600"], tmp_path) as ctl:
-        eventually(ctl.ready, 60, "first sync")
-        eventually(lambda: b.kube.serviceimport("shop", "web"), 30, "web imported in b")
+        eventually(ctl.ready, what="first sync")
+        eventually(lambda: b.kube.serviceimport("shop", "web"), what="web imported in b")
         before = eventually(lambda: (c := member_counters(ctl, "b")) and any(
-            "writes_total" in k and v > 0 for k, v in c.items()) and c, 30, "b's writes counted")
+            "writes_total" in k and v > 0 for k, v in c.items()) and c, what="b's writes counted")
         rotated = json.loads(cfg["b"])
         rotated["users"][0]["user"]["token"] = "rotated-token-2"
         mount(d, {"a": cfg["a"], "b": json.dumps(rotated).encode()})
-        eventually(lambda: "cluster b (west) reloaded" in ctl.logs(), 30, "b reloaded")
+        eventually(lambda: "cluster b (west) reloaded" in ctl.logs(), what="b reloaded")
         a.kube.service("shop", "api")  # writes to b through its new client
         a.kube.endpoints("shop", "api", "api-x", [("10.1.0.9", None)])
         a.kube.export("shop", "api")
-        eventually(lambda: b.kube.imported_slices("shop", "api"), 30, "api imported in b")
+        eventually(lambda: b.kube.imported_slices("shop", "api"), what="api imported in b")
         time.sleep(1.0)
         after = member_counters(ctl, "b")
     print("b's counters before / after the rotation:",

@@ -155,7 +155,7 @@ def test_an_outage_past_the_ttl_keeps_names_and_clustersetips(clusters3: list[Cl
         eventually(lambda: a_records(srv, web) == set(before["b"]), what="the ClusterSetIP in DNS")
         eventually(lambda: a_records(srv, db) == {"10.1.0.7", "10.1.0.8"}, what="db in DNS")
         c.stop()
-        eventually(lambda: "(endpoint TTL 2s): dropping its endpoints" in ctl.logs(), timeout=20,
+        eventually(lambda: "(endpoint TTL 2s): dropping its endpoints" in ctl.logs(),
                    what="c's TTL ran out")
         for cl in (a, b):
             eventually(lambda cl=cl: not cl.kube.source_clusters("shop", "web") and
@@ -167,17 +167,17 @@ def test_an_outage_past_the_ttl_keeps_names_and_clustersetips(clusters3: list[Cl
         eventually(lambda: srv.query(db, "A").rcode() == dns.rcode.NXDOMAIN, what="db: no endpoints")
         c.start()
         for cl in (a, b):
-            eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"}, timeout=20,
+            eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"},
                        what=f"c's endpoints back in {cl.name}")
         assert clustersetips((a, b), "web") == before  # 0 ClusterSetIPs changed
         eventually(lambda: a_records(srv, db) == {"10.1.0.7", "10.1.0.8"}, what="db answers again")
         # away again, and un-exports web meanwhile: once back, web's import goes, db's stays
         c.stop()
-        eventually(lambda: not a.kube.source_clusters("shop", "web"), timeout=20, what="TTL again")
+        eventually(lambda: not a.kube.source_clusters("shop", "web"), what="TTL again")
         c.api.delete("ServiceExport", "shop", "web")
         c.start()
         for cl in (a, b):
-            eventually(lambda cl=cl: cl.kube.serviceimport("shop", "web") is None, timeout=20,
+            eventually(lambda cl=cl: cl.kube.serviceimport("shop", "web") is None,
                        what=f"web's import gone from {cl.name}")
             assert cl.kube.serviceimport("shop", "db") is not None
         eventually(lambda: srv.query(web, "A").rcode() == dns.rcode.NXDOMAIN, what="web NXDOMAIN")
@@ -244,13 +244,13 @@ def test_a_restart_during_an_outage_keeps_names_and_clustersetips(clusters3: lis
     c.stop()
     with run_controller(cidr_args_for(a, b, c, ttl=2), tmp_path, name="second") as ctl:
         for cl in (a, b):
-            eventually(lambda cl=cl: not cl.kube.source_clusters("shop", "web"), timeout=20,
+            eventually(lambda cl=cl: not cl.kube.source_clusters("shop", "web"),
                        what=f"c's endpoints gone from {cl.name}")
         assert clustersetips((a, b), "web") == before
         assert "cluster c not reached yet" in ctl.logs()
         c.start()
         for cl in (a, b):
-            eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"}, timeout=20,
+            eventually(lambda cl=cl: cl.kube.source_clusters("shop", "web") == {"north"},
                        what=f"c's endpoints back in {cl.name}")
         assert clustersetips((a, b), "web") == before
 
@@ -264,6 +264,6 @@ def test_past_the_import_grace_the_import_goes(clusters2: list[Cluster], tmp_pat
         eventually(lambda: a.kube.source_clusters("shop", "web") == {"west"}, what="web imported in a")
         c.stop()
         eventually(lambda: not a.kube.source_clusters("shop", "web"), what="c's endpoints gone (TTL)")
-        eventually(lambda: a.kube.serviceimport("shop", "web") is None, timeout=20,
+        eventually(lambda: a.kube.serviceimport("shop", "web") is None,
                    what="import gone (grace)")
         assert "cluster b unreachable for 4s (import grace): dropping its exports" in ctl.logs()

@@ -42,16 +42,17 @@ def _ips(clusters: tuple[Cluster, ...]) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def _churn(a: Cluster, seconds: float, n: itertools.count[int]) -> int:
-    """One endpoint change every 0.25 s (a new source slice of an `a` service); how many."""
-    end, done = time.monotonic() + seconds, 0
-    while time.monotonic() < end:
+def _churn(a: Cluster, seconds: float, n: itertools.count[int], fleet: tuple[Cluster, ...]) -> None:
+    """`seconds` / 0.25 endpoint changes, one every 0.25 s (a new source slice of an `a`
+    service), the same number however slow the machine; returns once the last is imported
+    everywhere, so that the writes for them are counted whenever they happened."""
+    for _ in range(int(seconds / 0.25)):
         i = next(n)
-        svc = A_SVCS[i % len(A_SVCS)]
-        a.kube.endpoints(NS, svc, f"{svc}-{i + 1}", [(f"10.200.{i // 250}.{i % 250}", None)])
-        done += 1
+        svc, ip = A_SVCS[i % len(A_SVCS)], f"10.200.{i // 250}.{i % 250}"
+        a.kube.endpoints(NS, svc, f"{svc}-{i + 1}", [(ip, None)])
         time.sleep(0.25)
-    return done
+    eventually(lambda: all(ip in {x for s in cl.kube.imported_slices(NS, svc) for e in s["endpoints"]
+                                  for x in e["addresses"]} for cl in fleet), what=f"{ip} imported everywhere")
 
 
 def _writes(clusters: tuple[Cluster, ...]) -> int:
@@ -68,22 +69,20 @@ def test_a_second_writer_is_noticed_not_fought(clusters3: list[Cluster], tmp_pat
     _fleet(a, b, c)
     n = itertools.count()
     with run_controller(args_for(a, b, c, extra=("--writer-grace", "5")), tmp_path, name="one") as one:
-        eventually(one.ready, timeout=20, what="one's first pass")
-        eventually(lambda: all(all(_ips((cl,)).values()) for cl in fleet), timeout=20, what="imports")
+        eventually(one.ready, what="one's first pass")
+        eventually(lambda: all(all(_ips((cl,)).values()) for cl in fleet), what="imports")
         before = _ips(fleet)
         w0 = _writes(fleet)
-        _churn(a, WINDOW, n)
-        time.sleep(0.5)
+        _churn(a, WINDOW, n, fleet)
         alone = _writes(fleet) - w0
         w1 = _writes(fleet)
         with run_controller(args_for(a, b, extra=("--writer-grace", "5")), tmp_path, name="two") as two:
-            _churn(a, WINDOW, n)
-            time.sleep(0.5)
+            _churn(a, WINDOW, n, fleet)
             both = _writes(fleet) - w1
             after = _ips(fleet)
             logs = two.logs()
             code, report = diagnose("--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}")
-        print(f"\nwrites in {WINDOW:g} s of changes: one alone {alone}, one and two {both}; "
+        print(f"\nwrites for {int(WINDOW / 0.25)} changes: one alone {alone}, one and two {both}; "
               f"ClusterSetIPs changed: {sum(before[k] != after[k] for k in before)} of {len(before)}")
         assert after == before, logs
         assert both <= 2 * alone, logs
@@ -120,7 +119,7 @@ def test_leader_elect_replicas_find_the_same_lease_whatever_the_flag_order(
     le += ["--lease-cluster", "b"]
     with run_controller([*ab, *le, "--identity", "one"], tmp_path, name="one") as one, \
             run_controller([*ba, *le, "--identity", "two"], tmp_path, name="two") as two:
-        eventually(lambda: one.ready() and two.ready(), timeout=20, what="both ready")
+        eventually(lambda: one.ready() and two.ready(), what="both ready")
         time.sleep(1.0)
         assert _leader(one) + _leader(two) == 1.0
         assert a.api.get("Lease", "kube-system", "mcsdns-controller") is None

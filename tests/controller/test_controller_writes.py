@@ -38,7 +38,7 @@ def test_first_sync_writes_per_service(tmp_path: Path, mode: str) -> None:
         marks = [len(c.api.requests) for c in cl]
         extra = ("--clusterset-cidr", CIDR) if mode == "cidr" else ()
         with run_controller(args_for(*cl, extra=extra), tmp_path) as ctl:
-            eventually(ctl.ready, timeout=30, what="first full sync")
+            eventually(ctl.ready, what="first full sync")
             for c in cl:
                 eventually(lambda c=c: all(done(c.kube.serviceimport("ns", f"s{i}")) for i in range(N)),
                            what=f"imports in {c.name}")

@@ -91,7 +91,7 @@ def test_a_member_file_with_a_program_or_a_file_path_is_refused(clusters3: list[
     d = tmp_path / "members"
     mount(d, files)
     with run_controller(["--members-dir", str(d)], tmp_path) as ctl:
-        eventually(ctl.ready, 60, "first sync of a and b")
+        eventually(ctl.ready, what="first sync of a and b")
         assert b.kube.serviceimport("shop", "web") is not None
         metrics = ctl.metrics()
         assert metrics[f'{REFUSED}{{field="exec",member="c"}}'] == 1.0, metrics
@@ -101,9 +101,9 @@ def test_a_member_file_with_a_program_or_a_file_path_is_refused(clusters3: list[
             lines = [ln for ln in logs.splitlines() if f"member {member} not loaded" in ln]
             assert len(lines) == 1 and f"user {fld} refused" in lines[0], logs
         mount(d, {**files, "c": c.kubeconfig.read_bytes()})  # c's file fixed: data only
-        eventually(lambda: c.kube.serviceimport("shop", "web"), 30, "c synced once its file is data only")
-        eventually(lambda: not any(k.startswith(REFUSED + '{field="exec"') for k in ctl.metrics()), 10,
-                   "c's refusal cleared")
+        eventually(lambda: c.kube.serviceimport("shop", "web"), what="c synced once its file is data only")
+        eventually(lambda: not any(k.startswith(REFUSED + '{field="exec"') for k in ctl.metrics()),
+                   what="c's refusal cleared")
     assert not marker.exists(), "the member file's exec plugin ran"
     assert _Recorder.seen == [], f"{len(_Recorder.seen)} requests to the member file's server"
     assert c.kube.serviceimport("shop", "web") is not None

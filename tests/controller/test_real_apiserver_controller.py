@@ -53,9 +53,9 @@ def test_first_sync_on_real_apiservers(reals: list[Real], tmp_path: Path) -> Non
     populate(a, b)
     args = ["--cluster", f"a={a.kubeconfig}", "--cluster", f"b={b.kubeconfig}", "--resync", "600"]
     with run_controller(args, tmp_path) as ctl:
-        eventually(ctl.ready, timeout=60, what="first full sync")
+        eventually(ctl.ready, what="first full sync")
         for i in range(N):
-            si = eventually(lambda i=i: imported(b, i), timeout=30, what=f"s{i} imported in b")
+            si = eventually(lambda i=i: imported(b, i), what=f"s{i} imported in b")
             assert si["status"]["clusters"] == [{"cluster": "a"}]
             name = si["metadata"]["annotations"]["multicluster.kubernetes.io/derived-service"]
             svc = b.get(f"/api/v1/namespaces/ns/services/{name}")
@@ -66,8 +66,8 @@ def test_first_sync_on_real_apiservers(reals: list[Real], tmp_path: Path) -> Non
             assert [e["addresses"] for s in slices for e in s["endpoints"]] == [[f"10.9.0.{i + 1}"]]
             owners = [o["uid"] for s in slices for o in s["metadata"]["ownerReferences"]]
             assert owners == [si["metadata"]["uid"]]
-            eventually(lambda i=i: imported(a, i), timeout=30, what=f"s{i} imported in a")
-            eventually(lambda i=i: ready(a, i), timeout=30, what=f"s{i}'s export Ready in a")
+            eventually(lambda i=i: imported(a, i), what=f"s{i} imported in a")
+            eventually(lambda i=i: ready(a, i), what=f"s{i}'s export Ready in a")
         got = writes_by_member(ctl.metrics())
     for name in ("a", "b"):
         want = Counter({k: v * N for k, v in DERIVED_WRITES.items()})

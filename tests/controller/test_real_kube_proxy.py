@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from support.controller_env import eventually, run_controller
+from support.helpers import LIVENESS
 from support.kubeproxy_env import SKIP_REASON as NO_KUBE_PROXY
 from support.kubeproxy_env import UnixRelay, agent, binary, kube_proxy, netns, probe, rules
 from support.kubeproxy_fleet import ENDPOINTS, IDS, NODE_IP, NS, hinted, set_ready, set_up
@@ -54,7 +55,7 @@ def clusterset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             set_up(n, ks[n])
         args = [a for n, k in ks.items() for a in ("--cluster", f"{n}={k.kubeconfig}")]
         with run_controller(args, home) as ctl:
-            eventually(lambda: hinted(ks["b"]), timeout=60, what="hints on west's imported slices")
+            eventually(lambda: hinted(ks["b"]), what="hints on west's imported slices")
             vip = ks["b"].json("GET", f"/api/v1/namespaces/{NS}/services/{derived_name((NS, 'web'))}")
             yield {"k8s": ks, "exe": exe, "home": home, "vip": vip["spec"]["clusterIP"], "ctl": ctl}
     finally:
@@ -62,7 +63,7 @@ def clusterset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             k.down()
 
 
-def moved(ns: str, vip: str, want: str | None, timeout: float = 30.0) -> float:
+def moved(ns: str, vip: str, want: str | None, timeout: float = LIVENESS) -> float:
     """Seconds until one connection a probe makes lands at `want` (None: anywhere but west)
     five times in a row."""
     t0, streak = time.monotonic(), 0
@@ -86,7 +87,7 @@ def test_kube_proxy_keeps_clusterset_ip_traffic_local_until_the_local_endpoint_f
         proxy = kube_proxy(clusterset["exe"], ns, b.kubeconfig, "b-1", mode, tmp_path / "kube-proxy.log")
         try:
             try:
-                eventually(lambda: probe(ns, vip, 80, 1).get("west"), timeout=60, what="kube-proxy routing")
+                eventually(lambda: probe(ns, vip, 80, 1).get("west"), what="kube-proxy routing")
             except AssertionError:
                 log = (tmp_path / "kube-proxy.log").read_text()[-3000:]
                 raise AssertionError(f"{vip}: {probe(ns, vip, 80, 3)}; {log}\n{rules(ns)}") from None
@@ -98,7 +99,7 @@ def test_kube_proxy_keeps_clusterset_ip_traffic_local_until_the_local_endpoint_f
             failback = moved(ns, vip, "west")
             after = probe(ns, vip, 80)
             set_distribution(clusterset["k8s"], None)  # opted out: spread over every cluster again
-            eventually(lambda: not hinted(b) and len(probe(ns, vip, 80)) == 3, timeout=30, what="even spread")
+            eventually(lambda: not hinted(b) and len(probe(ns, vip, 80)) == 3, what="even spread")
             opted_out = probe(ns, vip, 80)
         finally:
             set_distribution(clusterset["k8s"], "PreferSameZone")

@@ -74,12 +74,12 @@ def test_an_outage_past_the_ttl_keeps_the_import_and_its_clustersetip(pair: tupl
             "--resync", "600"]
     with run_controller(args, tmp_path) as ctl:
         ips, cluster_ips, n = eventually(lambda: (lambda t: t if t[0] and t[2] == 1 else None)(in_a(a)),
-                                         timeout=60, what="web imported in a with b's endpoint")
+                                         what="web imported in a with b's endpoint")
         assert ips == cluster_ips
         stop(b)
-        eventually(lambda: in_a(a)[2] == 0, timeout=60, what="b's endpoint gone from a after the TTL")
+        eventually(lambda: in_a(a)[2] == 0, what="b's endpoint gone from a after the TTL")
         assert "(endpoint TTL 3s): dropping its endpoints" in ctl.logs()
         assert in_a(a)[:2] == (ips, cluster_ips)  # the import and its ClusterSetIP stay
         start(b)
-        eventually(lambda: in_a(a)[2] == 1, timeout=60, what="b's endpoint back in a")
+        eventually(lambda: in_a(a)[2] == 1, what="b's endpoint back in a")
         assert in_a(a)[:2] == (ips, cluster_ips)  # the same ClusterSetIP after its return

@@ -233,15 +233,15 @@ def test_controller_rbac_allows_every_request_mcsdns_controller_makes(apis: list
     lease_ns = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-namespace="))
     with run_controller(kept, tmp_path) as ctl:
         si = eventually(lambda: (lambda s: s if s and s["spec"].get("ips") else None)(
-            member.get("ServiceImport", "shop", "web")), timeout=15,
+            member.get("ServiceImport", "shop", "web")),
             what=f"ServiceImport with its ClusterSetIP in the member\n{ctl.logs()}")
-        eventually(lambda: member.get("ServiceImport", "shop", "gone") is None, timeout=15,
+        eventually(lambda: member.get("ServiceImport", "shop", "gone") is None,
                    what="stale import removed")
         eventually(lambda: not [s for s in member.objects("EndpointSlice")
                                 if s["metadata"]["name"].startswith("gone-")], what="stale slice removed")
         eventually(lambda: any(c["type"] == "Ready" and c["status"] == "True" for c in
                                ((local.get("ServiceExport", "shop", "web") or {}).get("status") or {})
-                               .get("conditions", [])), timeout=15, what="export Ready")
+                               .get("conditions", [])), what="export Ready")
         lease = local.get("Lease", lease_ns, "mcsdns-controller")
         assert lease and lease["spec"]["holderIdentity"]
     # derived mode: the ClusterSetIP is the ClusterIP of the derived Service in the member

@@ -72,7 +72,7 @@ def test_the_local_controller_only_reads_the_other_member(tmp_path: Path) -> Non
             member.put(o)
         with run_controller([*kept, *flags], tmp_path) as ctl:
             eventually(lambda: (local.get("ServiceImport", "shop", "web") or {}).get("spec", {}).get("ips"),
-                       timeout=20, what=f"the member's export imported here\n{ctl.logs()}")
+                       what=f"the member's export imported here\n{ctl.logs()}")
         gs = grants(objs, dep["metadata"]["namespace"], pod(dep)["serviceAccountName"])
         for api, g in ((local, gs), (member, perms[1])):
             assert sorted(map(str, (a for a in requested(api) if not allowed(g, a)))) == []

@@ -23,7 +23,7 @@ import dns.rcode
 import yaml
 from fakeapi.credential import jwt, with_token
 from support.controller_env import Cluster, run_controller, shop
-from support.helpers import REPO, run_server, tool, wait_for
+from support.helpers import LIVENESS, REPO, run_server, tool, wait_for
 from support.monitoring import (
     COMPAT_RULES,
     CONTROLLER_RULES,
@@ -265,7 +265,7 @@ def selectors(expr: str) -> set[str]:
     return out
 
 
-def wait_firing(prom: Prometheus, want: set[str], timeout: float = 40.0) -> None:
+def wait_firing(prom: Prometheus, want: set[str], timeout: float = LIVENESS) -> None:
     """Until exactly `want` fires, and still does three evaluations later."""
     deadline = time.monotonic() + timeout
     got: set[str] = set()
@@ -308,7 +308,7 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
                             str(members), "--clusterset-cidr", "10.99.0.0/16", "--resync", "1"],
                            tmp_path) as ctl, \
             prometheus(tmp_path, {"mcsdns": srv.http_port, "mcsdns-controller": ctl.health}) as prom:
-        assert wait_for(lambda: prom.targets_up() == {"mcsdns", "mcsdns-controller"}, 20)
+        assert wait_for(lambda: prom.targets_up() == {"mcsdns", "mcsdns-controller"})
         # 1. before the first sync: queries get SERVFAIL; a secondary's zone transfers are refused
         with traffic(srv) as rcodes:
             wait_firing(prom, {"MCSDNSNotReady", "MCSDNSSourceDisconnected", "MCSDNSServfailRatio",
@@ -319,15 +319,15 @@ def test_real_prometheus_fires_the_expected_alerts_and_every_expression_has_seri
         #    secondaries and one refuses it; a snapshot is written, then writing it fails
         a.api.allow()
         b.start()
-        assert wait_for(lambda: srv.http("/ready")[0] == 200, 20), srv.logs()
-        assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="ok"}') >= 1, 10)
+        assert wait_for(lambda: srv.http("/ready")[0] == 200), srv.logs()
+        assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="ok"}') >= 1)
         objects = state_dir / "objects.json"
         objects.unlink()
         objects.mkdir()  # a directory where the file goes: every later write fails
         a.kube.service("shop", "api")  # a change, so the snapshot is written again
         a.kube.endpoints("shop", "api", "api-abc", [("10.1.0.9", None)])
         a.kube.export("shop", "api")
-        assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="error"}') >= 1, 20), srv.logs()
+        assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="error"}') >= 1), srv.logs()
         # the SERVFAIL ratio and the refused transfer stay within their windows (5 and 15 min)
         wait_firing(prom, {"MCSDNSServfailRatio", "MCSDNSTransfersFailing", "MCSDNSNotifyUnanswered",
                            "MCSDNSControllerMemberFileRefused"})

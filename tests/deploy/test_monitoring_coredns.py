@@ -73,7 +73,7 @@ def test_real_prometheus_server_only_install_and_coredns_dashboard_queries(tmp_p
     rules_file = overlay_rules(tmp_path, "server-monitoring")
     with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv, \
             prometheus(tmp_path, {"mcsdns": srv.http_port}, (rules_file,)) as prom, traffic(srv) as rcodes:
-        assert wait_for(lambda: prom.api("query", query=COREDNS_QUERIES["Requests (by qtype)"])["result"], 30)
+        assert wait_for(lambda: prom.api("query", query=COREDNS_QUERIES["Requests (by qtype)"])["result"])
         time.sleep(3)
         loaded = {r["name"] for g in prom.api("rules")["groups"] for r in g["rules"]}
         assert "MCSDNSAbsent" in loaded and "coredns_dns_responses_total" in loaded
@@ -109,7 +109,7 @@ def coredns(tmp: Path, mcsdns_port: int) -> Iterator[tuple[int, int]]:
                                 stderr=subprocess.STDOUT, cwd=tmp)
     try:
         q = dns.message.make_query("api.shop.svc.clusterset.local.", "A")
-        assert wait_for(lambda: _answer(q, port) == dns.rcode.NOERROR, 20), (tmp / "coredns.log").read_text()
+        assert wait_for(lambda: _answer(q, port) == dns.rcode.NOERROR), (tmp / "coredns.log").read_text()
         yield port, mport
     finally:
         stop_process(proc)
@@ -131,7 +131,7 @@ def test_real_coredns_with_the_snippet_counts_the_zone_as_the_compat_rules_name_
         targets = {"mcsdns": srv.http_port, "kube-dns": mport}
         with prometheus(tmp_path, targets, (COMPAT_RULES,)) as prom, traffic(srv):
             want = {("kube-dns", "clusterset.local."), ("mcsdns", "clusterset.local.")}
-            assert wait_for(lambda: both() == want, 30, interval=0.5), both()
+            assert wait_for(lambda: both() == want, interval=0.5), both()
 
 
 ZONE = 'coredns_dns_requests_total{zone="clusterset.local."'
@@ -153,14 +153,18 @@ def test_with_coredns_caching_in_front_each_client_query_is_counted_once(tmp_pat
     with run_server(["--manifests", str(copy_example(tmp_path / "m"))], tmp_path) as srv, \
             coredns(tmp_path, srv.port) as (port, mport), \
             prometheus(tmp_path, {"mcsdns": srv.http_port, "kube-dns": mport}, (COMPAT_RULES,)) as prom:
-        assert wait_for(lambda: totals()["mcsdns"] > 0, 30)
+        assert wait_for(lambda: totals()["mcsdns"] > 0)
         time.sleep(2)
         base = totals()
         for i in range(1200):
             assert _answer(names[i % 3], port) is not None
-        assert wait_for(lambda: totals()["client"] - base["client"] == 1200, 30, interval=0.5)
-        time.sleep(2.5)  # a scrape of mcsdns after the last query
-        got = {k: v - base[k] for k, v in totals().items()}
+        assert wait_for(lambda: totals()["client"] - base["client"] == 1200, interval=0.5)
+        got: dict[str, float] = {}
+
+        def scraped() -> bool:  # mcsdns scraped after the last query too: its count reached the misses
+            got.update({k: v - base[k] for k, v in totals().items()})
+            return got["mcsdns"] == got["misses"]
+        assert wait_for(scraped, interval=0.5), got
         print("1200 client queries through CoreDNS:", got)
         assert got["client"] == 1200 and 0 < got["mcsdns"] == got["misses"] < 1200
         assert got["all"] == 1200 + got["mcsdns"]  # both sources summed: each miss twice

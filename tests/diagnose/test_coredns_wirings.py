@@ -168,7 +168,7 @@ def run_wiring(w: World, name: str) -> int:
         proc = subprocess.Popen([w.binary, "-conf", str(d / "Corefile")], stdout=log,
                                 stderr=subprocess.STDOUT, cwd=d)
     try:
-        assert wait_for(lambda: dig(w.ports["D"])[0] != "timeout", 20), (d / "coredns.log").read_text()
+        assert wait_for(lambda: dig(w.ports["D"])[0] != "timeout"), (d / "coredns.log").read_text()
         with ThreadPoolExecutor(4) as pool:
             got = list(pool.map(lambda _: dig(w.ports["D"]), range(QUERIES)))
     finally:

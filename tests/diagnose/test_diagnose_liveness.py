@@ -101,7 +101,7 @@ def test_a_real_controller_running_then_stopped(clusters2: list[Cluster], tmp_pa
             "--identity", "ctl-1"]
     path = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/mcsdns-controller"
     with run_controller(args, tmp_path) as ctl:
-        eventually(ctl.ready, timeout=30, what="first full sync")
+        eventually(ctl.ready, what="first full sync")
         rc, report = diagnose(*clusterset(a, b))
         st, cl, msg = controller(report)
         assert rc == 0 and (st, cl) == ("OK", "a") and "held by ctl-1" in msg, report

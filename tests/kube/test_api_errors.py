@@ -38,7 +38,7 @@ def test_refusal_logged_once_with_message_and_rule(tmp_path: Path) -> None:
         api.deny("serviceimports")
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with run_server(["--kubeconfig", str(kubeconfig)], tmp_path, wait_ready=False) as srv:
-            assert wait_for(lambda: si_lists(api) >= 4, timeout=10), api.requests  # several retries
+            assert wait_for(lambda: si_lists(api) >= 4), api.requests  # several retries
             logs = srv.logs()
             assert logs.count(FORBIDDEN) == 1, logs
             assert logs.count(RULE) == 1, logs
@@ -47,11 +47,11 @@ def test_refusal_logged_once_with_message_and_rule(tmp_path: Path) -> None:
             assert "no data yet: answering SERVFAIL until the first sync" in logs, logs
             # allowed: synced and ready; refused again: logged again, now with data served
             api.allow()
-            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=15)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200)
             api.deny("serviceimports")
             api.drop_watches()
             watch = FORBIDDEN.replace("cannot list", "cannot watch")  # the re-watch is refused
-            assert wait_for(lambda: watch in srv.logs(), timeout=10), srv.logs()
+            assert wait_for(lambda: watch in srv.logs()), srv.logs()
             line = [x for x in srv.logs().splitlines() if watch in x][-1]
             assert RULE in line and "serving the last known data" in line, line
             assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
@@ -62,10 +62,10 @@ def test_server_error_logs_status_and_reason(tmp_path: Path) -> None:
         api.fail_next(10_000, 500, "InternalError", "etcdserver: request timed out")
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with run_server(["--kubeconfig", str(kubeconfig)], tmp_path, wait_ready=False) as srv:
-            assert wait_for(lambda: "etcdserver" in srv.logs(), timeout=10), srv.logs()
+            assert wait_for(lambda: "etcdserver" in srv.logs()), srv.logs()
             assert "HTTP 500 InternalError: etcdserver: request timed out" in srv.logs()
             api.fail_next(0)
-            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=15)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200)
 
 
 def test_records_against_an_unreachable_api(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_controller_refusal_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
             def lists() -> int:
                 return sum(1 for _, u in api.requests if "/serviceexports" in u)
 
-            assert wait_for(lambda: lists() >= 4, timeout=10), api.requests
+            assert wait_for(lambda: lists() >= 4), api.requests
             msgs = [r.getMessage() for r in caplog.records]
             hits = [x for x in msgs if 'cannot list resource "serviceexports"' in x]
             assert len(hits) == 1, msgs

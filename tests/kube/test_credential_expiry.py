@@ -85,7 +85,7 @@ def test_the_controller_publishes_each_members_credential_expiry(clusters2: list
     a, b = clusters2
     ja = with_token(a.kubeconfig, jwt(2_000_000_000, 1_997_408_000), tmp_path / "a.token.kubeconfig")
     with run_controller(["--cluster", f"a={ja}", "--cluster", f"b={b.kubeconfig}"], tmp_path) as ctl:
-        eventually(ctl.ready, 30, "first sync")
+        eventually(ctl.ready, what="first sync")
         m = ctl.metrics()
     assert m['mcsdns_controller_member_credential_expiry_timestamp_seconds{member="a"}'] == 2e9
     assert m['mcsdns_controller_member_credential_issued_timestamp_seconds{member="a"}'] == 1_997_408_000

@@ -66,18 +66,18 @@ def test_healthy_only_while_every_collection_is(env: tuple[KubeAPI, Informers, S
     api, inf, seen = env
     api.deny("endpointslices")
     watch_both(inf)
-    assert wait_for(lambda: inf.ok["imports"] and len(seen.problems) == 1, timeout=5)
+    assert wait_for(lambda: inf.ok["imports"] and len(seen.problems) == 1)
     assert not inf.healthy and seen.changes() == []  # one of two collections is not enough
     assert seen.problems[0][0] == "slices" and "HTTP 403" in seen.problems[0][1]
     assert inf.last_error.startswith("slices: HTTP 403")
     api.allow()
-    assert wait_for(lambda: inf.healthy, timeout=5)
+    assert wait_for(lambda: inf.healthy)
     assert seen.changes() == [True]
     api.fail_next(10_000, 500, message="etcd down")
     api.drop_watches()
-    assert wait_for(lambda: not inf.healthy, timeout=5)
+    assert wait_for(lambda: not inf.healthy)
     api.fail_next(0)
-    assert wait_for(lambda: inf.healthy, timeout=5)
+    assert wait_for(lambda: inf.healthy)
     assert seen.changes() == [True, False, True]
 
 
@@ -86,16 +86,16 @@ def test_each_problem_told_once(env: tuple[KubeAPI, Informers, Seen]) -> None:
     api.fail_next(10_000, 500, message="etcd down")
     watch_both(inf)
     # both collections fail, again and again, with one problem: told once
-    assert wait_for(lambda: inf.errors["http_500"] >= 10, timeout=5)
+    assert wait_for(lambda: inf.errors["http_500"] >= 10)
     assert seen.problems == [("imports", "HTTP 500 InternalError: etcd down")] or \
         seen.problems == [("slices", "HTTP 500 InternalError: etcd down")]
     api.fail_next(0)
-    assert wait_for(lambda: inf.healthy, timeout=5)
+    assert wait_for(lambda: inf.healthy)
     api.fail_next(10_000, 500, message="etcd down")  # a new outage is a new problem
     api.drop_watches()
-    assert wait_for(lambda: len(seen.problems) == 2, timeout=5)
+    assert wait_for(lambda: len(seen.problems) == 2)
     api.fail_next(10_000, 503, message="shutting down")  # and another problem is too
-    assert wait_for(lambda: len(seen.problems) == 3, timeout=5)
+    assert wait_for(lambda: len(seen.problems) == 3)
     assert seen.problems[2][1] == "HTTP 503 InternalError: shutting down"
     assert inf.errors["http_500"] + inf.errors["http_503"] >= 3
 
@@ -132,14 +132,13 @@ def test_a_write_result_arriving_after_the_deletion_does_not_bring_the_object_ba
     cache = inf.cache("slices", ENDPOINT_SLICES.path(), lambda k, old, new: changes.append((k, new)))
     inf.start()
     written = api.put(_slice("web-1", "10.0.0.1"))  # what our write got back
-    assert wait_for(lambda: cache.get(("ns", "web-1")) is not None, timeout=5)
+    assert wait_for(lambda: cache.get(("ns", "web-1")) is not None)
     api.delete("EndpointSlice", "ns", "web-1")
-    assert wait_for(lambda: cache.get(("ns", "web-1")) is None, timeout=5)
+    assert wait_for(lambda: cache.get(("ns", "web-1")) is None)
     cache.note_written(written)  # the write's result, late
     assert cache.get(("ns", "web-1")) is None
     again = api.put(_slice("web-1", "10.0.0.2"))  # created again: newer than the deletion
-    assert wait_for(lambda: (cache.get(("ns", "web-1")) or {}).get("endpoints") == again["endpoints"],
-                    timeout=5)
+    assert wait_for(lambda: (cache.get(("ns", "web-1")) or {}).get("endpoints") == again["endpoints"])
 
 
 def test_discovery_waits_as_long_as_a_429_asks(env: tuple[KubeAPI, Informers, Seen]) -> None:

@@ -94,17 +94,17 @@ def test_reflector_lists_watches_and_relists_after_410(client: Client, ns: str) 
                   page_size=1, backoff=(0.05, 0.2))
     r.start()
     try:
-        assert wait_for(lambda: seen.lists == [["a", "b"]], timeout=10)
+        assert wait_for(lambda: seen.lists == [["a", "b"]])
         client.request("POST", path, body=si("c"))
-        assert wait_for(lambda: ("ADDED", "c") in seen.events, timeout=10)
+        assert wait_for(lambda: ("ADDED", "c") in seen.events)
         r.rv = "1"  # long compacted out of the watch cache: the real server answers 410
         r.interrupt()
-        assert wait_for(lambda: len(seen.lists) == 2, timeout=15), seen.errors
+        assert wait_for(lambda: len(seen.lists) == 2), seen.errors
         assert seen.lists[1] == ["a", "b", "c"] and "expired" in seen.errors
         r.request_relist()  # SIGHUP: the latest state, from etcd, paged
-        assert wait_for(lambda: len(seen.lists) == 3, timeout=15)
+        assert wait_for(lambda: len(seen.lists) == 3)
         client.request("DELETE", SERVICE_IMPORTS.path(ns, "a", version=V))
-        assert wait_for(lambda: ("DELETED", "a") in seen.events, timeout=10)
+        assert wait_for(lambda: ("DELETED", "a") in seen.events)
         assert seen.health[-1] is True
     finally:
         stop.set()

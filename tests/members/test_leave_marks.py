@@ -104,15 +104,15 @@ def test_a_running_controller_leaves_the_mark_and_the_lease_gone(clusters2: list
     args = ["--cluster", f"a={a.kubeconfig}", "--members-dir", str(d), "--endpoint-ttl", "4"]
     with run_controller(args, tmp_path) as ctl:
         eventually(lambda: (b.kube.conditions("shop", "web").get("Ready") or {}).get("status") == "True",
-                   60, f"b's export Ready\n{ctl.logs()}")
-        eventually(lambda: lease(a, "kube-system", "mcsdns-member-b"), 30, "b's Lease")
+                   what=f"b's export Ready\n{ctl.logs()}")
+        eventually(lambda: lease(a, "kube-system", "mcsdns-member-b"), what="b's Lease")
         rc, _, err = mcsdns("leave", "b", "--kubeconfig", str(b.kubeconfig), "--output", str(d / "b"),
                             "--lease-kubeconfig", str(a.kubeconfig), "--lease-namespace", "kube-system")
         assert rc == 0, err
-        eventually(lambda: "cluster b removed" in ctl.logs(), 30, "b removed")
+        eventually(lambda: "cluster b removed" in ctl.logs(), what="b removed")
         seen = (lease(a, "kube-system", "mcsdns-member-a") or {})["metadata"]["resourceVersion"]
         eventually(lambda: (lease(a, "kube-system", "mcsdns-member-a") or {}).get("metadata", {})
-                   .get("resourceVersion") != seen, 30, "a's Lease renewed")
+                   .get("resourceVersion") != seen, what="a's Lease renewed")
         assert lease(a, "kube-system", "mcsdns-member-b") is None
         assert b.kube.conditions("shop", "web")["Ready"]["reason"] == "MemberLeft"
         assert ctl.proc.poll() is None
@@ -126,9 +126,9 @@ def test_the_controller_deletes_the_lease_of_a_member_removed_from_the_members_d
     d.mkdir()
     (d / "b").write_bytes(b.kubeconfig.read_bytes())
     with run_controller(["--cluster", f"a={a.kubeconfig}", "--members-dir", str(d)], tmp_path) as ctl:
-        eventually(lambda: lease(a, "kube-system", "mcsdns-member-b"), 60, f"b's Lease\n{ctl.logs()}")
+        eventually(lambda: lease(a, "kube-system", "mcsdns-member-b"), what=f"b's Lease\n{ctl.logs()}")
         (d / "b").unlink()
-        eventually(lambda: lease(a, "kube-system", "mcsdns-member-b") is None, 30,
-                   f"b's Lease gone\n{ctl.logs()}")
+        eventually(lambda: lease(a, "kube-system", "mcsdns-member-b") is None,
+                   what=f"b's Lease gone\n{ctl.logs()}")
         assert lease(a, "kube-system", "mcsdns-member-a") is not None
         assert "member lease kube-system/mcsdns-member-b deleted: b left" in ctl.logs()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from support.controller_env import eventually
-from support.helpers import REPO
+from support.helpers import LIVENESS, REPO
 from support.realk8s import RealK8s
 
 from mcsdns.controller.kinds.derivedservice import derived_name
@@ -210,7 +210,7 @@ def test_the_policy_limits_the_member_token_to_the_controllers_own_objects(
     a = Attempts(real_k8s, member)
     # the API server's policy cache catches up with a new policy (none: the matrix says so)
     probe = a.forbidden()["create an Event about a Pod"]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + LIVENESS
     while outcome(probe) != "DENIED by the policy" and time.monotonic() < deadline:
         time.sleep(0.2)
     got = matrix(a)
@@ -246,7 +246,7 @@ def test_a_controller_run_through_the_guarded_token_still_imports(
                   endpoint_slice("web-x", {"kubernetes.io/service-name": "web"}, shop))
     real_k8s.json("POST", f"{MCS}/namespaces/{shop}/serviceexports", {
         "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport", "metadata": {"name": "web"}})
-    eventually(lambda: real_k8s.request("GET", VAP)[0] == 200, 5, "the policy")
+    eventually(lambda: real_k8s.request("GET", VAP)[0] == 200, what="the policy")
     run = mcsdns("controller", "--once", "--cluster", f"m={kubeconfig}")
     assert run.returncode == 0, run.stderr
     assert "ValidatingAdmissionPolicy" not in run.stderr and " 422 " not in run.stderr, run.stderr
@@ -260,3 +260,4 @@ def test_a_controller_run_through_the_guarded_token_still_imports(
     conds = {c["type"]: c["status"] for c in real_k8s.json(
         "GET", f"{MCS}/namespaces/{shop}/serviceexports/web")["status"]["conditions"]}
     assert conds.get("Ready") == "True", conds
+    real_k8s.unexport(shop)  # the session's control plane: no objects of this writer left for the next

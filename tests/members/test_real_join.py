@@ -99,6 +99,7 @@ def test_joined_credentials_run_the_controller_and_nothing_more(real_k8s: RealK8
     assert b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 404
     secret = a.json("GET", "/api/v1/namespaces/mcsdns-system/secrets/mcsdns-members")
     assert "b" not in (secret.get("data") or {})
+    a.unexport(ns)  # the session's control plane: no objects of this writer left for the next
 
 
 def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: RealK8s, second: RealK8s,
@@ -121,7 +122,7 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
     args = ["--cluster", f"a={ja}", "--members-dir", str(members), "--leader-elect", "--lease-cluster", "a",
             "--lease-namespace", "mcsdns-system", "--endpoint-ttl", "4"]
     with run_controller(args, tmp_path) as ctl:
-        eventually(ctl.ready, 60, "first sync")
+        eventually(ctl.ready, what="first sync")
         leases = "/apis/coordination.k8s.io/v1/namespaces/mcsdns-system/leases"
         assert a.json("GET", f"{leases}/mcsdns-controller")["spec"]["holderIdentity"]
         account = "mcsdns-system"
@@ -132,10 +133,11 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
                          "--namespace", account)
         assert out.returncode == 0, out.stderr
         export(b, ns)
-        eventually(lambda: b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 200, 60,
-                   f"b synced\n{ctl.logs()}")
-        eventually(lambda: a.request("GET", f"{leases}/mcsdns-member-b")[0] == 200, 30, "b's member Lease")
-        eventually(lambda: conditions(b, ns).get("Ready", {}).get("status") == "True", 30, "b's export Ready")
+        eventually(lambda: b.request("GET", f"{MCS}/namespaces/{ns}/serviceimports/web")[0] == 200,
+                   what=f"b synced\n{ctl.logs()}")
+        eventually(lambda: a.request("GET", f"{leases}/mcsdns-member-b")[0] == 200, what="b's member Lease")
+        eventually(lambda: conditions(b, ns).get("Ready", {}).get("status") == "True",
+                   what="b's export Ready")
         print("before leave:", {t: (c["status"], c["reason"]) for t, c in conditions(b, ns).items()})
         print("before leave: GET lease mcsdns-member-b:", a.request("GET", f"{leases}/mcsdns-member-b")[0])
         assert "forbidden" not in ctl.logs().lower(), ctl.logs()  # (b's token dies with leave)
@@ -145,10 +147,10 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
         assert out.returncode == 0, out.stderr
         print(out.stderr)
         assert "b (lease cluster): lease mcsdns-system/mcsdns-member-b: deleted" in out.stderr, out.stderr
-        eventually(lambda: "cluster b removed" in ctl.logs(), 30, "b removed")
+        eventually(lambda: "cluster b removed" in ctl.logs(), what="b removed")
         seen = a.json("GET", f"{leases}/mcsdns-member-a")["metadata"]["resourceVersion"]
         eventually(lambda: a.json("GET", f"{leases}/mcsdns-member-a")["metadata"]["resourceVersion"] != seen,
-                   30, "a's member Lease renewed after b left")
+                   what="a's member Lease renewed after b left")
         ready = conditions(b, ns)["Ready"]
         print("after leave:", {t: (c["status"], c["reason"]) for t, c in conditions(b, ns).items()},
               ready["message"])
@@ -157,6 +159,7 @@ def test_a_joined_member_added_and_removed_under_a_running_controller(real_k8s: 
         assert "Member b left" in ready["message"]
         assert a.request("GET", f"{leases}/mcsdns-member-b")[0] == 404
         assert ctl.proc.poll() is None
+    a.unexport(ns)
 
 
 def conditions(k8s: RealK8s, ns: str) -> dict[str, dict[str, str]]:

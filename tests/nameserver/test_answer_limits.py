@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from support.helpers import copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
+from support.helpers import LIVENESS, copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
 from support.secondaries import KEY, knotd  # noqa: E402
 
 from robustness.query_of_death import BARE, Bystander, ask, big_slice, cpu_seconds, flood  # noqa: E402
@@ -78,16 +78,17 @@ def test_rrsets_beyond_one_message_are_answered_from_the_cache(tmp_path: Path) -
             assert ask(srv.port, WIDE, "A", True, 5.0) is not None
         repeats_cpu = cpu_seconds(srv.proc.pid) - c0
         assert repeats_cpu < started_cpu / 4, (repeats_cpu, started_cpu)
-        # a bystander keeps being answered while the big name is asked 20 times a second
-        base = Bystander(srv.port).run_for(2.0)
+        # a bystander keeps being answered while the big name is asked 20 times a second: its
+        # queries (one at a time) answered within their 1 s, as many as its own count, not a rate
         t = threading.Thread(target=flood, args=(srv.port, BARE, 40, 0.05))
         t.start()
-        during = Bystander(srv.port).run_for(2.0)
+        by = Bystander(srv.port)
+        during = by.run_for(2.0)
         t.join()
-        assert during >= base / 2, (during, base)
+        assert 0 < during and during >= 0.9 * by.sent, (during, by.sent)
         assert "Traceback" not in srv.logs()
         print(f"SRV {srv_n}, A {a_n} records; 60 repeats {repeats_cpu:.2f} CPU-s (start {started_cpu:.2f}); "
-              f"bystander {during} answers ({base} without)")
+              f"bystander {during} of {by.sent} answered")
 
 
 def test_zone_transfer_carries_the_same_cut_rrsets(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_a_knotd_secondary_loads_the_zone_and_serves_the_same_records(tmp_path: 
                                     cwd=tmp_path)
         try:
             q = dns.message.make_query("clusterset.local", "SOA")
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + LIVENESS
             while True:
                 try:
                     r = dns.query.tcp(q, "127.0.0.1", port=port, timeout=3)
@@ -185,10 +186,10 @@ def test_a_service_cut_on_every_rebuild_is_counted_each_time_and_logged_rate_lim
         assert srv.metric(capped) == 1
         for i in range(rebuilds):
             write("many", 121 + i % 2)
-            assert wait_for(lambda want=2 + i: srv.metric(capped) >= want, 20), srv.logs()
+            assert wait_for(lambda want=2 + i: srv.metric(capped) >= want), srv.logs()
         assert srv.metric(capped) == 1 + rebuilds
         write("other", 120, ns="elsewhere")
-        assert wait_for(lambda: srv.metric(capped) == 2 + rebuilds, 20), srv.logs()
+        assert wait_for(lambda: srv.metric(capped) == 2 + rebuilds), srv.logs()
         time.sleep(0.5)  # a build counted twice would show by now
         assert srv.metric(capped) == 2 + rebuilds
         logs = srv.logs()

@@ -13,7 +13,7 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
-from support.helpers import EXAMPLE, Server, free_port, headless, run_server
+from support.helpers import EXAMPLE, LIVENESS, Server, free_port, headless, run_server
 
 Launcher = Callable[[Path, int, int], list[str]]
 
@@ -86,7 +86,7 @@ def resolver(request: pytest.FixtureRequest, upstream: Server,
     log = open(tmp / "log", "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + LIVENESS
         while True:
             try:
                 q = dns.message.make_query("dns-version.clusterset.local.", "TXT")

@@ -81,7 +81,7 @@ def test_duplicate_yaml_key_refuses_the_file(tmp_path: Path) -> None:
                                     ' "metadata": {"name": "twice", "namespace": "live", "name": "other"},'
                                     ' "spec": {"type": "ClusterSetIP", "ips": ["10.77.0.3"]}}')
         assert wait_for(lambda: srv.metric_sum("mcsdns_source_errors_total", 'source="files"',
-                                               'error="file_duplicate_key"') == 2, 10), srv.logs()
+                                               'error="file_duplicate_key"') == 2), srv.logs()
         logs = srv.logs()
         assert "live.yaml: skipped manifest file: duplicate key 'ips' (line 4)" in logs, logs
         assert "new.json: skipped manifest file: duplicate key 'name'" in logs, logs

@@ -1,5 +1,5 @@
 """Real secondaries (knotd, BIND named) transferring clusterset.local from mcsdns on loopback:
-AXFR with TSIG, the same answers as mcsdns, and a change followed within 2 s (NOTIFY, IXFR)."""
+AXFR with TSIG, the same answers as mcsdns, and each change followed on NOTIFY, by IXFR."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import dns.rcode
 import dns.rdatatype
 import dns.zone
 import pytest
-from support.helpers import EXAMPLE, REPO, free_port, run_server, stop_process, wait_for
+from support.helpers import EXAMPLE, LIVENESS, REPO, free_port, run_server, stop_process, wait_for
 from support.secondaries import KEY, SECONDARIES, ZONE, Secondary
 
 
@@ -39,7 +39,7 @@ def secondary(request: pytest.FixtureRequest,
                                     stderr=subprocess.STDOUT, cwd=tmp)
         sec = Secondary(name, port, log, primary, mdir)
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + LIVENESS
             while sec.serial() != int(primary.query(ZONE, "SOA").answer[0][0].serial):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{name} did not transfer the zone:\n{log.read_text()}\n"
@@ -79,7 +79,7 @@ def test_secondary_answers_like_mcsdns(secondary: Secondary) -> None:
         assert secondary.ask(name, rdtype).rcode() == secondary.primary.query(name, rdtype).rcode()
 
 
-def test_secondary_follows_a_change_within_two_seconds(secondary: Secondary) -> None:
+def test_secondary_follows_each_change_on_notify(secondary: Secondary) -> None:
     primary = secondary.primary
     ixfr_before = primary.metric_sum("mcsdns_zone_transfers_total", 'type="IXFR"', 'outcome="ixfr"')
     name = "api.follow.svc.clusterset.local."
@@ -92,7 +92,8 @@ spec: {{type: ClusterSetIP, ips: ["10.78.0.{i}"], ports: [{{name: http, protocol
 """)
         t0 = time.monotonic()
         while rdatas(secondary.ask(name, "A"), "A") != {f"10.78.0.{i}"}:
-            assert time.monotonic() - t0 < 2.0, f"{secondary.name} did not follow within 2 s"
+            # long before the SOA refresh (7200 s) would have made it ask: the NOTIFY did
+            assert time.monotonic() - t0 < LIVENESS, f"{secondary.name} did not follow the NOTIFY"
             time.sleep(0.02)
         latency = time.monotonic() - t0
         print(f"{secondary.name}: change {i} answered by the secondary after {latency * 1000:.0f} ms")
@@ -102,5 +103,5 @@ spec: {{type: ClusterSetIP, ips: ["10.78.0.{i}"], ports: [{{name: http, protocol
     # followed by IXFR (journal), not by a full transfer; each change's NOTIFY answered (the answer may
     # be counted a moment after the secondary acted on it)
     assert wait_for(lambda: primary.metric_sum("mcsdns_zone_transfers_total", 'type="IXFR"',
-                                               'outcome="ixfr"') >= ixfr_before + 3, 5)
-    assert wait_for(lambda: primary.metric_sum("mcsdns_notify_total", 'outcome="answered"') >= 3, 5)
+                                               'outcome="ixfr"') >= ixfr_before + 3)
+    assert wait_for(lambda: primary.metric_sum("mcsdns_notify_total", 'outcome="answered"') >= 3)

@@ -151,7 +151,7 @@ def two_changes(srv: Server, mdir: Path) -> tuple[int, int, int]:
     serials = [soa_serial(srv)]
     for ip in ("10.77.0.1", "10.77.0.2"):
         (mdir / "live.yaml").write_text(clusterset_ip("api", ip))
-        assert wait_for(lambda: soa_serial(srv) != serials[-1], 5)
+        assert wait_for(lambda: soa_serial(srv) != serials[-1])
         serials.append(soa_serial(srv))
     return serials[0], serials[1], serials[2]
 
@@ -190,15 +190,15 @@ def test_serial_survives_restart_with_state_dir(mdir: Path, tmp_path: Path) -> N
     state = tmp_path / "state"
     args = ["--manifests", str(mdir), "--state-dir", str(state)]
     with run_server(args, tmp_path) as srv:
-        assert wait_for(lambda: (state / "serial").exists(), 5)
+        assert wait_for(lambda: (state / "serial").exists())
         s0, s1, s2 = two_changes(srv, mdir)
     assert s2 > s1 > s0
     with run_server(args, tmp_path) as srv:  # same content: same serial
-        assert wait_for(lambda: soa_serial(srv) == s2, 5)
+        assert wait_for(lambda: soa_serial(srv) == s2)
     (mdir / "live.yaml").write_text(clusterset_ip("api", "10.77.0.3"))
     with run_server(args, tmp_path) as srv:  # changed while down: a newer one
-        assert wait_for(lambda: soa_serial(srv) > s2, 5)
+        assert wait_for(lambda: soa_serial(srv) > s2)
     (state / "serial").write_text("{corrupt")
     with run_server(args, tmp_path) as srv:  # unreadable state: reported, time-based serial
-        assert wait_for(lambda: "ignoring unreadable serial state" in srv.logs(), 5)
+        assert wait_for(lambda: "ignoring unreadable serial state" in srv.logs())
         assert soa_serial(srv) >= int(time.time()) - 60

@@ -240,7 +240,7 @@ def test_controller_process_metrics_and_json_logs(tmp_path: Path) -> None:
         Kube(kc).cluster_id("east")
         started = time.time()
         with run_controller(["--cluster", f"a={kc}", "--log-format", "json"], tmp_path) as ctl:
-            assert wait_for(ctl.ready, timeout=15)
+            assert wait_for(ctl.ready)
             m = ctl.metrics()
             recs = [json.loads(ln) for ln in ctl.logs().splitlines() if ln.startswith("{")]
     check_process_metrics(m, started)

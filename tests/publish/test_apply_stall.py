@@ -52,7 +52,7 @@ def test_large_object_does_not_stall_answers(tmp_path: Path, kind: str, n: int) 
         big.rename(d / "big.json")
         assert wait_for(lambda: answers(srv.addr, name, rtype) == want, timeout=90, interval=0.05)
         if kind == "services":  # a batch is applied over several turns, in no given order
-            assert wait_for(lambda: answers(srv.addr, f"s0.bench.svc.{ZONE}", "A") == 1, timeout=30)
+            assert wait_for(lambda: answers(srv.addr, f"s0.bench.svc.{ZONE}", "A") == 1)
         stall = gaps.stop(), gaps.worst_cpu
         assert gaps.answered > 100
         if kind == "services":
@@ -87,7 +87,7 @@ def test_a_slice_at_the_api_limits_is_built_off_the_loop(tmp_path: Path) -> None
         gaps.reset()
         big.rename(d / "big.json")
         assert wait_for(lambda: answers(srv.addr, f"_p99._tcp.big.bench.svc.{ZONE}", "SRV") > 900,
-                        timeout=60, interval=0.05)
+                        interval=0.05)
         stall = gaps.stop(), gaps.worst_cpu
         assert gaps.answered > 100
     print(f"\nlongest gap between answers while building: {stall[0]:.3f} s, {stall[1]:.2f} s of the "

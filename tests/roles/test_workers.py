@@ -20,13 +20,13 @@ def test_workers_share_the_port_and_sum_metrics(tmp_path: Path) -> None:
         assert expected
         for _ in range(199):
             assert {rd.to_text() for rr in srv.query(NAME).answer for rd in rr} == expected
-        assert wait_for(lambda: srv.metric(SAMPLE) == 200, timeout=3)
+        assert wait_for(lambda: srv.metric(SAMPLE) == 200)
         serials = {srv.query("clusterset.local.", "SOA").answer[0][0].serial for _ in range(20)}
         assert len(serials) == 1  # every worker answers the same SOA
         pids = [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", srv.logs())]
         assert len(pids) == 2
         os.kill(pids[0], signal.SIGKILL)
-        assert wait_for(lambda: "restarting" in srv.logs(), timeout=3)
-        assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
+        assert wait_for(lambda: "restarting" in srv.logs())
+        assert wait_for(lambda: srv.http("/ready")[0] == 200)
         for _ in range(20):
             assert {rd.to_text() for rr in srv.query(NAME).answer for rd in rr} == expected

@@ -56,13 +56,13 @@ def api() -> Iterator[HostileAPI]:
 
 
 def reflect(api: HostileAPI, tmp_path: Path, stop: Waits, **kw: Any) -> tuple[Reflector, list[str]]:
-    """A reflector of ServiceImports run until `stop` is set (10 s at most); the errors it counted."""
+    """A reflector of ServiceImports run until `stop` is set (a minute at most); the errors it counted."""
     client = Client.load(str(api.write_kubeconfig(tmp_path / "kc")), None)
     errors: list[str] = []
     r = Reflector("imports", client, PATH, stop=stop, on_list=lambda items, gone: None,
                   on_event=lambda typ, obj: None, on_error=errors.append, **kw)
     r.start()
-    wait_for(stop.is_set, timeout=10)
+    wait_for(stop.is_set)
     stop.set()
     r.interrupt()
     assert r.thread is not None
@@ -113,7 +113,7 @@ def test_mcsdns_serve_against_a_junk_watch(api: HostileAPI, tmp_path: Path) -> N
     with run_server(["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kc"))], tmp_path) as srv:
         started = time.monotonic()
         mark = api.watch_requests()
-        wait_for(lambda: False, timeout=2.0)
+        time.sleep(2.0)
         seen = api.watch_requests() - mark
         window = time.monotonic() - started  # longer under load: a larger bound, never a smaller one
         per_collection = 1 + sum(1 for k in range(1, 20) if WATCH_BACKOFF[0] * (2 ** k - 1) <= window)
@@ -232,7 +232,7 @@ def test_list_items_that_are_not_objects_with_metadata_are_dropped(api: HostileA
     cache = Cache("imports", client, PATH, lambda key, old, new: None, stop, on_error=errors.append)
     cache.start()
     try:
-        assert wait_for(lambda: cache.reflector.lists == 1, timeout=10)
+        assert wait_for(lambda: cache.reflector.lists == 1)
         assert [k for k, _ in cache.items()] == [("shop", "web")] and errors.count("bad_item") == 6
     finally:
         stop.set()

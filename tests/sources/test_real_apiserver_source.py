@@ -71,9 +71,9 @@ def test_serves_what_the_real_api_server_holds(kubeconfig: Path, tmp_path: Path)
         api.request("POST", ES, endpoint_slice("db", "db-b", ["10.1.0.3"]))
         api.request("POST", SI, service_import("api", "ClusterSetIP", ["10.96.8.8"]))
         api.request("DELETE", f"{SI}/web")
-        assert wait_for(lambda: addresses(srv, "db") == {"10.1.0.1", "10.1.0.2", "10.1.0.3"}, timeout=15)
-        assert wait_for(lambda: addresses(srv, "api") == {"10.96.8.8"}, timeout=15)
-        assert wait_for(lambda: addresses(srv, "web") is None, timeout=15)
+        assert wait_for(lambda: addresses(srv, "db") == {"10.1.0.1", "10.1.0.2", "10.1.0.3"})
+        assert wait_for(lambda: addresses(srv, "api") == {"10.96.8.8"})
+        assert wait_for(lambda: addresses(srv, "web") is None)
         assert srv.http("/ready")[0] == 200
     with pytest.raises(NotFound):
         api.get(f"{SI}/web")

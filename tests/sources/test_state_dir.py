@@ -96,7 +96,7 @@ def test_restart_during_api_outage_serves_saved_state(scope: str, tmp_path: Path
         with run_server(args, tmp_path) as srv:
             before = {q: answer(srv.query(*q)) for q in queries}
             assert before[(f"gone.other.svc.{Z}", "A")][0] == "NOERROR"
-            assert wait_for(lambda: srv.metric(WRITES) >= 1, timeout=5)
+            assert wait_for(lambda: srv.metric(WRITES) >= 1)
         assert (state_dir / "objects.json").exists()
         # The API goes away; meanwhile one service is deleted and one created.
         api.stop()
@@ -115,9 +115,9 @@ def test_restart_during_api_outage_serves_saved_state(scope: str, tmp_path: Path
                              r"\d+ EndpointSlices from .*objects.json, as of ", srv.logs())
             api.start()
             # the first sync replaces the restored state, deletions made meanwhile included
-            assert wait_for(lambda: addrs(srv, f"gone.other.svc.{Z}") == "NXDOMAIN", timeout=15)
-            assert wait_for(lambda: addrs(srv, f"new.other.svc.{Z}") == ["10.8.0.3"], timeout=5)
-            assert wait_for(lambda: srv.metric("mcsdns_state_restored ") == 0, timeout=5)
+            assert wait_for(lambda: addrs(srv, f"gone.other.svc.{Z}") == "NXDOMAIN")
+            assert wait_for(lambda: addrs(srv, f"new.other.svc.{Z}") == ["10.8.0.3"])
+            assert wait_for(lambda: srv.metric("mcsdns_state_restored ") == 0)
             assert "live data replaces the restored state" in srv.logs()
             for q in queries:
                 if q[0] != f"gone.other.svc.{Z}":
@@ -126,7 +126,7 @@ def test_restart_during_api_outage_serves_saved_state(scope: str, tmp_path: Path
             def names() -> set[str]:
                 return {o["metadata"]["name"] for o in saved_objects(state_dir / "objects.json")
                         if o["kind"] == "ServiceImport"}
-            assert wait_for(lambda: "new" in names() and "gone" not in names(), timeout=5)
+            assert wait_for(lambda: "new" in names() and "gone" not in names())
     finally:
         api.stop()
 
@@ -182,14 +182,14 @@ def test_corrupt_or_foreign_state_is_reported_and_ignored(case: str, tmp_path: P
             assert rcode(srv, name) == "SERVFAIL"
         api.start()
         try:
-            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=15)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200)
             assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
             assert addrs(srv, f"foreign.shop.svc.{Z}") == "NXDOMAIN"  # never mixed in
             if case == "a directory":
                 assert wait_for(lambda: srv.metric('mcsdns_state_writes_total{result="error"}') >= 1)
                 assert "cannot write state file" in srv.logs()
             else:  # replaced by a good snapshot of the live data
-                assert wait_for(lambda: srv.metric(WRITES) >= 1, timeout=5)
+                assert wait_for(lambda: srv.metric(WRITES) >= 1)
                 assert [o["metadata"]["name"] for o in saved_objects(path)] == ["web"]
             assert srv.proc.poll() is None
         finally:
@@ -213,7 +213,7 @@ def test_state_writes_never_follow_a_planted_symlink(tmp_path: Path) -> None:
             (state_dir / name).symlink_to(victims[name])
         api.start()
         try:
-            assert wait_for(lambda: srv.metric(WRITES) >= 1, timeout=15)
+            assert wait_for(lambda: srv.metric(WRITES) >= 1)
             assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
         finally:
             api.stop()
@@ -252,7 +252,7 @@ def test_state_written_at_most_every_interval_while_changes_arrive(tmp_path: Pat
         args = ["--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir),
                 "--state-interval", "1"]
         with run_server(args, tmp_path) as srv:
-            assert wait_for(lambda: srv.metric(WRITES) == 1, timeout=5)  # the first sync
+            assert wait_for(lambda: srv.metric(WRITES) == 1)  # the first sync
             stop = threading.Event()
 
             last: list[str] = []
@@ -271,17 +271,17 @@ def test_state_written_at_most_every_interval_while_changes_arrive(tmp_path: Pat
             time.sleep(3)
             stop.set()
             t.join()
-            elapsed = time.monotonic() - start
             # the last change is served (not an earlier one still on its way), then saved
-            assert wait_for(lambda: addrs(srv, f"churn.shop.svc.{Z}") == last, timeout=5)
+            assert wait_for(lambda: addrs(srv, f"churn.shop.svc.{Z}") == last)
             last_ip = last
 
             # the last change reaches the file within the interval, then writes stop
             def saved_ip() -> list[str]:
                 return [ip for o in saved_objects(state_dir / "objects.json")
                         if o["metadata"]["name"] == "churn" for ip in o["spec"]["ips"]]
-            assert wait_for(lambda: saved_ip() == last_ip, timeout=5)
+            assert wait_for(lambda: saved_ip() == last_ip)
             writes = srv.metric(WRITES)
+            elapsed = time.monotonic() - start  # up to the count: load only makes it longer
             assert 2 <= writes <= 1 + elapsed / 1 + 2, writes
             time.sleep(1.5)
             assert srv.metric(WRITES) == writes
@@ -310,18 +310,18 @@ def test_workers_share_one_list_and_watch_and_a_restarted_worker_gets_the_view(t
             api.stop()
             import signal
             os.kill(pids[0], signal.SIGKILL)
-            assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3, timeout=5)
-            assert wait_for(lambda: srv.logs().count("listening on") == 3, timeout=10)
-            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
+            assert wait_for(lambda: len(re.findall(r"worker \d started", srv.logs())) == 3)
+            assert wait_for(lambda: srv.logs().count("listening on") == 3)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200)
             for _ in range(100):  # both workers, the restarted one included, answer the view
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
             api.start()
-            assert wait_for(lambda: srv.metric('mcsdns_source_connected{source="kube"}') == 1, timeout=15)
+            assert wait_for(lambda: srv.metric('mcsdns_source_connected{source="kube"}') == 1)
             time.sleep(0.5)
             mark = len(srv.logs())
             api.put(service_import("web", "shop", ["10.6.0.2"]))
             assert wait_for(lambda: all(addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.2"]
-                                        for _ in range(20)), timeout=15)
+                                        for _ in range(20)))
             for _ in range(100):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.2"]
             time.sleep(0.5)
@@ -339,13 +339,13 @@ def test_workers_start_once_the_zone_is_loaded(tmp_path: Path) -> None:
     try:
         with run_server(["--kubeconfig", str(kubeconfig), "--workers", "2"], tmp_path,
                         wait_ready=False) as srv:
-            assert wait_for(lambda: "once the zone is loaded" in srv.logs(), timeout=10)
+            assert wait_for(lambda: "once the zone is loaded" in srv.logs())
             time.sleep(1.0)
             assert "listening on" not in srv.logs() and "worker 0 started" not in srv.logs()
             assert srv.http("/ready")[0] == 503
             api.start()
-            assert wait_for(lambda: srv.logs().count("listening on") == 2, timeout=15)
-            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=5)
+            assert wait_for(lambda: srv.logs().count("listening on") == 2)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200)
             for _ in range(100):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]
     finally:
@@ -361,12 +361,12 @@ def test_workers_restore_the_state_worker_0_wrote(tmp_path: Path) -> None:
     args = ["--kubeconfig", str(kubeconfig), "--workers", "2", "--state-dir", str(tmp_path / "state")]
     try:
         with run_server(args, tmp_path) as srv:
-            assert wait_for(lambda: srv.metric(WRITES) == 1, timeout=5)
+            assert wait_for(lambda: srv.metric(WRITES) == 1)
             time.sleep(0.5)
             assert srv.metric(WRITES) == 1  # summed over workers: worker 0 alone writes
         api.stop()
         with run_server(args, tmp_path, wait_ready=False) as srv:
-            assert wait_for(lambda: srv.http("/ready")[0] == 200, timeout=10)
+            assert wait_for(lambda: srv.http("/ready")[0] == 200)
             assert srv.metric("mcsdns_state_restored ") == 1
             for _ in range(50):
                 assert addrs(srv, f"web.shop.svc.{Z}") == ["10.6.0.1"]

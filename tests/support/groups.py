@@ -1,4 +1,4 @@
-"""How `pytest -n 3 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
+"""How `pytest -n 4 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
 which run together on one worker, and which start first. tests/conftest.py calls `arrange`.
 
 A group is the mark `xdist_group(name)`; one worker runs all of a group, one test after another.
@@ -13,7 +13,7 @@ Groups are whole modules, set here in one place:
 - a module whose tests carry an `xdist_group` mark of their own is in that group.
 
 `SLOW` modules (and their groups) are handed out first, longest first, so that no long test
-starts when the other worker has nothing left (measured with `--durations`; the order matters
+starts when the other workers have nothing left (measured with `--durations`; the order matters
 only for the wall time).
 """
 
@@ -27,13 +27,14 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 WIDE = {"session": 2, "package": 1, "module": 1}
-SLOW = ("controller/test_real_faults.py", "project/test_release_run.py", "members/test_real_join.py",
-        "controller/test_real_member_queues.py", "project/test_conformance.py",
-        "controller/test_real_kube_proxy.py", "cli/test_config_errors.py", "controller/test_real_local.py",
-        "controller/test_real_outage.py", "project/test_serve_example.py", "controller/test_real_probe.py",
-        "controller/test_real_writers.py", "show/test_real_show.py", "deploy/test_monitoring.py",
-        "controller/test_real_apiserver_controller.py", "controller/test_real_locality.py",
-        "nameserver/test_answer_limits.py", "deploy/test_monitoring_coredns.py")
+SLOW = ("controller/test_real_faults.py", "project/test_release_run.py",
+        "controller/test_real_member_queues.py", "members/test_real_join.py",
+        "project/test_serve_example.py", "deploy/test_monitoring_coredns.py",
+        "controller/test_real_writers.py", "controller/test_real_kube_proxy.py",
+        "controller/test_real_probe.py", "controller/test_real_local.py", "project/test_conformance.py",
+        "deploy/test_monitoring.py", "controller/test_real_outage.py", "show/test_real_show.py",
+        "controller/test_real_locality.py", "nameserver/test_answer_limits.py",
+        "controller/test_real_apiserver_controller.py", "cli/test_config_errors.py")
 
 
 def _module(item: pytest.Item) -> str:

@@ -28,6 +28,7 @@ from mcsdns.roles.loader import loader_for
 from mcsdns.serveconfig import Config
 
 REPO = Path(__file__).resolve().parents[2]
+LIVENESS = 60.0  # seconds: the least any wait gives a condition before it fails (see wait_for)
 EXAMPLE = REPO / "examples" / "clusterset"
 
 
@@ -71,13 +72,13 @@ class Server:
 
     def http(self, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
     def query(self, name: str, rdtype: str = "A", tcp: bool = False, edns: int | None = None,
-              payload: int = 1232, timeout: float = 2.0) -> dns.message.Message:
+              payload: int = 1232, timeout: float = 10.0) -> dns.message.Message:
         q = dns.message.make_query(name, rdtype, use_edns=edns if edns is not None else False,
                                    payload=payload)
         q.flags &= ~dns.flags.RD
@@ -121,7 +122,7 @@ class Server:
 
 @contextmanager
 def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
-               timeout: float = 15.0) -> Iterator[Server]:
+               timeout: float = LIVENESS) -> Iterator[Server]:
     """Start `python -m mcsdns serve ARGS` on free ports; stop it afterwards (SIGTERM, with
     --lameduck 0 unless ARGS give one)."""
     port, http_port = free_port(), free_port()
@@ -133,6 +134,7 @@ def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     srv = Server(proc, port, http_port, log)
     try:
+        timeout = max(timeout, LIVENESS)
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
@@ -211,9 +213,11 @@ def copy_example(dst: Path) -> Path:
     return dst
 
 
-def wait_for(pred: object, timeout: float = 3.0, interval: float = 0.05) -> bool:
-    """Poll a zero-argument callable until it returns truthy."""
-    deadline = time.monotonic() + timeout
+def wait_for(pred: object, timeout: float = LIVENESS, interval: float = 0.05) -> bool:
+    """Poll a zero-argument callable until it returns truthy; False after `timeout` seconds, never
+    fewer than LIVENESS: a wait checks that something happens, not how fast (the machine is busy;
+    a wait returns as soon as its condition holds). To let time pass, sleep instead."""
+    deadline = time.monotonic() + max(timeout, LIVENESS)
     while time.monotonic() < deadline:
         if pred():  # type: ignore[operator]
             return True

@@ -64,7 +64,7 @@ def prometheus(tmp: Path, targets: dict[str, int], rule_files: tuple[Path, ...] 
                                 stdout=out, stderr=subprocess.STDOUT)
     prom = Prometheus(f"http://127.0.0.1:{port}")
     try:
-        assert wait_for(lambda: _answers(prom), 30), log.read_text()
+        assert wait_for(lambda: _answers(prom)), log.read_text()
         yield prom
     finally:
         stop_process(proc)

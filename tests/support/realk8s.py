@@ -142,6 +142,17 @@ class RealK8s:
                                                  "metadata": {"name": name}})
         return name
 
+    def unexport(self, namespace: str) -> None:
+        """Delete the ServiceExports, ServiceImports, EndpointSlices and Services of `namespace`
+        (what a controller reads and writes there): a later test's controller on a shared control
+        plane then finds no objects of another writer to leave alone for --writer-grace (30 s)."""
+        for path in (f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{namespace}/serviceexports",
+                     f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{namespace}/serviceimports",
+                     f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices",
+                     f"/api/v1/namespaces/{namespace}/services"):
+            for item in self.json("GET", path)["items"]:
+                self.request("DELETE", f"{path}/{item['metadata']['name']}")
+
     def token_for(self, namespace: str, account: str, create: bool = True) -> Path:
         """A kubeconfig for ServiceAccount `account` of `namespace` (`create`: a new one, with
         no permissions granted)."""

@@ -21,7 +21,7 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rdatatype
-from support.helpers import EXAMPLE, REPO, Server, drain, free_port, stop_process, wait_for
+from support.helpers import EXAMPLE, LIVENESS, REPO, Server, drain, free_port, stop_process, wait_for
 
 from mcsdns.transport.sockets import stop_tcp_intake, stop_udp_intake
 
@@ -60,7 +60,7 @@ def servers(port: int, tmp: Path, n: int, *args: str) -> Iterator[list[Server]]:
     started = [start(port, tmp, *args) for _ in range(n)]
     try:
         for s in started:
-            assert wait_for(lambda s=s: ready(s), 20), s.logs()
+            assert wait_for(lambda s=s: ready(s)), s.logs()
         yield started
     finally:
         for s in started:
@@ -211,7 +211,7 @@ def sigterm_and_wait(srv: Server, load: Load, lameduck: float) -> float:
     """SIGTERM `srv`: /ready 503 at once, queries answered meanwhile, exit 0. Its run time."""
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    assert wait_for(lambda: srv.http("/ready")[0] == 503, 0.5), srv.logs()
+    assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
     before = load.answered()
     assert srv.proc.wait(lameduck + 10) == 0, srv.logs()
     assert load.answered() > before
@@ -224,14 +224,17 @@ def test_one_server_answers_through_lameduck(tmp_path: Path) -> None:
     port = free_port()
     with servers(port, tmp_path, 1, "--lameduck", "2") as (srv,), Load(port) as load:
         time.sleep(0.3)
+        t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: srv.http("/ready")[0] == 503, 0.5), srv.logs()
+        assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
         before = load.by_proto()
-        time.sleep(1.5)
-        assert srv.proc.poll() is None
+        time.sleep(1.0)
+        if time.monotonic() - t0 < 1.5:  # well within the period (a busy machine may be past it)
+            assert srv.proc.poll() is None
+            assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
         assert load.flowing(before), figures(load.counts)  # still answering, UDP and TCP
-        assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
         assert srv.proc.wait(10) == 0, srv.logs()
+        assert time.monotonic() - t0 >= 2  # not before the period ended (load only delays this)
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 
 
@@ -239,7 +242,7 @@ def test_second_signal_stops_at_once(tmp_path: Path) -> None:
     port = free_port()
     with servers(port, tmp_path, 1, "--lameduck", "30") as (srv,):
         srv.proc.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: srv.http("/ready")[0] == 503, 0.5), srv.logs()
+        assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGINT)
         assert srv.proc.wait(20) == 0, srv.logs()  # well before the 30 s lameduck period ends
@@ -251,12 +254,12 @@ def test_sigterm_one_of_two_loses_nothing(tmp_path: Path) -> None:
     much as this machine sends (no fixed floor: a slow run sends fewer, and must lose none)."""
     port = free_port()
     with servers(port, tmp_path, 2, "--lameduck", "1") as (a, b), Load(port) as load:
-        assert wait_for(lambda: load.flowing(dict.fromkeys(PROTOS, 0), 20), 30), figures(load.counts)
+        assert wait_for(lambda: load.flowing(dict.fromkeys(PROTOS, 0), 20)), figures(load.counts)
         at_signal = load.by_proto()
         sigterm_and_wait(a, load, 1)
         assert load.flowing(at_signal), figures(load.counts)  # answered through the hand-over
         after = load.by_proto()
-        assert wait_for(lambda: load.flowing(after, 20), 30) and ready(b)  # the other one answers on
+        assert wait_for(lambda: load.flowing(after, 20)) and ready(b)  # the other one answers on
     print(f"\nSIGTERM one of two: {figures(load.counts)}")
     for proto in PROTOS:
         assert load.counts[f"{proto} lost"] == load.counts[f"{proto} wrong"] == 0, figures(load.counts)
@@ -272,7 +275,7 @@ def test_rolling_restart_loses_nothing(tmp_path: Path) -> None:
             for _ in range(3):
                 new = start(port, tmp_path, "--lameduck", "1")
                 live.append(new)
-                assert wait_for(lambda new=new: ready(new), 20), new.logs()
+                assert wait_for(lambda new=new: ready(new)), new.logs()
                 time.sleep(0.3)
                 sigterm_and_wait(live.pop(0), load, 1)
             time.sleep(0.3)
@@ -295,12 +298,16 @@ def test_workers_lameduck(tmp_path: Path) -> None:
     with servers(port, tmp_path, 1, "--workers", "2", "--lameduck", "2") as (srv,), \
             Load(port) as load:
         time.sleep(0.3)
+        t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: srv.http("/ready")[0] == 503, 0.5), srv.logs()
+        assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
         before = load.by_proto()
-        time.sleep(1.5)
-        assert srv.proc.poll() is None and load.flowing(before), figures(load.counts)
+        time.sleep(1.0)
+        if time.monotonic() - t0 < 1.5:  # well within the period (a busy machine may be past it)
+            assert srv.proc.poll() is None
+        assert load.flowing(before), figures(load.counts)
         assert srv.proc.wait(15) == 0, srv.logs()
+        assert time.monotonic() - t0 >= 2  # not before the period ended (load only delays this)
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 
 
@@ -384,7 +391,7 @@ def test_tcp_intake_stops_without_resetting_a_handshake() -> None:
         assert 0 < on_a < 16 and on_a + on_b < 32  # A got none of the second 16
         a.close()
         total = on_a + on_b
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + LIVENESS
         while total < 32 and time.monotonic() < deadline:
             total += accept(b)
             time.sleep(0.05)

@@ -15,7 +15,7 @@ from pathlib import Path
 import dns.message
 import dns.rcode
 import pytest
-from support.helpers import EXAMPLE, UDP_PATHS, Server, drain, run_server_on_path, udp_pair
+from support.helpers import EXAMPLE, LIVENESS, UDP_PATHS, Server, drain, run_server_on_path, udp_pair
 
 SVC = "web.shop.svc.clusterset.local."
 NX = "nope.shop.svc.clusterset.local."
@@ -47,7 +47,7 @@ def test_burst_from_many_sockets_each_gets_its_own_answers(srv: Server) -> None:
             socks[k].sendto(q.to_wire(), srv.addr)
             sent[(k, i)] = (name, 512 + i, edns)
         got: dict[tuple[int, int], dns.message.Message] = {}
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + LIVENESS
         while len(got) < len(sent) and time.monotonic() < deadline:
             ready, _, _ = select.select(socks, [], [], 0.5)
             for s in ready:
@@ -135,7 +135,7 @@ def test_listener_waits_for_a_full_socket_and_sends_everything() -> None:
                     await asyncio.sleep(0.01)  # let the listener answer into a full socket
             await asyncio.sleep(0.02)
             assert listener.unsent  # nothing read yet: answers wait for the socket
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + LIVENESS
             while len(got) < 100 and time.monotonic() < deadline:
                 got += drain(client)
                 await asyncio.sleep(0.005)

@@ -24,7 +24,17 @@ import dns.zone
 import pytest
 from support.controller_env import Cluster
 from support.diagnose_env import clusterset, diagnose, fails, sync
-from support.helpers import EXAMPLE, REPO, Server, free_port, run_server, stop_process, tool, wait_for
+from support.helpers import (
+    EXAMPLE,
+    LIVENESS,
+    REPO,
+    Server,
+    free_port,
+    run_server,
+    stop_process,
+    tool,
+    wait_for,
+)
 from support.secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
 
 from mcsdns.kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
@@ -135,12 +145,12 @@ def setup(request: pytest.FixtureRequest,
             stop_process(proc)
 
 
-def wait_serial(sec: Secondary, proc: subprocess.Popen[bytes], want: int, timeout: float) -> float:
-    """Seconds until the secondary serves serial `want`; fails with its log after `timeout`."""
+def wait_serial(sec: Secondary, proc: subprocess.Popen[bytes], want: int) -> float:
+    """Seconds until the secondary serves serial `want`; fails with its log after LIVENESS."""
     t0 = time.monotonic()
     while sec.serial() != want:
         assert proc.poll() is None, sec.log.read_text()
-        assert time.monotonic() - t0 < timeout, (
+        assert time.monotonic() - t0 < LIVENESS, (
             f"{sec.name} still serves {sec.serial()}, not {want}:\n{sec.log.read_text()[-3000:]}")
         time.sleep(0.05)
     return time.monotonic() - t0
@@ -150,12 +160,12 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
         setup: tuple[Server, Secondary, subprocess.Popen[bytes]]) -> None:
     primary, sec, proc = setup
     before = int(primary.query(ZONE, "SOA").answer[0][0].serial)
-    wait_serial(sec, proc, before, 20)
+    wait_serial(sec, proc, before)
     (sec.mdir / "long.yaml").write_text(LONG_OBJECTS)
-    assert wait_for(lambda: primary.query(f"api.long-ports.svc.{ZONE}", "A").answer, timeout=10)
+    assert wait_for(lambda: primary.query(f"api.long-ports.svc.{ZONE}", "A").answer)
     after = int(primary.query(ZONE, "SOA").answer[0][0].serial)
     assert after != before
-    took = wait_serial(sec, proc, after, 10)  # the secondary loaded the new version (NOTIFY, IXFR/AXFR)
+    took = wait_serial(sec, proc, after)  # the secondary loaded the new version (NOTIFY, IXFR/AXFR)
     print(f"{sec.name}: serial {before} -> {after} loaded {took * 1000:.0f} ms after the primary served it")
     # the secondary serves the rest of the service, as the primary does
     for host in SERVED_HOSTS:
@@ -175,7 +185,7 @@ def test_long_names_are_left_out_and_secondaries_load_the_rest(
     assert primary.metric("mcsdns_zone_names_left_out ") == 2 + 1 + 1 + 1
     # another slice of the service rebuilds it: what is left out did not change, no new line
     (sec.mdir / "more.yaml").write_text(_slice("more", "west", [("more", "10.9.3.1")]))
-    assert wait_for(lambda: primary.query(f"more.west.{SVC_NAME}", "A").answer, timeout=10)
+    assert wait_for(lambda: primary.query(f"more.west.{SVC_NAME}", "A").answer)
     lines = [ln for ln in primary.logs().splitlines() if "left out of the zone" in ln]
     assert len(lines) == len(LEFT_OUT) + 1, lines  # + the new slice's own port p{63}
     assert f"EndpointSlice {NS}/more: 1 port left out" in lines[-1]
