@@ -219,22 +219,30 @@ def sigterm_and_wait(srv: Server, load: Load, lameduck: float) -> float:
     return time.monotonic() - t0
 
 
+def through_lameduck(srv: Server, load: Load, period: float, exit_within: float,
+                     tcp_query: bool = False) -> None:
+    """SIGTERM to `srv` under `load`: /ready says 503, queries keep being answered (UDP and
+    TCP) while well within `period`, then exit 0, no sooner than its end."""
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
+    before = load.by_proto()
+    time.sleep(period / 2)
+    if time.monotonic() - t0 < period * 0.75:  # well within the period (a busy machine may be past it)
+        assert srv.proc.poll() is None
+        if tcp_query:
+            assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
+    assert load.flowing(before), figures(load.counts)  # still answering, UDP and TCP
+    assert srv.proc.wait(exit_within) == 0, srv.logs()
+    assert time.monotonic() - t0 >= period  # not before the period ended (load only delays this)
+
+
 def test_one_server_answers_through_lameduck(tmp_path: Path) -> None:
     """Alone on its port: answered for the whole period after SIGTERM, then exit 0."""
     port = free_port()
     with servers(port, tmp_path, 1, "--lameduck", "2") as (srv,), Load(port) as load:
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
-        before = load.by_proto()
-        time.sleep(1.0)
-        if time.monotonic() - t0 < 1.5:  # well within the period (a busy machine may be past it)
-            assert srv.proc.poll() is None
-            assert srv.query("api.shop.svc.clusterset.local", tcp=True).answer
-        assert load.flowing(before), figures(load.counts)  # still answering, UDP and TCP
-        assert srv.proc.wait(10) == 0, srv.logs()
-        assert time.monotonic() - t0 >= 2  # not before the period ended (load only delays this)
+        through_lameduck(srv, load, 2.0, 10, tcp_query=True)
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 
 
@@ -297,17 +305,7 @@ def test_workers_lameduck(tmp_path: Path) -> None:
     port = free_port()
     with servers(port, tmp_path, 1, "--workers", "2", "--lameduck", "2") as (srv,), \
             Load(port) as load:
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: srv.http("/ready")[0] == 503), srv.logs()
-        before = load.by_proto()
-        time.sleep(1.0)
-        if time.monotonic() - t0 < 1.5:  # well within the period (a busy machine may be past it)
-            assert srv.proc.poll() is None
-        assert load.flowing(before), figures(load.counts)
-        assert srv.proc.wait(15) == 0, srv.logs()
-        assert time.monotonic() - t0 >= 2  # not before the period ended (load only delays this)
+        through_lameduck(srv, load, 2.0, 15)
     assert not any(load.counts[f"{p} wrong"] for p in PROTOS), figures(load.counts)
 
 
