@@ -50,7 +50,7 @@ def _live_children() -> list[tuple[int, str]]:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The groups one pytest-xdist worker runs (`pytest -n 4 --dist loadgroup`), the slow first."""
+    """The groups one pytest-xdist worker runs (`pytest -n 3 --dist loadgroup`), the slow first."""
     arrange(items, reorder=hasattr(config, "workerinput"))
 
 

@@ -66,8 +66,10 @@ def test_a_hung_real_member_leaves_within_the_ttl_and_an_etcd_outage_is_noticed(
                 m = ctl.metrics()
             assert m['mcsdns_controller_member_unreachable_total{member="c"}'] == 2
             eventually(lambda: ctl.metrics().get(reachable) == 1, what="c reachable again")
+            # each outage found by the probe, once (a fresh API server's first 429 may add a line
+            # before them: "storage is (re)initializing", see above)
             lines = [ln for ln in ctl.logs().splitlines() if "cluster c unreachable" in ln]
-            assert len(lines) == 2 and all("unreachable: no answer to its probe" in ln for ln in lines), lines
+            assert len([ln for ln in lines if "unreachable: no answer to its probe" in ln]) == 2, lines
     finally:
         a.close()
         b.close()

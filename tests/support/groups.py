@@ -1,4 +1,4 @@
-"""How `pytest -n 4 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
+"""How `pytest -n 3 --dist loadgroup` (pytest-xdist; `./scripts/test`) shares the tests out:
 which run together on one worker, and which start first. tests/conftest.py calls `arrange`.
 
 A group is the mark `xdist_group(name)`; one worker runs all of a group, one test after another.
