@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import shutil
 import socket
@@ -49,17 +50,25 @@ def skip_without_package_index(tmp: Path) -> None:
         pytest.skip(f"the package index is unreachable: {r.stderr.strip().splitlines()[-1:]}")
 
 
+_HANDED: collections.deque[int] = collections.deque(maxlen=256)  # ports free_port gave lately
+
+
 def free_port() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1."""
+    """A port free for both UDP and TCP on 127.0.0.1, and not one this process was given
+    lately (the kernel may hand the same one out again once its socket is closed: two calls in
+    a row gave a server the same port to listen on and for /health)."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
             t.bind(("127.0.0.1", 0))
             port: int = t.getsockname()[1]
+            if port in _HANDED:
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
                 try:
                     u.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+            _HANDED.append(port)
             return port
 
 
