@@ -209,6 +209,12 @@ class _Drops:
 def _addresses(raw: list[Any], i: int, v6: bool, dropped: _Drops) -> tuple[bytes, ...]:
     """The distinct valid addresses of endpoint `i`, in order, packed; ValueError if none
     is valid, each invalid one noted in `dropped`."""
+    if len(raw) == 1:  # nearly every endpoint
+        try:
+            return (_packed(raw[0], v6),)
+        except ValueError as e:
+            dropped.add(f"endpoint {i}: {e}")
+            raise ValueError("no valid addresses") from None
     addrs: dict[bytes, None] = {}  # distinct, in order
     for a in raw:
         try:
@@ -262,13 +268,7 @@ class Endpoint(Struct, frozen=True, array_like=True, gc=False):
         raw_addrs = ep.get("addresses")
         if not isinstance(raw_addrs, list) or not raw_addrs:
             raise ValueError("no addresses")
-        packed: tuple[bytes, ...]
-        try:  # nearly every endpoint: one address, of the slice's family (else `_addresses` says why not)
-            packed = (inet_pton(AF_INET6 if v6 else AF_INET, raw_addrs[0]),) if len(raw_addrs) == 1 else ()
-        except (OSError, TypeError, ValueError):
-            packed = ()
-        if not packed:
-            packed = _addresses(raw_addrs, i, v6, dropped)
+        packed = _addresses(raw_addrs, i, v6, dropped)
         raw_host = ep.get("hostname")
         if raw_host:
             if not isinstance(raw_host, str) or not is_dns_label(host := raw_host.lower()):
@@ -279,12 +279,11 @@ class Endpoint(Struct, frozen=True, array_like=True, gc=False):
         if not isinstance(conds, dict):
             raise ValueError("conditions must be a map")
         ready = conds.get("ready")  # unset: ready, as kube-proxy reads it
-        serving = conds.get("serving")  # unset: as ready
         ready = ready is None or ready is True
-        bits = (ready * _READY | (ready if serving is None else serving is True) * _SERVING
-                | (conds.get("terminating") is True) * _TERMINATING)
+        serving = conds.get("serving")  # unset: as ready
         zone = ep.get("zone") or ""
-        return cls(packed, host, bits, intern(zone) if isinstance(zone, str) else "")
+        return cls.of(packed, host, ready, ready if serving is None else serving is True,
+                      conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
 
     def manifest(self) -> Obj:
         conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
