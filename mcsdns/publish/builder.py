@@ -106,8 +106,7 @@ class Builder:
             if key in self.building:  # built again after the swap, from what it is then
                 self.building[key] = True
                 continue
-            # the slices only where its records read them (`reads_slices`): else unread
-            slices = self.store.service(key)[1] if si is not None and sliceless is None else []
+            slices = self._read(key, si)
             digest = service_digest(key, si, slices, loc)
             self.owed.discard(key)
             if self.lazy and key not in zone.svc_names:
@@ -142,6 +141,11 @@ class Builder:
         fut = load.in_executor(self.loop, self.executor, self._work, inputs, loc)
         fut.add_done_callback(lambda f: self._built(f, [k for k, _, _ in inputs]))
 
+    def _read(self, key: Key, si: ServiceImport | None) -> list[EndpointSlice]:
+        """The slices of `key` its records read (`reads_slices`): none where they read none,
+        or without its ServiceImport."""
+        return self.store.service(key)[1] if si is not None and reads_slices(si) else []
+
     def settle(self, defer: bool = False) -> None:
         """At the load (`Pipeline.load`, its one caller): mark what changed while it
         loaded unbuilt, from now on every change as it comes. Each service's digest is
@@ -171,7 +175,7 @@ class Builder:
         while owed and cost < load.PAY_ITEMS:
             key = owed.pop()
             si = imports.get(key)
-            slices = self.store.service(key)[1] if si is not None and reads_slices(si) else []
+            slices = self._read(key, si)
             fold(key, service_digest(key, si, slices, loc))
             cost += parsed_size(si, slices) + SERVICE_COST
         if owed:
