@@ -16,7 +16,7 @@ from fakeapi import KubeAPI
 
 from mcsdns.controller.member.client import Member
 from mcsdns.kube.apiclient.errors import NotFound, Unreachable
-from support.helpers import LIVENESS, REPO, free_port, stop_process
+from support.helpers import LIVENESS, REPO, free_port, liveness, stop_process
 
 SLICES = "/apis/discovery.k8s.io/v1"
 IDS = (("a", "east"), ("b", "west"), ("c", "north"))  # member names and cluster IDs
@@ -181,7 +181,7 @@ def run_controller(args: Sequence[str], tmp: Path, name: str = "controller") -> 
 def eventually(pred: Any, timeout: float = LIVENESS, what: str = "condition") -> Any:
     """Poll until `pred()` is truthy; return it, or fail with `what` after `timeout` seconds, never
     fewer than LIVENESS (as `wait_for`: a liveness check, not a bound on speed)."""
-    deadline = time.monotonic() + max(timeout, LIVENESS)
+    deadline = time.monotonic() + liveness(timeout)
     while True:
         try:
             v = pred()

@@ -30,6 +30,12 @@ from mcsdns.serveconfig import Config
 
 REPO = Path(__file__).resolve().parents[2]
 LIVENESS = 60.0  # seconds: the least any wait gives a condition before it fails (see wait_for)
+
+
+def liveness(timeout: float) -> float:
+    """The seconds a wait of `timeout` gives its condition: never fewer than LIVENESS (a wait
+    checks that something happens, not how fast)."""
+    return max(timeout, LIVENESS)
 EXAMPLE = REPO / "examples" / "clusterset"
 
 
@@ -143,7 +149,7 @@ def run_server(args: Sequence[str], tmp: Path, wait_ready: bool = True,
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     srv = Server(proc, port, http_port, log)
     try:
-        timeout = max(timeout, LIVENESS)
+        timeout = liveness(timeout)
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
@@ -226,7 +232,7 @@ def wait_for(pred: object, timeout: float = LIVENESS, interval: float = 0.05) ->
     """Poll a zero-argument callable until it returns truthy; False after `timeout` seconds, never
     fewer than LIVENESS: a wait checks that something happens, not how fast (the machine is busy;
     a wait returns as soon as its condition holds). To let time pass, sleep instead."""
-    deadline = time.monotonic() + max(timeout, LIVENESS)
+    deadline = time.monotonic() + liveness(timeout)
     while time.monotonic() < deadline:
         if pred():  # type: ignore[operator]
             return True
