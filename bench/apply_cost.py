@@ -41,7 +41,7 @@ import dns.message
 import dns.rcode
 import yaml
 
-from mcsdns.data.objects import system_hostname
+from mcsdns.data.endpoints import system_hostname
 
 ZONE = "clusterset.local"
 KINDS = ("endpoints", "shared", "ports", "services")

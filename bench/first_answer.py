@@ -9,9 +9,12 @@ background pass that builds every record after ready runs meanwhile: the worst c
 then once more (every record built by then): seconds and records of each; (3) in this
 process, the CPU per first answer: the same names asked through the handler of a zone loaded
 from the same manifests with no record built yet (the on-demand build, rendering, caching).
-Prints the load average before each part: the machine is shared.
+Prints the load average before each part: the machine is shared. With --kubeconfig, part (1)
+only, served from that API server holding bench/startup.py's objects (bench/startup_real.py
+loads them): listed slices keep their endpoints' text until read (ops/load.py, stage 3).
 
     .venv/bin/python bench/first_answer.py --services 10000 --endpoints 40000
+    .venv/bin/python bench/first_answer.py --kubeconfig K --services 10000 --headless 2000
 """
 
 from __future__ import annotations
@@ -41,10 +44,11 @@ def names(services: int, endpoints: int) -> list[str]:
     return [f"{s.name}.{s.namespace}.svc.{ZONE}." for s in gen.services]
 
 
-def first_answers(data: Path, qnames: list[str]) -> tuple[list[float], list[float]]:
+def first_answers(data: Path, qnames: list[str],
+                  kubeconfig: Path | None = None) -> tuple[list[float], list[float]]:
     """Seconds per first answer, asked one at a time right after /ready; then per answer for
     the same names asked again (from the cache: what this machine's noise alone costs)."""
-    proc = start_mcsdns(data)
+    proc = start_mcsdns(data, kubeconfig=kubeconfig)
     try:
         out: tuple[list[float], list[float]] = ([], [])
         for times in out:
@@ -136,7 +140,22 @@ def main() -> None:
     p.add_argument("--services", type=int, default=10000)
     p.add_argument("--endpoints", type=int, default=40000)
     p.add_argument("--names", type=int, default=2000, help="services asked once each (default 2000)")
+    p.add_argument("--kubeconfig", type=Path, help="serve from this API server (part 1 only)")
+    p.add_argument("--headless", type=int, default=2000, help="of --services, with --kubeconfig")
     a = p.parse_args()
+    if a.kubeconfig:
+        from bench.startup import NS
+
+        asked = [f"s{i}.{NS}.svc.{ZONE}." for i in range(a.services - a.headless)]
+        asked += [f"h{i}.{NS}.svc.{ZONE}." for i in range(a.headless)]
+        random.Random(2).shuffle(asked)
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "logs").mkdir()
+            print(f"load average {load_average()}")
+            first, again = first_answers(Path(tmp), asked[:a.names], a.kubeconfig)
+        print(f"first answer, {len(first)} services never asked, right after ready: {percentiles(first)}")
+        print(f"the same names again (cached): {percentiles(again)}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "clusterset"
         generate(data, a.services, a.endpoints, 3)

@@ -52,10 +52,13 @@ def mcsdns_help() -> str:
 
 
 def start_mcsdns(data: Path, workers: int = 1, env: dict[str, str] | None = None,
-                 name: str = "mcsdns", args: tuple[str, ...] = ()) -> Proc:
+                 name: str = "mcsdns", args: tuple[str, ...] = (), kubeconfig: Path | None = None) -> Proc:
+    """mcsdns serving `data`'s manifests (or, with `kubeconfig`, that API server's objects),
+    its log in `data`/logs, once /ready answers."""
     port, health = free_port(), free_port()
+    source = ["--kubeconfig", str(kubeconfig)] if kubeconfig else ["--manifests", str(data / "manifests")]
     cmd = [python(), "-m", "mcsdns", "serve", "--listen", f"127.0.0.1:{port}", "--health",
-           f"127.0.0.1:{health}", "--manifests", str(data / "manifests"), "--log-level", "WARNING", *args]
+           f"127.0.0.1:{health}", *source, "--log-level", "WARNING", *args]
     cpus = SERVER_CPU
     if workers > 1:
         if "--workers" not in mcsdns_help():

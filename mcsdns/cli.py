@@ -255,7 +255,8 @@ def serve(cfg: Config, tsig_on_command_line: list[str], first: FirstLists | None
     if load.reads_first(cfg.workers, cfg.manifests):  # decoded as they come, while the rest is set up
         from .sources.kube import begin_reading
 
-        begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces, first)
+        begun = begin_reading(cfg.kubeconfig, cfg.context, cfg.namespaces, first,
+                              later=cfg.state_dir is None)
     from .roles.single import SingleProcess
 
     return SingleProcess(cfg, begun).run()

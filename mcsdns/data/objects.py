@@ -5,18 +5,17 @@ anything malformed raises `Malformed` for the whole object, or is dropped with a
 for a single endpoint or address, so the caller can log it and count it), `manifest`
 (the compact raw form `--state-dir` saves, parsed back to an equal model) and `SOURCE`
 (the raw fields `parse` and the store read, from which `essentials`, what `--workers`
-relays, is derived).
+relays, is derived). A slice's endpoints are data/endpoints.py's; a listed slice may hold
+them as text until first read (`EndpointSlice.settled`: ops/load.py, stage 3).
 """
 
 from __future__ import annotations
 
-import socket
 from functools import lru_cache
-from socket import AF_INET, AF_INET6, inet_pton
 from sys import intern
 from typing import Any, ClassVar, TypeAlias
 
-from msgspec import Struct
+from msgspec import Raw, Struct, structs
 
 from ..kube.names import (
     CLUSTER_PROPERTY_ID,
@@ -25,11 +24,11 @@ from ..kube.names import (
     is_dns_label,
     valid_cluster_id,
 )
+from ..ops import load
 from ..ops.logs import cut
 from ..ops.logs import show as _show
-from .fields import Each, Fields
-
-DROPPED_KEPT = 3  # reasons kept per slice for its log line; the rest only counted
+from .endpoints import ENDPOINTS, Endpoint, decoded, ip_text, pack, parse_endpoints
+from .fields import Each, Fields, Later
 
 SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
 KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
@@ -48,24 +47,6 @@ class Malformed(ValueError):
 def who(ns: str, name: str) -> str:
     """An object's namespace/name for a message (escaped and cut: they may be anything)."""
     return f"{cut(ns)}/{cut(name)}"
-
-
-def ip_text(packed: bytes) -> str:
-    """A packed address (4 or 16 octets) in text."""
-    return socket.inet_ntop(socket.AF_INET if len(packed) == 4 else socket.AF_INET6, packed)
-
-
-def _packed(addr: Any, v6: bool | None = None) -> bytes:
-    """Packed address; strict (inet_pton: no leading zeros, no spaces)."""
-    if not isinstance(addr, str):
-        raise ValueError(f"address {_show(addr)} is not a string")
-    try:
-        packed = inet_pton(AF_INET6 if ":" in addr else AF_INET, addr)
-    except (OSError, ValueError):
-        raise ValueError(f"{_show(addr)} is not an IP address") from None
-    if v6 is not None and (len(packed) == 16) != v6:
-        raise ValueError(f"address {addr} is not of the slice's family")
-    return packed
 
 
 def _meta(obj: Obj) -> tuple[str, str, dict[str, str]]:
@@ -168,7 +149,7 @@ class ServiceImport(Struct, frozen=True, array_like=True, gc=False):
         if typ == "ClusterSetIP":
             for a in raw_ips:
                 try:
-                    ips[_packed(a)] = None
+                    ips[pack(a)] = None
                 except ValueError as e:
                     raise Malformed(f"{who(ns, name)}: spec.ips: {e}") from None
         return cls(ns, name, typ == "Headless", tuple(ips), Port.parse_list(spec.get("ports"), "spec.ports"))
@@ -185,123 +166,13 @@ class ServiceImport(Struct, frozen=True, array_like=True, gc=False):
                          "ips": [ip_text(a) for a in self.ips], "ports": [p.manifest() for p in self.ports]}}
 
 
-def system_hostname(packed: bytes) -> str:
-    """The system-assigned hostname of an endpoint: its first address, dashed (it may start
-    or end with '-', as "2001-db8--1", but never holds a dot)."""
-    return ip_text(packed).replace(".", "-").replace(":", "-")
-
-
-class _Drops:
-    """The skipped parts of one slice: the first DROPPED_KEPT reasons, and how many."""
-
-    __slots__ = ("n", "reasons")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.reasons: list[str] = []
-
-    def add(self, reason: str) -> None:
-        self.n += 1
-        if self.n <= DROPPED_KEPT:
-            self.reasons.append(reason)
-
-
-def _addresses(raw: list[Any], i: int, v6: bool, dropped: _Drops) -> tuple[bytes, ...]:
-    """The distinct valid addresses of endpoint `i`, in order, packed; ValueError if none
-    is valid, each invalid one noted in `dropped`."""
-    if len(raw) == 1:  # nearly every endpoint
-        try:
-            return (_packed(raw[0], v6),)
-        except ValueError as e:
-            dropped.add(f"endpoint {i}: {e}")
-            raise ValueError("no valid addresses") from None
-    addrs: dict[bytes, None] = {}  # distinct, in order
-    for a in raw:
-        try:
-            addrs[_packed(a, v6)] = None
-        except ValueError as e:
-            dropped.add(f"endpoint {i}: {e}")
-    if not addrs:
-        raise ValueError("no valid addresses")
-    return tuple(addrs)
-
-
-_READY, _SERVING, _TERMINATING = 1, 2, 4  # the bits of `Endpoint.conditions`
-
-
-class Endpoint(Struct, frozen=True, array_like=True, gc=False):
-    """A parsed endpoint of an EndpointSlice; its three conditions in one small int (40,000
-    endpoints: 0.6 MB less than three fields)."""
-
-    SOURCE: ClassVar[Fields] = Fields("addresses", "hostname", "zone",
-                                      conditions=Fields("ready", "serving", "terminating"))
-
-    addresses: tuple[bytes, ...]  # packed
-    hostname: str  # validated label, or system-assigned dashed IP
-    conditions: int  # _READY | _SERVING | _TERMINATING
-    zone: str
-
-    @classmethod
-    def of(cls, addresses: tuple[bytes, ...], hostname: str, ready: bool, serving: bool,
-           terminating: bool, zone: str) -> Endpoint:
-        return cls(addresses, hostname, ready * _READY | serving * _SERVING | terminating * _TERMINATING,
-                   zone)
-
-    @property
-    def ready(self) -> bool:
-        return bool(self.conditions & _READY)
-
-    @property
-    def serving(self) -> bool:
-        return bool(self.conditions & _SERVING)
-
-    @property
-    def terminating(self) -> bool:
-        return bool(self.conditions & _TERMINATING)
-
-    @classmethod
-    def parse(cls, ep: Any, i: int, v6: bool, dropped: _Drops) -> Endpoint:
-        """Endpoint `i` of a slice (of IPv6 addresses if `v6`); ValueError if it is unusable,
-        its unusable addresses noted in `dropped`."""
-        if not isinstance(ep, dict):
-            raise ValueError("not a map")
-        raw_addrs = ep.get("addresses")
-        if not isinstance(raw_addrs, list) or not raw_addrs:
-            raise ValueError("no addresses")
-        packed = _addresses(raw_addrs, i, v6, dropped)
-        raw_host = ep.get("hostname")
-        if raw_host:
-            if not isinstance(raw_host, str) or not is_dns_label(host := raw_host.lower()):
-                raise ValueError(f"hostname {_show(raw_host)} is not a DNS label")
-        else:
-            host = system_hostname(packed[0])
-        conds = ep.get("conditions") or {}
-        if not isinstance(conds, dict):
-            raise ValueError("conditions must be a map")
-        ready = conds.get("ready")  # unset: ready, as kube-proxy reads it
-        ready = ready is None or ready is True
-        serving = conds.get("serving")  # unset: as ready
-        zone = ep.get("zone") or ""
-        return cls.of(packed, host, ready, ready if serving is None else serving is True,
-                      conds.get("terminating") is True, intern(zone) if isinstance(zone, str) else "")
-
-    def manifest(self) -> Obj:
-        conds = {"ready": self.ready, "serving": self.serving, "terminating": self.terminating}
-        e: Obj = {"addresses": [ip_text(a) for a in self.addresses], "conditions": conds}
-        if self.hostname != system_hostname(self.addresses[0]):  # a system-assigned one is derived again
-            e["hostname"] = self.hostname
-        if self.zone:
-            e["zone"] = self.zone
-        return e
-
-
 class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
     """A parsed imported EndpointSlice: its service, source cluster, endpoints and ports."""
 
     KIND: ClassVar[str] = ENDPOINT_SLICE
     SOURCE: ClassVar[Fields] = Fields(
         "kind", "addressType", metadata=Fields("namespace", "name", labels=Fields(
-            SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL)), endpoints=Each(Endpoint.SOURCE), ports=_PORTS)
+            SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL)), endpoints=Later(ENDPOINTS), ports=_PORTS)
 
     namespace: str
     name: str
@@ -310,11 +181,14 @@ class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
     ipv6: bool
     endpoints: tuple[Endpoint, ...]
     ports: tuple[Port, ...]
-    dropped: tuple[str, ...] = ()  # reasons for the first DROPPED_KEPT skipped parts
+    dropped: tuple[str, ...] = ()  # reasons for the first endpoints.DROPPED_KEPT skipped parts
     n_dropped: int = 0  # skipped parts (endpoints or addresses)
+    later: bytes = b""  # the endpoints' JSON text, not parsed yet (`settled`; ops/load.py, stage 3)
 
     @classmethod
-    def parse(cls, obj: Obj) -> EndpointSlice:
+    def parse(cls, obj: Obj, later: bool = False) -> EndpointSlice:
+        """`later`: endpoints kept as their text (a `Later` decoder's) may stay so, if the
+        stage allows it (load.parse_later)."""
         ns, name, labels = _meta(obj)
         svc = labels.get(SERVICE_NAME_LABEL)
         cluster = labels.get(SOURCE_CLUSTER_LABEL)
@@ -329,20 +203,33 @@ class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
         if family not in ("IPv4", "IPv6"):
             raise Malformed(f"{who(ns, name)}: addressType {_show(family)} is not served")
         v6 = family == "IPv6"
-        raw_eps = obj.get("endpoints") or []
-        if not isinstance(raw_eps, list):
-            raise Malformed(f"{who(ns, name)}: endpoints must be a list")
-        eps: list[Endpoint] = []
-        add, parse = eps.append, Endpoint.parse
-        dropped = _Drops()
-        for i, ep in enumerate(raw_eps):
+        raw_eps = obj.get("endpoints")
+        if isinstance(raw_eps, Raw):
+            text = bytes(raw_eps)
+            if later and text[:1] == b"[" and load.parse_later(len(text)):
+                return cls(ns, name, intern(svc), intern(cluster.lower()), v6, (),
+                           Port.parse_list(obj.get("ports"), "ports"), later=text)
             try:
-                add(parse(ep, i, v6, dropped))
-            except ValueError as e:
-                dropped.add(f"endpoint {i}: {e}")
-        return cls(ns, name, intern(svc), intern(cluster.lower()), v6, tuple(eps),
-                   Port.parse_list(obj.get("ports"), "ports"),
-                   tuple(dropped.reasons), dropped.n)
+                raw_eps = decoded(text)
+            except (ValueError, RecursionError):
+                raise Malformed(f"{who(ns, name)}: endpoints do not decode") from None
+        if not isinstance(raw_eps, list | None):
+            raise Malformed(f"{who(ns, name)}: endpoints must be a list")
+        eps, dropped = parse_endpoints(raw_eps or [], v6)
+        return cls(ns, name, intern(svc), intern(cluster.lower()), v6, eps,
+                   Port.parse_list(obj.get("ports"), "ports"), tuple(dropped.reasons), dropped.n)
+
+    def settled(self) -> EndpointSlice:
+        """This slice with its endpoints parsed, where they were kept as text."""
+        if not self.later:
+            return self
+        try:
+            raw = decoded(self.later)
+        except (ValueError, RecursionError):  # valid JSON (msgspec read it), nested past json's depth
+            return structs.replace(self, dropped=("endpoints nested too deep",), n_dropped=1, later=b"")
+        eps, dropped = parse_endpoints(raw, self.ipv6)
+        return structs.replace(self, endpoints=eps, dropped=tuple(dropped.reasons), n_dropped=dropped.n,
+                               later=b"")
 
     @staticmethod
     def size(obj: Obj) -> int:
@@ -354,7 +241,7 @@ class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
         return {"kind": ENDPOINT_SLICE,
                 "metadata": {"namespace": self.namespace, "name": self.name, "labels": labels},
                 "addressType": "IPv6" if self.ipv6 else "IPv4",
-                "endpoints": [e.manifest() for e in self.endpoints],
+                "endpoints": [e.manifest() for e in self.settled().endpoints],
                 "ports": [p.manifest() for p in self.ports]}
 
 

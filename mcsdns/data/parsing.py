@@ -4,6 +4,7 @@ parsing one costs, and its model or why it is malformed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ..kube.apiclient.keys import Key, key_of
@@ -34,18 +35,20 @@ def size(kind: str, obj: dict[str, Any]) -> int:
     return 0 if PARSED in obj else _model(kind).size(obj)
 
 
-def prepare(obj: dict[str, Any], whole: bool = False) -> None:
+def prepare(obj: dict[str, Any], whole: bool = False, later: Callable[[], bool] | None = None) -> None:
     """Parse a raw ServiceImport or EndpointSlice ahead, in the thread that decoded it (a
     list is parsed while the rest of it is still arriving); `parse` takes the result.
     Unless `whole` (the relay to --workers reads the raw fields), the raw object is then
     cut to what the store still reads of it (kind, key): the rest is freed at once, while
     its memory is still in the CPU's cache (freed later on the loop, 10k services cost
-    about 0.1 s more). Other kinds are left alone."""
+    about 0.1 s more). `later`: whether a slice's endpoints kept as text may stay so for
+    now (ops/load.py, stage 3). Other kinds are left alone."""
     kind = obj.get("kind")
     if kind not in (SERVICE_IMPORT, ENDPOINT_SLICE):
         return
     try:
-        parsed: Parsed | Malformed = _model(kind).parse(obj)
+        parsed: Parsed | Malformed = (ServiceImport.parse(obj) if kind == SERVICE_IMPORT else
+                                      EndpointSlice.parse(obj, later is not None and later()))
     except Malformed as e:
         parsed = e
     if whole:

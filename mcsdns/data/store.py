@@ -8,7 +8,8 @@ Once `loop` is set, the loop parses about load.TURN_ITEMS endpoints and ports pe
 larger batch goes on over the next turns, in order; an object of more than load.BIG_ITEMS
 is parsed in `executor` and stored when that is done, unless a later small event or a
 deletion of the same object came first (a later large one is parsed next, so each
-lands). `idle` is False meanwhile.
+lands). `idle` is False meanwhile. A slice stored with its endpoints as text (ops/load.py,
+stage 3) has them parsed, and its dropped parts reported, when `service` first reads it.
 
 `restore` loads objects saved by an earlier run (--state-dir); each stays
 marked as restored until a source upserts or deletes it, and
@@ -116,7 +117,15 @@ class Store:
         self._listeners.append(fn)
 
     def service(self, key: Key) -> tuple[ServiceImport | None, list[EndpointSlice]]:
-        return self.imports.get(key), [self.slices[k] for k in sorted(self.by_service.get(key, ()))]
+        """A service's import and slices, each slice's endpoints parsed by now (ops/load.py, stage 3)."""
+        slices, out = self.slices, []
+        for k in sorted(self.by_service.get(key, ())):
+            s = slices[k]
+            if s.later:
+                slices[k] = s = s.settled()
+                self._dropped(ENDPOINT_SLICE, s)
+            out.append(s)
+        return self.imports.get(key), out
 
     def services(self) -> list[Key]:
         return sorted(self.imports)
@@ -274,6 +283,13 @@ class Store:
         self._skip(str(kind), f"{who(*key)}: unknown kind {show(kind)}", key[0])
         return set()
 
+    def _dropped(self, kind: str, s: EndpointSlice) -> None:
+        """Report the parts of slice `s` that were dropped, if any."""
+        if s.n_dropped:
+            more = s.n_dropped - len(s.dropped)
+            self._skip(kind, f"{who(s.namespace, s.name)}: {s.n_dropped} parts: {'; '.join(s.dropped)}"
+                       + (f" (and {more} more)" if more else ""), s.namespace, s.n_dropped)
+
     def _current(self, kind: str, key: Key) -> Parsed | None:
         return self.imports.get(key) if kind == SERVICE_IMPORT else self.slices.get(key)
 
@@ -288,10 +304,7 @@ class Store:
                 return set()
             self.imports[key] = new
             return {key}
-        if new.n_dropped:
-            more = new.n_dropped - len(new.dropped)
-            self._skip(kind, f"{who(*key)}: {new.n_dropped} parts: {'; '.join(new.dropped)}"
-                       + (f" (and {more} more)" if more else ""), key[0], new.n_dropped)
+        self._dropped(kind, new)
         if same:
             return set()
         changed = self._delete(kind, key)  # a new set: added to below

@@ -13,7 +13,11 @@ runs; the cyclic GC meanwhile.
 2. Decode a list or a watch event (kube.apiclient.typedlist, .listdecode, .reflector): the collection's
    reflector thread; `hold` while decoding, and text over HOLD_BYTES gets a Python hook per
    object (the GIL handed back to the loop).
-3. Parse each object (data.parsing.prepare): the same thread, as its item arrives.
+3. Parse each object (data.parsing.prepare): the same thread, as its item arrives. Until
+   /ready, where nothing else reads the store (one process, no --state-dir), a listed
+   slice whose endpoints' text is at most LATER_BYTES keeps it, unparsed (`parse_later`):
+   they are parsed when the slice is first read (data.store `Store.service`: a query for
+   its service, the digests or the background pass of stages 6-7), on the loop.
 4. Store it (data.store): loop turns of TURN_ITEMS; an object over BIG_ITEMS (`on_loop`) in
    `executor()` (`in_executor`: held while there).
 5. Note its services as changed (publish.builder): the loop.
@@ -53,9 +57,10 @@ if TYPE_CHECKING:  # stage 1 imports this module before asyncio and the rest (se
     from concurrent.futures import Executor
 
 HOLD_BYTES = 1 << 20  # JSON or manifest text above which decoding it holds the GC off
+LATER_BYTES = 1 << 15  # a listed slice's endpoints text kept unparsed until read (stage 3): ~1 ms to parse
 BIG_ITEMS = 2000  # endpoints + ports above which one object is parsed, or a change built, off the loop
 TURN_ITEMS = 1000  # endpoints + ports (+1 per object) the store parses on the loop per turn
-PAY_ITEMS = 1000  # items whose deferred digest a loop turn folds (about 0.2 ms; stage 6)
+PAY_ITEMS = 300  # items whose deferred digest a loop turn folds, their slices parsed (about 0.3 ms; stage 6)
 FILL_ITEMS = 100  # items the background pass builds per loop turn (0.1-0.2 ms: what a query may wait for)
 SWAP_NAMES = 10_000  # names a large change swaps in per loop turn (whole services: a larger one alone)
 GC_PAUSE_MAX = 60.0  # seconds the cyclic GC may stay off while waiting for the first sync
@@ -67,6 +72,12 @@ def reads_first(workers: int, manifests: str | None) -> bool:
     """Stage 1: one process with a Kubernetes source asks for its lists before it imports and
     sets up the rest (a real API server takes 0.3-1 s to send a 10,000-object list)."""
     return workers <= 1 and not manifests
+
+
+def parse_later(text_bytes: int) -> bool:
+    """Stage 3: whether a listed slice's endpoints, `text_bytes` of JSON, may be parsed when
+    first read (on the loop) rather than now."""
+    return text_bytes <= LATER_BYTES
 
 
 def on_loop(items: int) -> bool:

@@ -64,7 +64,8 @@ def make_sources(cfg: Config, pipeline: Pipeline, *, serving: bool = True,
 
         return [KubeSource(Tee(pipeline.store, hub), cfg.kubeconfig, cfg.context, cfg.namespaces,
                            has_data=has_data, on_synced=hub.mark_synced, whole=True)]
-    return [KubeSource(pipeline.store, cfg.kubeconfig, cfg.context, cfg.namespaces, has_data=has_data)]
+    return [KubeSource(pipeline.store, cfg.kubeconfig, cfg.context, cfg.namespaces, has_data=has_data,
+                       later=cfg.state_dir is None)]
 
 
 class Loader:

@@ -98,10 +98,13 @@ class KubeSource:
                  backoff: tuple[float, float] = (0.2, 10.0), rediscover: float = 60.0,
                  has_data: Callable[[], bool] | None = None,
                  on_synced: Callable[[], None] = lambda: None, whole: bool = False,
-                 first: FirstLists | None = None) -> None:
+                 first: FirstLists | None = None, later: bool = False) -> None:
         self.store = store
         self.first = first  # the client, and the lists asked for already (ops/load.py, stage 1)
         self.whole = whole  # objects reach `store` whole (the --workers relay reads them), not cut
+        # listed slices may keep their endpoints as text until read, before DNS answers from
+        # data (ops/load.py, stage 3): nothing but this process's queries reads the store
+        self.later = later and not whole
         self.on_synced = on_synced  # called once, right after the first full sync is applied
         self.has_data = has_data  # whether DNS answers from data; None: not serving (`records`)
         self.kubeconfig, self.context = kubeconfig, context
@@ -282,10 +285,14 @@ class KubeSource:
                 on_list=partial(self._on_list, c), on_event=partial(self._on_event, c),
                 on_part=partial(self._on_part, c),
                 # parsed in the reflector thread as it arrives (ops/load.py, stage 3)
-                transform=None if c.kind == CLUSTER_PROPERTY else partial(prepare, whole=self.whole),
-                typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder(),
+                transform=None if c.kind == CLUSTER_PROPERTY else partial(
+                    prepare, whole=self.whole, later=self._later if self.later else None),
+                typed=None if c.kind == CLUSTER_PROPERTY else MODELS[c.kind].SOURCE.decoder(self.later),
                 first=self.first.take if self.first is not None and c.required else None)
         inf.start()
+
+    def _later(self) -> bool:
+        return self.has_data is not None and not self.has_data()
 
     def _on_part(self, c: Collection, items: list[Obj]) -> None:
         assert c.reflector is not None
@@ -366,12 +373,13 @@ class Begun(NamedTuple):
 
 
 def begin_reading(kubeconfig: str | None, context: str | None, namespaces: list[str] | None,
-                  first: FirstLists | None = None) -> Begun:
+                  first: FirstLists | None = None, later: bool = False) -> Begun:
     """A source reading into a new Store at once (taking up `first`, the lists asked for
     already), before `serve` imports and sets up the rest (ops/load.py, stages 1-3):
     roles.loader takes it up and says when DNS answers from data; until then there is none.
     ConfigError when the configuration does not load."""
     store = Store()
-    source = KubeSource(store, kubeconfig, context, namespaces, has_data=lambda: False, first=first)
+    source = KubeSource(store, kubeconfig, context, namespaces, has_data=lambda: False, first=first,
+                        later=later)
     source.begin()
     return Begun(store, source)

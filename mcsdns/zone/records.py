@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import chain
 
-from ..data.objects import ENDPOINT_SLICE, SERVICE_IMPORT, Endpoint, EndpointSlice, Port, ServiceImport, who
+from ..data.endpoints import Endpoint
+from ..data.objects import ENDPOINT_SLICE, SERVICE_IMPORT, EndpointSlice, Port, ServiceImport, who
 from ..dns.names import NameTooLong, prefix, under
 from ..dns.rdata import srv_wire
 from ..dns.types import RRType

@@ -146,7 +146,8 @@ def test_a_knotd_secondary_loads_the_zone_and_serves_the_same_records(tmp_path: 
 def test_a_cut_rrset_keeps_the_nearest_tier_first() -> None:
     """6,000 addresses in two clusters, this one listed second: the A RRset keeps this
     cluster's 3,000, then 1,000 of the other, and the tiers' sizes follow."""
-    from mcsdns.data.objects import Endpoint, EndpointSlice, Port, ServiceImport
+    from mcsdns.data.endpoints import Endpoint
+    from mcsdns.data.objects import EndpointSlice, Port, ServiceImport
     from mcsdns.dns.limits import RECORDS_OCTETS, RR_FIXED
     from mcsdns.dns.names import encode_name
     from mcsdns.dns.types import RRType
