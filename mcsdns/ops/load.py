@@ -27,7 +27,7 @@ runs; the cyclic GC meanwhile.
    serial file, none given yet: `Versions.deferrable`), the digests follow after /ready,
    about PAY_ITEMS per loop turn (`Builder.settle`): /ready waits for decode, parse and store.
 7. Build the records: in a query's turn, one service; the background pass FILL_ITEMS per
-   loop turn, held until it ends.
+   loop turn, held until it ends, then the memory freed since the load handed back (`filled`).
 8. A change after ready (publish.builder): the loop up to BIG_ITEMS, else `in_executor`, then
    swapped in SWAP_NAMES names per loop turn.
 
@@ -130,6 +130,15 @@ def first_sync_done() -> None:
 
     gc.freeze()
     gc.enable()
+    process.release_free_memory()
+
+
+def filled() -> None:
+    """Stage 7's end: the hold of the background pass released, and the memory freed since
+    the load (kept endpoints' text, parsed by now) handed back."""
+    from . import process
+
+    release()
     process.release_free_memory()
 
 

@@ -212,7 +212,7 @@ class Builder:
             self.loop.call_soon(self._fill)
             return
         self.lazy = self.filling = False
-        load.release()
+        load.filled()
         log.debug("zone complete: every service built")
 
     def _build_unbuilt(self, keys: list[Key]) -> None:
