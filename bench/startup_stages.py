@@ -7,12 +7,13 @@ The lists are bench/startup.py's data (8,000 ClusterSetIP + 2,000 headless Servi
 4,000 EndpointSlices of 10 endpoints) as a real kube-apiserver v1.36 sends them: compact
 JSON with full metadata (uid, resourceVersion, creationTimestamp, generation,
 managedFields). Stages: decode (kube/apiclient/listdecode.py, fed 64 KiB at a time, with the
-checkout's `Fields.decoder`: msgspec), parse
-(data.parsing.prepare), store (`Store.replace` of each list, a `Pipeline` subscribed, as the
-loop applies them), digest (what `Pipeline.load` does before /ready: each service's input
-digest, the serial; a checkout that digests as it stores counts it under store) — the
-stages before /ready — then what the background pass does after it: records
-(zone/records.py), stage (Zone.stage), commit (Zone.commit).
+checkout's `Fields.decoder`: msgspec; a slice's endpoints kept as text where the checkout
+can), parse (data.parsing.prepare), store (`Store.replace` of each list, a `Pipeline`
+subscribed, as the loop applies them) — what /ready waits for — then digest (what
+`Pipeline.load` does: each service's input digest, the serial, and the endpoints kept as
+text parsed; after /ready in one process without --state-dir; a checkout that digests as it
+stores counts it under store), records (zone/records.py), stage (Zone.stage), commit
+(Zone.commit).
 
     python bench/startup_stages.py --runs 5
     python bench/startup_stages.py --repo /tmp/base --repo .   # two checkouts, side by side
@@ -66,8 +67,6 @@ def decoded(kind: str, text: str) -> list[dict[str, Any]]:
     """The items of a list's text, decoded as the reflector decodes them (`decode_list`, fed
     64 KiB at a time): keeping only the fields its parser reads, with the checkout's
     `Fields.decoder` where `decode_list` takes one (`typed`: msgspec)."""
-    import inspect
-
     from mcsdns.data.objects import MODELS
     from mcsdns.kube.apiclient.listdecode import decode_list
 
@@ -75,7 +74,9 @@ def decoded(kind: str, text: str) -> list[dict[str, Any]]:
     data = text.encode()
     chunks = [data[i:i + (1 << 16)] for i in range(0, len(data), 1 << 16)]
     if "typed" in inspect.signature(decode_list).parameters:
-        decode_list(chunks, got.append, typed=MODELS[kind].SOURCE.decoder())
+        source = MODELS[kind].SOURCE
+        later = "later" in inspect.signature(source.decoder).parameters  # as serve decodes a list
+        decode_list(chunks, got.append, typed=source.decoder(True) if later else source.decoder())
     else:  # older checkouts: their own decoder
         decoder = getattr(MODELS[kind].SOURCE, "decoder", None)
         decode_list(chunks, got.append, scan=decoder() if decoder is not None else None)  # type: ignore[call-arg]
@@ -108,9 +109,10 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
 
     objs = {kind: decoded(kind, text) for kind, text in texts.items()}
     lap("decode")
+    later = {"later": lambda: True} if "later" in inspect.signature(prepare).parameters else {}
     for kind in objs:
         for o in objs[kind]:
-            prepare(o)
+            prepare(o, **later)  # a listed slice's endpoints parsed when first read: under digest
     lap("parse")
     pipeline = Pipeline()
     store, zone = pipeline.store, pipeline.zone

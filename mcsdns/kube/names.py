@@ -14,12 +14,12 @@ SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"  # on imported En
 SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 CLUSTER_PROPERTY_ID = ("cluster.clusterset.k8s.io", "id.k8s.io")  # names of the ID property, preferred first
 
-_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?").fullmatch
 
 
 def is_dns_label(s: str) -> bool:
     """RFC 1123 label: lowercase alphanumerics and '-', 1-63 octets."""
-    return bool(_LABEL.match(s))
+    return _LABEL(s) is not None
 
 
 def valid_cluster_id(s: str) -> bool:
