@@ -109,7 +109,7 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
 
     objs = {kind: decoded(kind, text) for kind, text in texts.items()}
     lap("decode")
-    later = {"later": lambda: True} if "later" in inspect.signature(prepare).parameters else {}
+    later: dict[str, Any] = {"later": lambda: True} if "later" in inspect.signature(prepare).parameters else {}
     for kind in objs:
         for o in objs[kind]:
             prepare(o, **later)  # a listed slice's endpoints parsed when first read: under digest
