@@ -109,7 +109,8 @@ def measure(texts: dict[str, str]) -> dict[str, float]:
 
     objs = {kind: decoded(kind, text) for kind, text in texts.items()}
     lap("decode")
-    later: dict[str, Any] = {"later": lambda: True} if "later" in inspect.signature(prepare).parameters else {}
+    can = "later" in inspect.signature(prepare).parameters
+    later: dict[str, Any] = {"later": lambda: True} if can else {}
     for kind in objs:
         for o in objs[kind]:
             prepare(o, **later)  # a listed slice's endpoints parsed when first read: under digest
