@@ -213,9 +213,10 @@ class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
                 raw_eps = decoded(text)
             except (ValueError, RecursionError):
                 raise Malformed(f"{who(ns, name)}: endpoints do not decode") from None
-        if not isinstance(raw_eps, list | None):
+        raw_eps = raw_eps or []
+        if not isinstance(raw_eps, list):
             raise Malformed(f"{who(ns, name)}: endpoints must be a list")
-        eps, dropped = parse_endpoints(raw_eps or [], v6)
+        eps, dropped = parse_endpoints(raw_eps, v6)
         return cls(ns, name, intern(svc), intern(cluster.lower()), v6, eps,
                    Port.parse_list(obj.get("ports"), "ports"), tuple(dropped.reasons), dropped.n)
 

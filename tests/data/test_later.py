@@ -42,6 +42,7 @@ CASES: list[Obj] = [
                                                           "terminating": True})]),
     raw_slice("empty", []),
     raw_slice("null", None),
+    raw_slice("falsy", ""),  # as no endpoints, as ever
     raw_slice("not-a-list", "10.0.0.1"),
     raw_slice("a-map", {"addresses": ["10.0.0.1"]}),
     raw_slice("big", BIG),
@@ -67,9 +68,9 @@ def outcome(obj: Obj, later: bool) -> EndpointSlice | str:
 
 
 def test_endpoints_kept_as_text_settle_to_the_slice_parsed_at_once() -> None:
-    kept = []
+    kept, results = [], {}
     for obj in CASES:
-        now = outcome(copy.deepcopy(obj), later=False)
+        now = results[obj["metadata"]["name"]] = outcome(copy.deepcopy(obj), later=False)
         then = outcome(listed(obj), later=True)
         if isinstance(then, EndpointSlice):
             if then.later:
@@ -80,6 +81,7 @@ def test_endpoints_kept_as_text_settle_to_the_slice_parsed_at_once() -> None:
             assert not then.later and then.settled() is then
         assert then == now, obj["metadata"]["name"]
         assert outcome(listed(obj), later=False) == now  # text parsed at once when not `later`
+    assert isinstance(results["falsy"], EndpointSlice) and isinstance(results["a-map"], str)
     # kept: each list small enough; not the big one, nor what is not a list
     assert kept == ["plain", "v6", "bad-parts", "shapes", "terminating", "empty"]
 
