@@ -27,13 +27,12 @@ from ..kube.names import (
 from ..ops import load
 from ..ops.logs import cut
 from ..ops.logs import show as _show
-from .endpoints import ENDPOINTS, Endpoint, decoded, ip_text, pack, parse_endpoints
+from .endpoints import ENDPOINTS, Endpoint, Obj, decoded, ip_text, pack, parse_endpoints
 from .fields import Each, Fields, Later
 
 SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
 KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 
-Obj: TypeAlias = dict[str, Any]  # a raw object, or a part of one
 
 _KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (apiclient.keys.key_of)
 _META = Fields("namespace", "name", labels=Fields())  # and `_meta`: the labels must be a map
@@ -203,22 +202,22 @@ class EndpointSlice(Struct, frozen=True, array_like=True, gc=False):
         if family not in ("IPv4", "IPv6"):
             raise Malformed(f"{who(ns, name)}: addressType {_show(family)} is not served")
         v6 = family == "IPv6"
-        raw_eps = obj.get("endpoints")
+        raw_eps, kept = obj.get("endpoints"), b""
         if isinstance(raw_eps, Raw):
             text = bytes(raw_eps)
             if later and text[:1] == b"[" and load.parse_later(len(text)):
-                return cls(ns, name, intern(svc), intern(cluster.lower()), v6, (),
-                           Port.parse_list(obj.get("ports"), "ports"), later=text)
-            try:
-                raw_eps = decoded(text)
-            except (ValueError, RecursionError):
-                raise Malformed(f"{who(ns, name)}: endpoints do not decode") from None
+                raw_eps, kept = None, text  # parsed by `settled`
+            else:
+                try:
+                    raw_eps = decoded(text)
+                except (ValueError, RecursionError):
+                    raise Malformed(f"{who(ns, name)}: endpoints do not decode") from None
         raw_eps = raw_eps or []
         if not isinstance(raw_eps, list):
             raise Malformed(f"{who(ns, name)}: endpoints must be a list")
         eps, dropped = parse_endpoints(raw_eps, v6)
         return cls(ns, name, intern(svc), intern(cluster.lower()), v6, eps,
-                   Port.parse_list(obj.get("ports"), "ports"), tuple(dropped.reasons), dropped.n)
+                   Port.parse_list(obj.get("ports"), "ports"), tuple(dropped.reasons), dropped.n, kept)
 
     def settled(self) -> EndpointSlice:
         """This slice with its endpoints parsed, where they were kept as text."""
