@@ -38,6 +38,7 @@ CASES: list[Obj] = [
                             {"addresses": []}, ep("10.0.0.4", conditions=[1]), ep(7), ep("10.0.0.5")]),
     raw_slice("shapes", [{"addresses": "10.0.0.1"}, {"addresses": ["10.0.0.2"], "zone": 5},
                          {"addresses": ["10.0.0.3"], "conditions": {"ready": "yes"}}]),
+    raw_slice("nested", [[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]], ep("10.0.0.1", zone=[[["z"]]])]),
     raw_slice("terminating", [ep("10.0.0.1", conditions={"ready": False, "serving": True,
                                                           "terminating": True})]),
     raw_slice("empty", []),
@@ -83,7 +84,7 @@ def test_endpoints_kept_as_text_settle_to_the_slice_parsed_at_once() -> None:
         assert outcome(listed(obj), later=False) == now  # text parsed at once when not `later`
     assert isinstance(results["falsy"], EndpointSlice) and isinstance(results["a-map"], str)
     # kept: each list small enough; not the big one, nor what is not a list
-    assert kept == ["plain", "v6", "bad-parts", "shapes", "terminating", "empty"]
+    assert kept == ["plain", "v6", "bad-parts", "shapes", "nested", "terminating", "empty"]
 
 
 def test_the_store_reports_drops_when_a_kept_slice_is_first_read() -> None:
