@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.helpers import free_port, stop_process  # noqa: E402
-from support.realk8s import bench_place  # noqa: E402
+from support.realk8s import bench_place, run_up  # noqa: E402
 
 from bench.controller_scale import MCS, NAMESPACES, cpu, get, rss, source_slice  # noqa: E402
 from mcsdns.kube.apiclient.client import Client  # noqa: E402
@@ -57,8 +57,7 @@ class Cluster:
     def __init__(self, realk8s: str, home: Path, name: str, crds: Path) -> None:
         self.realk8s, self.home, self.name = realk8s, home, name
         env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds))
-        out = subprocess.run([realk8s, "up", name], env=env, check=True, capture_output=True, text=True)
-        self.kubeconfig = out.stdout.strip().splitlines()[-1]
+        self.kubeconfig = str(run_up(realk8s, name, env))
         self.client = Client.load(self.kubeconfig, None, pool=64, name=name)
         self.pids = {p: int((home / name / f"{p}.pid").read_text()) for p in ("apiserver", "etcd")}
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.helpers import free_port  # noqa: E402
-from support.realk8s import crd_folder  # noqa: E402
+from support.realk8s import crd_folder, run_up  # noqa: E402
 
 from bench.startup import NS, load, memory_kib, wait_up  # noqa: E402
 from mcsdns.kube.apiclient.client import Client  # noqa: E402
@@ -195,9 +195,8 @@ def coredns_binary(given: str, tmp: Path) -> Path:
 def up(realk8s: str, home: Path) -> tuple[Path, int]:
     """A control plane of realk8s.sh with the project's CRDs: (kubeconfig, API server pid)."""
     env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crd_folder(home)))
-    out = subprocess.run([realk8s, "up", CLUSTER], env=env, capture_output=True, text=True, check=True)
-    pid = int((home / CLUSTER / "apiserver.pid").read_text())
-    return Path(out.stdout.strip().splitlines()[-1]), pid
+    kubeconfig = run_up(realk8s, CLUSTER, env)
+    return kubeconfig, int((home / CLUSTER / "apiserver.pid").read_text())
 
 
 def report(name: str, runs: list[dict[str, float]]) -> dict[str, float]:

@@ -63,6 +63,23 @@ def script() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
+PORT_TAKEN = "address already in use"
+TRIES = 4
+
+
+def run_up(sh: str, name: str, env: Mapping[str, str]) -> Path:
+    """`realk8s.sh up name`: its kubeconfig (RuntimeError if it fails). realk8s.sh picks a port
+    that is free then; a client socket may take it as its ephemeral port before etcd or the API
+    server binds it (the ranges overlap): such a start is run again, where it picks anew."""
+    for _ in range(TRIES):
+        out = subprocess.run([sh, "up", name], env=dict(env), capture_output=True, text=True, timeout=180)
+        if out.returncode == 0:
+            return Path(out.stdout.strip().splitlines()[-1])
+        if PORT_TAKEN not in out.stderr:
+            break
+    raise RuntimeError(f"realk8s.sh up {name} failed: {out.stderr[-2000:]}")
+
+
 class RealK8s:
     """One running control plane: its admin kubeconfig, server URL, token and CA."""
 
@@ -84,10 +101,7 @@ class RealK8s:
         env = dict(os.environ, REALK8S_HOME=str(home), REALK8S_CRDS=str(crds or crd_folder(home)))
         if os.environ.get(APISERVER_ENV):  # a kube-apiserver binary of one's own
             env["KUBE_APISERVER"] = os.environ[APISERVER_ENV]
-        out = subprocess.run([sh, "up", name], env=env, capture_output=True, text=True, timeout=180)
-        if out.returncode != 0:
-            raise RuntimeError(f"realk8s.sh up {name} failed: {out.stderr[-2000:]}")
-        return cls(name, home, Path(out.stdout.strip().splitlines()[-1]))
+        return cls(name, home, run_up(sh, name, env))
 
     @classmethod
     def up_many(cls, names: Sequence[str], home: Path) -> list[RealK8s]:
