@@ -63,20 +63,25 @@ def script() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
-PORT_TAKEN = "address already in use"
+# what realk8s.sh says when a start failed for a passing reason, which a second start does not
+# meet: the port it picked was taken meanwhile (it picks in the ephemeral range, and a client
+# socket may take it before etcd or the API server binds it); or it looked for the process it
+# had just forked before that one ran (a busy machine): then the log it shows is not there yet
+TRANSIENT = ("address already in use", ".log' for reading: No such file")
 TRIES = 4
 
 
 def run_up(sh: str, name: str, env: Mapping[str, str]) -> Path:
-    """`realk8s.sh up name`: its kubeconfig (RuntimeError if it fails). realk8s.sh picks a port
-    that is free then; a client socket may take it as its ephemeral port before etcd or the API
-    server binds it (the ranges overlap): such a start is run again, where it picks anew."""
+    """`realk8s.sh up name`: its kubeconfig (RuntimeError if it fails). A start that failed for
+    a passing reason (TRANSIENT) is run again; realk8s.sh then stops what the last one started
+    and picks a port anew. A start that failed for good is stopped too."""
     for _ in range(TRIES):
         out = subprocess.run([sh, "up", name], env=dict(env), capture_output=True, text=True, timeout=180)
         if out.returncode == 0:
             return Path(out.stdout.strip().splitlines()[-1])
-        if PORT_TAKEN not in out.stderr:
+        if not any(t in out.stderr for t in TRANSIENT):
             break
+    subprocess.run([sh, "down", name], env=dict(env), capture_output=True, timeout=60)
     raise RuntimeError(f"realk8s.sh up {name} failed: {out.stderr[-2000:]}")
 
 
