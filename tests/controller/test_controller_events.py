@@ -237,10 +237,10 @@ def test_controller_reports_ready_conflicts_and_member_errors_as_events(clusters
             n = ctl.metrics().get(total % (a.name, "Exported", "Normal"))
             return int(ev[0]["count"]) if len(ev) == 1 and n == ev[0]["count"] else None
 
-        eventually(lambda: exported() is not None, what="east's Exported Event and its metric agree")
+        count = eventually(exported, what="east's Exported Event and its metric agree")
         # Ready turns True in east once, or twice when east's first status was written before
         # west's failures were known (east's Ready names every member's failures: Pending)
-        assert exported() in (1, 2)
+        assert count in (1, 2)
         m = ctl.metrics()
         assert m.get(total % (b.name, "SyncFailed", "Warning"), 0) >= 3
         assert total % (a.name, "SyncFailed", "Warning") not in m
