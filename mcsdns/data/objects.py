@@ -33,7 +33,6 @@ from .fields import Each, Fields, Later
 SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY = "ServiceImport", "EndpointSlice", "ClusterProperty"
 KINDS = (SERVICE_IMPORT, ENDPOINT_SLICE, CLUSTER_PROPERTY)
 
-
 _KEY = Fields("namespace", "name")  # what the store reads of any object's metadata (apiclient.keys.key_of)
 _META = Fields("namespace", "name", labels=Fields())  # and `_meta`: the labels must be a map
 _PORTS = Each(Fields("port", "name", "protocol"))
