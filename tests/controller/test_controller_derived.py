@@ -120,7 +120,7 @@ def test_bad_input_is_reported_and_foreign_objects_are_left_alone(clusters2: lis
         c = eventually(lambda: (lambda r: r if r and r["status"] == "False" else None)(
             a.kube.conditions("ns", "web").get("Ready")), what="Ready=False on web")
         assert derived("ns", "web") in c["message"] and "west" in c["message"]
-        assert f"Service ns/{derived('ns', 'web')} exists and is not managed" in ctl.logs()
+        ctl.logged(f"Service ns/{derived('ns', 'web')} exists and is not managed")
         kept = b.api.get("Service", "ns", derived("ns", "web"))
         assert kept is not None and kept["spec"]["selector"] == {"app": "x"}
         assert kept["metadata"]["labels"] == {"team": "x"}
@@ -163,7 +163,7 @@ def test_an_ip_family_the_importing_cluster_lacks_falls_back_to_its_default(tmp_
                 b.kube.serviceimport("ns", "web")), what="ips in B")
             assert si["spec"]["ipFamilies"] == ["IPv4"]
             assert ipaddress.ip_address(si["spec"]["ips"][0]).version == 4
-            assert "rejected" in ctl.logs()
+            ctl.logged("rejected")
             own = eventually(lambda: (a.kube.serviceimport("ns", "web") or {}).get("spec", {}).get("ips"),
                              what="ips in A")
             assert ipaddress.ip_address(own[0]).version == 6
@@ -253,7 +253,8 @@ def test_restart_makes_no_writes_and_lease_keeps_the_ttl_clock(clusters2: list[C
                    what="a's endpoints dropped after its TTL")
         print(f"\na's endpoints gone {time.monotonic() - t0:.1f} s after the restart (TTL 10 s)")
         # the TTL counts from the contact the Lease remembers (a stopped >= 6 s before), not from the restart
-        reached = re.search(r"cluster a: last reached ([0-9.]+)s ago \(its Lease\)", ctl.logs())
+        reached = re.search(r"cluster a: last reached ([0-9.]+)s ago \(its Lease\)",
+                            ctl.logged("cluster a: last reached"))
         assert reached is not None and float(reached.group(1)) >= 6, ctl.logs()
         a.start()
         eventually(lambda: addresses(slices_of(b, "ns", "web")) == {"10.9.0.1", "10.9.0.2"},

@@ -243,7 +243,7 @@ def test_a_central_controller_writing_into_the_local_ones_cluster_is_noticed_not
             eventually(lambda: "b" in {x.split('"')[1] for x in _metrics(ctl)
                                        if x.startswith("mcsdns_controller_writes_total{member=")},
                        what="the central controller writes into b")
-            assert "another controller, writer 'local:a:lease:a/default/mcsdns-controller'" in ctl.logs()
+            ctl.logged("another controller, writer 'local:a:lease:a/default/mcsdns-controller'")
         assert snapshot(a)["imports"] == before
         assert {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"].get("ips")
                 for o in a.api.objects("ServiceImport")} == ips

@@ -97,7 +97,7 @@ def _unlabeled_then_nine_zones(b: Cluster, ctl: Any) -> None:
     """An unlabeled Node keeps b's hints; nine zones too, until one endpoint would need nine."""
     b.api.put(node("b-4", None))
     eventually(lambda: ctl.metrics().get('mcsdns_controller_locality_unlabeled_nodes{member="b"}') == 1)
-    assert "cluster b: Node b-4 has no topology.kubernetes.io/zone label: it spreads" in ctl.logs()
+    ctl.logged("cluster b: Node b-4 has no topology.kubernetes.io/zone label: it spreads")
     assert hints(b) == B_HINTS and used(slices_of(b, "shop", "web"), "b-4", None) == {
         "10.1.0.1", "10.2.0.1", "10.2.0.2", "10.3.0.1"}
     for i in range(4, 10):
@@ -106,7 +106,7 @@ def _unlabeled_then_nine_zones(b: Cluster, ctl: Any) -> None:
     eventually(lambda: hints(b)["10.2.0.1"] == {"forZones": ["z1", *rest]}, what="eight hints, nine zones")
     b.api.put(source("web", ENDPOINTS["b"], ready={"10.2.0.2": False}))  # 10.2.0.1 would need nine
     eventually(lambda: no_hints(b), what="no hints for an endpoint that would need nine")
-    assert "cluster b: Service shop/web: no locality hints: an endpoint would need 9 zone hints" in ctl.logs()
+    ctl.logged("cluster b: Service shop/web: no locality hints: an endpoint would need 9 zone hints")
     assert ctl.metrics()['mcsdns_controller_locality_degraded{member="b",reason="too-many-zones",'
                          'service="shop/web"}'] == 1
     b.api.put(source("web", ENDPOINTS["b"]))
@@ -215,7 +215,7 @@ def test_nodes_that_cannot_be_read_cost_locality_not_the_member(fleet: dict[str,
         eventually(lambda: ctl.metrics().get('mcsdns_controller_locality_degraded{member="b",'
                                              'reason="nodes-unreadable",service="shop/web"}') == 1)
         assert ctl.metrics()['mcsdns_controller_member_reachable{member="b"}'] == 1
-        assert "cluster b: cannot read the Nodes' zones (locality hints): " in ctl.logs()
+        ctl.logged("cluster b: cannot read the Nodes' zones (locality hints): ")
         b.api.allow()
         eventually(lambda: hints(b) == B_HINTS, what="hints once the Nodes are readable")
 

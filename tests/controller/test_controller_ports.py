@@ -72,7 +72,7 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
             assert (c["Ready"]["status"], c["Ready"]["reason"]) == ("False", "PortConflict")
             assert "dns 53/TCP" in c["Ready"]["message"] and "dns 53/UDP" in c["Ready"]["message"]
             eventually(lambda: ctl.metrics().get(metric) == 1, what="unserved port counted")
-            line = next(ln for ln in ctl.logs().splitlines() if "get no traffic" in ln)
+            line = next(ln for ln in ctl.logged("get no traffic").splitlines() if "get no traffic" in ln)
             assert f"cluster {b.name}:" in line and "ns/api" in line and "dns 53/TCP" in line
             # west moves its port to UDP: served, Ready, no longer counted
             for kind_, name in (("Service", "api"), ("EndpointSlice", "api-b")):
@@ -87,7 +87,7 @@ def test_each_port_conflict_is_served_or_reported(kind: str, clusters2: list[Clu
                                 for p in s.get("ports") or []
                                 if s["metadata"]["labels"][SOURCE_CLUSTER_LABEL] == "west"]
                        == [("dns", "UDP")], what="west's slice port served in east")
-            assert "every port is served now" in ctl.logs()
+            ctl.logged("every port is served now")
         else:
             assert (c["Ready"]["status"], c["Ready"]["reason"]) == ("True", "Exported")
             assert ctl.metrics().get(metric) == 0 and "get no traffic" not in ctl.logs()

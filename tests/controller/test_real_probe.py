@@ -58,7 +58,7 @@ def test_a_hung_real_member_leaves_within_the_ttl_and_an_etcd_outage_is_noticed(
                   f"(--endpoint-ttl {TTL})")
             # found by the probe, not by the watches' silence (before: ~55 s of it); the figure
             # above is the measurement, not an assertion a loaded machine could break
-            assert "cluster c unreachable: no answer to its probe" in ctl.logs(), ctl.logs()[-5000:]
+            ctl.logged("cluster c unreachable: no answer to its probe")
             eventually(lambda: sources(b) == {"east", "north"}, what="c's endpoints back")
             # 2. etcd down: the API server up and /readyz "ok", but reads and writes hang
             with stopped(etcd):
@@ -68,7 +68,8 @@ def test_a_hung_real_member_leaves_within_the_ttl_and_an_etcd_outage_is_noticed(
             eventually(lambda: ctl.metrics().get(reachable) == 1, what="c reachable again")
             # each outage found by the probe, once (a fresh API server's first 429 may add a line
             # before them: "storage is (re)initializing", see above)
-            lines = [ln for ln in ctl.logs().splitlines() if "cluster c unreachable" in ln]
+            lines = [ln for ln in ctl.logged("unreachable: no answer to its probe", 2).splitlines()
+                     if "cluster c unreachable" in ln]
             assert len([ln for ln in lines if "unreachable: no answer to its probe" in ln]) == 2, lines
     finally:
         a.close()

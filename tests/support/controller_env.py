@@ -147,6 +147,15 @@ class Controller:
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def logged(self, text: str, count: int = 1) -> str:
+        """Wait until `text` is in the log `count` times or more; return the log. A line is written
+        after what it tells of (a Lease deleted, then "deleted"), so a test that saw the effect waits."""
+        try:
+            return str(eventually(lambda: (lambda t: t if t.count(text) >= count else "")(self.logs()),
+                                  what=f"{text!r} logged {count} time(s)"))
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the log ends:\n{self.logs()[-3000:]}") from None
+
     def metrics(self) -> dict[str, float]:
         """/metrics samples: `name{labels}` -> value."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.health}/metrics", timeout=2) as r:
