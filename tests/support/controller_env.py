@@ -150,9 +150,11 @@ class Controller:
     def logged(self, text: str, count: int = 1) -> str:
         """Wait until `text` is in the log `count` times or more; return the log. A line is written
         after what it tells of (a Lease deleted, then "deleted"), so a test that saw the effect waits."""
+        def enough() -> str:
+            t = self.logs()
+            return t if t.count(text) >= count else ""
         try:
-            return str(eventually(lambda: (lambda t: t if t.count(text) >= count else "")(self.logs()),
-                                  what=f"{text!r} logged {count} time(s)"))
+            return str(eventually(enough, what=f"{text!r} logged {count} time(s)"))
         except AssertionError as e:
             raise AssertionError(f"{e}; the log ends:\n{self.logs()[-3000:]}") from None
 
