@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.helpers import free_port, stop_process  # noqa: E402
+from support.helpers import stop_process  # noqa: E402
+from support.ports import free_port  # noqa: E402
 from support.realk8s import bench_place, run_up  # noqa: E402
 
 from bench.controller_scale import MCS, NAMESPACES, cpu, get, rss, source_slice  # noqa: E402

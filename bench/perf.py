@@ -20,7 +20,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.helpers import free_port  # noqa: E402  (re-exported for the bench scripts)
+from support.ports import free_port  # noqa: E402  (re-exported for the bench scripts)
 
 __all__ = ["free_port"]
 SERVER_CPU = "0"  # the server under test runs here ...

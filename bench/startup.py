@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from fakeapi import KubeAPI  # noqa: E402
-from support.helpers import free_port  # noqa: E402
+from support.ports import free_port  # noqa: E402
 
 MCS = "multicluster.x-k8s.io/v1beta1"
 NS = "bench"

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.helpers import free_port  # noqa: E402
+from support.ports import free_port  # noqa: E402
 from support.realk8s import crd_folder, run_up  # noqa: E402
 
 from bench.startup import NS, load, memory_kib, wait_up  # noqa: E402

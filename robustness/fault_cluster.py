@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.controller_env import Controller  # noqa: E402
-from support.helpers import free_port, run_server, stop_process  # noqa: E402
+from support.helpers import run_server, stop_process  # noqa: E402
+from support.ports import free_port  # noqa: E402
 from support.realk8s import RealK8s  # noqa: E402
 
 NS = "ns"

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from fakeapi import KubeAPI
 from support.controller_env import Kube
-from support.helpers import REPO, free_port
+from support.helpers import REPO
+from support.ports import free_port
 
 
 @pytest.fixture

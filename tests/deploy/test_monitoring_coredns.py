@@ -16,8 +16,9 @@ import dns.message
 import dns.query
 import dns.rcode
 import yaml
-from support.helpers import REPO, copy_example, free_port, run_server, stop_process, wait_for
+from support.helpers import REPO, copy_example, run_server, stop_process, wait_for
 from support.monitoring import COMPAT_RULES, coredns_binary, prometheus, render, traffic
+from support.ports import free_port
 
 # The panels of CoreDNS's Grafana dashboard and the expressions of its alerts (the
 # coredns-mixin's, as kube-prometheus ships them), with their selector set to mcsdns's job.

@@ -24,8 +24,9 @@ from string import Template
 import pytest
 from support.controller_env import Cluster
 from support.diagnose_env import NS
-from support.helpers import REPO, free_port, run_server, stop_process, tool, wait_for
+from support.helpers import REPO, run_server, stop_process, tool, wait_for
 from support.monitoring import coredns_binary
+from support.ports import free_port
 
 ZONE_IP = "10.42.0.7"  # the ServiceImport's: what every right answer holds
 NAME = "web.shop.svc.clusterset.local"

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from fakeapi import KubeAPI
-from support.helpers import free_port, run_server, wait_for
+from support.helpers import run_server, wait_for
 from support.kube_objects import addrs, service_import
+from support.ports import free_port
 
 from mcsdns.kube.apiclient.errors import ApiError, Request, explain
 

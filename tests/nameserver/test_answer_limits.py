@@ -25,7 +25,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from support.helpers import LIVENESS, copy_example, free_port, run_server, stop_process, tool, wait_for  # noqa: E402
+from support.helpers import LIVENESS, copy_example, run_server, stop_process, tool, wait_for  # noqa: E402
+from support.ports import free_port  # noqa: E402
 from support.secondaries import KEY, knotd  # noqa: E402
 
 from robustness.query_of_death import BARE, Bystander, ask, big_slice, cpu_seconds, flood  # noqa: E402

@@ -13,7 +13,8 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
-from support.helpers import EXAMPLE, LIVENESS, Server, free_port, headless, run_server
+from support.helpers import EXAMPLE, LIVENESS, Server, headless, run_server
+from support.ports import free_port
 
 Launcher = Callable[[Path, int, int], list[str]]
 

@@ -17,7 +17,8 @@ import dns.message
 import dns.opcode
 import dns.rdatatype
 import pytest
-from support.helpers import Server, clusterset_ip, copy_example, free_port, run_server, wait_for
+from support.helpers import Server, clusterset_ip, copy_example, run_server, wait_for
+from support.ports import free_port
 
 from mcsdns.dns.names import encode_name
 from mcsdns.nameserver import notify

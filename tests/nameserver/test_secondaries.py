@@ -17,7 +17,8 @@ import dns.rcode
 import dns.rdatatype
 import dns.zone
 import pytest
-from support.helpers import EXAMPLE, LIVENESS, REPO, free_port, run_server, stop_process, wait_for
+from support.helpers import EXAMPLE, LIVENESS, REPO, run_server, stop_process, wait_for
+from support.ports import free_port
 from support.secondaries import KEY, SECONDARIES, ZONE, Secondary
 
 

@@ -26,7 +26,8 @@ import dns.rcode
 import dns.tsig
 import dns.tsigkeyring
 import pytest
-from support.helpers import EXAMPLE, REPO, Server, free_port, run_server
+from support.helpers import EXAMPLE, REPO, Server, run_server
+from support.ports import free_port
 
 sys.path.insert(0, str(REPO))
 

@@ -10,7 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from support.helpers import REPO, free_port, skip_without_package_index, stop_process, tool
+from support.helpers import REPO, skip_without_package_index, stop_process, tool
+from support.ports import free_port
 
 
 def start(clone: Path, log: Path) -> tuple[bool, float]:

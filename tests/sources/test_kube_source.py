@@ -14,7 +14,7 @@ import dns.rcode
 import pytest
 from fakeapi import KubeAPI
 from kubernetes import client
-from support.helpers import EXAMPLE, free_port, run_server, wait_for
+from support.helpers import EXAMPLE, run_server, wait_for
 from support.kube_objects import (
     MCS,
     SERVICE,
@@ -26,6 +26,7 @@ from support.kube_objects import (
     service_import,
 )
 from support.official import official_client
+from support.ports import free_port
 
 from mcsdns.data.objects import SERVICE_IMPORT
 from mcsdns.data.store import Store

@@ -71,7 +71,7 @@ def saved_objects(path: Path) -> list[dict[str, Any]]:
 
 def down_api(tmp_path: Path) -> tuple[KubeAPI, Path]:
     """An API server that is not listening yet (down at start), and its kubeconfig."""
-    from support.helpers import free_port
+    from support.ports import free_port
 
     api = KubeAPI()
     api.port = free_port()

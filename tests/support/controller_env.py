@@ -16,7 +16,8 @@ from fakeapi import KubeAPI
 
 from mcsdns.controller.member.client import Member
 from mcsdns.kube.apiclient.errors import NotFound, Unreachable
-from support.helpers import LIVENESS, REPO, free_port, liveness, stop_process
+from support.helpers import LIVENESS, REPO, liveness, stop_process
+from support.ports import free_port
 
 SLICES = "/apis/discovery.k8s.io/v1"
 IDS = (("a", "east"), ("b", "west"), ("c", "north"))  # member names and cluster IDs

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import os
 import shutil
 import socket
@@ -27,6 +26,7 @@ from mcsdns.nameserver.handler import Handler
 from mcsdns.publish.pipeline import Pipeline
 from mcsdns.roles.loader import loader_for
 from mcsdns.serveconfig import Config
+from support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LIVENESS = 60.0  # seconds: the least any wait gives a condition before it fails (see wait_for)
@@ -54,28 +54,6 @@ def skip_without_package_index(tmp: Path) -> None:
                        capture_output=True, text=True, timeout=180)
     if r.returncode != 0:
         pytest.skip(f"the package index is unreachable: {r.stderr.strip().splitlines()[-1:]}")
-
-
-_HANDED: collections.deque[int] = collections.deque(maxlen=256)  # ports free_port gave lately
-
-
-def free_port() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1, and not one this process was given
-    lately (the kernel may hand the same one out again once its socket is closed: two calls in
-    a row gave a server the same port to listen on and for /health)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind(("127.0.0.1", 0))
-            port: int = t.getsockname()[1]
-            if port in _HANDED:
-                continue
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                try:
-                    u.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _HANDED.append(port)
-            return port
 
 
 class Server:

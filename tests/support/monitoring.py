@@ -22,7 +22,8 @@ import dns.rcode
 import pytest
 import yaml
 
-from support.helpers import REPO, Server, free_port, stop_process, tool, wait_for
+from support.helpers import REPO, Server, stop_process, tool, wait_for
+from support.ports import free_port
 
 MONITORING = REPO / "deploy" / "monitoring"
 SERVER_RULES = MONITORING / "rules" / "mcsdns-server.rules.yaml"

@@ -21,7 +21,8 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rdatatype
-from support.helpers import EXAMPLE, LIVENESS, REPO, Server, drain, free_port, stop_process, wait_for
+from support.helpers import EXAMPLE, LIVENESS, REPO, Server, drain, stop_process, wait_for
+from support.ports import free_port
 
 from mcsdns.transport.sockets import stop_tcp_intake, stop_udp_intake
 

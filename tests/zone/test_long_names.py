@@ -29,12 +29,12 @@ from support.helpers import (
     LIVENESS,
     REPO,
     Server,
-    free_port,
     run_server,
     stop_process,
     tool,
     wait_for,
 )
+from support.ports import free_port
 from support.secondaries import KEY, SECONDARIES, SECRET, ZONE, Secondary
 
 from mcsdns.kube.names import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
