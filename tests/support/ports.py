@@ -12,6 +12,7 @@ POOL = (10000, 20000)  # free_port's ports: below the kernel's ephemeral range a
 
 
 def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out by itself (to connect() and bind(0))."""
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
