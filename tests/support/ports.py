@@ -57,7 +57,8 @@ def free_port() -> int:
     caller's server binds it. The kernel's own pick would not do: it hands the same ports to
     outgoing connections and to other processes' bind(0) (a CI run lost a server's --health port
     so), so the ports come from below the ephemeral range, one slice per test worker."""
-    for port in _NEXT:
+    while True:
+        port = next(_NEXT)
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t, \
                     socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
@@ -66,4 +67,3 @@ def free_port() -> int:
         except OSError:
             continue
         return port
-    raise AssertionError("unreachable: _candidates never ends")
