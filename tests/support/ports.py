@@ -21,12 +21,13 @@ def _ephemeral_low() -> int:
 
 def _slice() -> range:
     """This process's share of POOL: one slice per pytest-xdist worker, so two workers never
-    pick the same port; empty when the kernel's ephemeral range reaches into POOL."""
+    pick the same port (a worker started in a crashed one's place, gw3 of three, shares a
+    slice); empty when the kernel's ephemeral range reaches into POOL."""
     low, high = POOL[0], min(POOL[1], _ephemeral_low())
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    size = (high - low) // max(count, 1) if high > low else 0
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    index = int(worker[2:]) % count if worker[2:].isdigit() else 0
+    size = (high - low) // count if high > low else 0
     return range(low + index * size, low + (index + 1) * size) if size >= 64 else range(0)
 
 
